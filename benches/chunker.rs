@@ -1,0 +1,78 @@
+//! Chunker throughput on random and on text data (target ≥ 1 GB/s per core),
+//! and the full fingerprint (TTTD + MD5 per chunk + content hash) beside it,
+//! with plain MD5 over the same bytes as the baseline measured in the same run.
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use md5::{Digest, Md5};
+use simd::chunker::{chunk_lengths, ChunkParams};
+use simd::fingerprint::fingerprint_bytes;
+
+const SIZE: usize = 16 << 20;
+
+fn random(len: usize) -> Vec<u8> {
+    let mut x = 0x9e37_79b9_7f4a_7c15_u64;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 32) as u8
+        })
+        .collect()
+}
+
+/// English-like text: words from a small vocabulary, spaces and newlines.
+fn text(len: usize) -> Vec<u8> {
+    const WORDS: [&str; 24] = [
+        "the",
+        "index",
+        "of",
+        "a",
+        "repository",
+        "chunk",
+        "similar",
+        "documents",
+        "and",
+        "files",
+        "is",
+        "version",
+        "support",
+        "copy",
+        "to",
+        "in",
+        "that",
+        "for",
+        "report",
+        "template",
+        "cluster",
+        "moved",
+        "deleted",
+        "found",
+    ];
+    let r = random(len / 3);
+    let mut out = Vec::with_capacity(len + 16);
+    let mut i = 0;
+    while out.len() < len {
+        out.extend_from_slice(WORDS[r[i % r.len()] as usize % WORDS.len()].as_bytes());
+        out.push(if i % 11 == 10 { b'\n' } else { b' ' });
+        i += 1;
+    }
+    out.truncate(len);
+    out
+}
+
+fn bench(c: &mut Criterion) {
+    let params = ChunkParams::default();
+    let mut g = c.benchmark_group("chunker");
+    g.throughput(Throughput::Bytes(SIZE as u64));
+    g.sample_size(20);
+    for (name, data) in [("random", random(SIZE)), ("text", text(SIZE))] {
+        g.bench_with_input(BenchmarkId::new("tttd", name), &data, |b, d| b.iter(|| chunk_lengths(d, &params)));
+        g.bench_with_input(BenchmarkId::new("tttd+md5", name), &data, |b, d| b.iter(|| fingerprint_bytes(d, &params)));
+        g.bench_with_input(BenchmarkId::new("md5-baseline", name), &data, |b, d| b.iter(|| Md5::digest(d)));
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -1,0 +1,770 @@
+//! Analysis of the live index (Forman §2.3–2.5): partition the distinct
+//! contents by shared chunks, find links inside each part, cluster the links,
+//! and expand contents back to file names.
+//!
+//! It reads only the index, never a file. It depends on "a content is a
+//! multiset of weighted feature ids" ([`Features`]), not on how the features
+//! were cut, so other extractors (shingles, paragraph fingerprints) can plug
+//! in beside TTTD chunks.
+//!
+//! Memory is O(contents) for the partition plus O(one component) for links:
+//! postings are streamed in key order (RocksDB is the disk-based sort), and a
+//! component's chunk lists are loaded only while its links are computed.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use md5::{Digest, Md5};
+use serde::{Deserialize, Serialize};
+
+use crate::fingerprint::{ChunkId, ContentHash};
+use crate::store::{
+    ChunkContents, ContentChunks, ContentNames, Counts, FileId, Files, Meta, MetaKey, MetaValue, Store, StoreError,
+    Templates,
+};
+
+/// Thresholds of an analysis.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AnalysisParams {
+    /// A link needs at least this many bytes in common.
+    pub min_bytes: u64,
+    /// ... and resemblance at least this,
+    pub min_similarity: f64,
+    /// ... or the smaller file this much inside the larger (a `contains` link).
+    pub min_containment: f64,
+    /// Chunks in more distinct contents than this are ignored (None: automatic,
+    /// see [`auto_cutoff`]).
+    pub max_degree: Option<u64>,
+}
+
+impl Default for AnalysisParams {
+    /// Defaults chosen from measured precision and recall: `docs/accuracy.md`.
+    fn default() -> Self {
+        AnalysisParams { min_bytes: 500, min_similarity: 0.3, min_containment: 0.6, max_degree: None }
+    }
+}
+
+/// The common-chunk cutoff for `contents` distinct contents: Forman's "half
+/// the files", capped at Broder's 1000 documents, and never below 100 so that
+/// a small repository's versions of one document are never ignored.
+pub fn auto_cutoff(contents: u64) -> u64 {
+    (contents / 2).clamp(100, 1000)
+}
+
+/// A content as the analysis sees it: its non-ignored chunks, sorted by id,
+/// each with its length and occurrence count.
+#[derive(Clone, Debug, Default)]
+pub struct Features {
+    pub chunks: Vec<(ChunkId, u32, u32)>,
+}
+
+impl Features {
+    /// Bytes in non-ignored chunks.
+    pub fn payload(&self) -> u64 {
+        self.chunks.iter().map(|&(_, len, n)| u64::from(len) * u64::from(n)).sum()
+    }
+
+    /// common(A,B) = Σ over shared chunks of min(count in A, count in B) × length,
+    /// by merging the two sorted lists (Forman: ~2.5× faster than a hash table).
+    pub fn common(&self, other: &Features) -> u64 {
+        let (a, b) = (&self.chunks, &other.chunks);
+        let (mut i, mut j, mut sum) = (0, 0, 0u64);
+        while i < a.len() && j < b.len() {
+            match a[i].0.cmp(&b[j].0) {
+                std::cmp::Ordering::Less => i += 1,
+                std::cmp::Ordering::Greater => j += 1,
+                std::cmp::Ordering::Equal => {
+                    sum += u64::from(a[i].1) * u64::from(a[i].2.min(b[j].2));
+                    i += 1;
+                    j += 1;
+                }
+            }
+        }
+        sum
+    }
+}
+
+/// The similarity measures of a pair, from common bytes and payloads.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Measures {
+    pub common: u64,
+    pub resemblance: f64,
+    /// c(A in B) = common / payload A.
+    pub a_in_b: f64,
+    /// c(B in A) = common / payload B.
+    pub b_in_a: f64,
+}
+
+impl Measures {
+    pub fn new(common: u64, payload_a: u64, payload_b: u64) -> Measures {
+        let ratio = |n: u64, d: u64| if d == 0 { 0.0 } else { n as f64 / d as f64 };
+        Measures {
+            common,
+            resemblance: ratio(common, (payload_a + payload_b).saturating_sub(common)),
+            a_in_b: ratio(common, payload_a),
+            b_in_a: ratio(common, payload_b),
+        }
+    }
+
+    /// How much the smaller side is inside the larger.
+    pub fn containment(&self) -> f64 {
+        self.a_in_b.max(self.b_in_a)
+    }
+
+    /// The link kind under `p`, or None when the pair is not a link.
+    pub fn kind(&self, p: &AnalysisParams) -> Option<LinkKind> {
+        if self.common < p.min_bytes.max(1) {
+            None
+        } else if self.resemblance >= p.min_similarity {
+            Some(LinkKind::Similar)
+        } else if self.containment() >= p.min_containment {
+            Some(LinkKind::Contains)
+        } else {
+            None
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LinkKind {
+    Similar,
+    /// The smaller file is mostly inside the larger one.
+    Contains,
+}
+
+impl LinkKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LinkKind::Similar => "similar",
+            LinkKind::Contains => "contains",
+        }
+    }
+}
+
+/// A file name of a content.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Name {
+    pub path: Vec<u8>,
+    pub size: u64,
+}
+
+/// Identical files: one content, several names.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct IdenticalSet {
+    pub content: ContentHash,
+    pub size: u64,
+    pub names: Vec<Name>,
+}
+
+impl IdenticalSet {
+    /// Bytes that all copies but one take.
+    pub fn wasted(&self) -> u64 {
+        self.size * (self.names.len() as u64).saturating_sub(1)
+    }
+}
+
+/// One distinct content in a cluster, with every name it has.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Member {
+    pub content: ContentHash,
+    pub size: u64,
+    pub payload: u64,
+    pub names: Vec<Name>,
+}
+
+/// A link between two members of a cluster (indices into `members`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Link {
+    pub a: usize,
+    pub b: usize,
+    pub measures: Measures,
+    pub kind: LinkKind,
+}
+
+/// A connected component of links.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Cluster {
+    /// Stable while the cluster's set of contents does not change.
+    pub id: u64,
+    pub members: Vec<Member>,
+    pub links: Vec<Link>,
+}
+
+impl Cluster {
+    pub fn files(&self) -> usize {
+        self.members.iter().map(|m| m.names.len()).sum()
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.members.iter().map(|m| m.size * m.names.len() as u64).sum()
+    }
+
+    /// Formats the id as users type it.
+    pub fn id_str(&self) -> String {
+        cluster_id_str(self.id)
+    }
+}
+
+pub fn cluster_id_str(id: u64) -> String {
+    format!("{id:012x}")[..12].to_string()
+}
+
+/// What an analysis found.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Analysis {
+    /// The index's sequence number the analysis was made at.
+    pub sequence: u64,
+    pub params: AnalysisParams,
+    pub files: u64,
+    pub contents: u64,
+    pub bytes: u64,
+    pub cutoff: u64,
+    /// Chunks ignored as over-common, and the bytes they account for.
+    pub common_chunks: u64,
+    pub common_bytes: u64,
+    /// Chunks ignored as templates, and their bytes.
+    pub template_chunks: u64,
+    pub template_bytes: u64,
+    /// Parts of the partition with more than one content.
+    pub components: u64,
+    pub identical: Vec<IdenticalSet>,
+    pub clusters: Vec<Cluster>,
+}
+
+impl Analysis {
+    pub fn wasted(&self) -> u64 {
+        self.identical.iter().map(IdenticalSet::wasted).sum()
+    }
+}
+
+/// Union-find over dense indices, by size with path halving.
+pub struct UnionFind {
+    parent: Vec<u32>,
+    size: Vec<u32>,
+}
+
+impl UnionFind {
+    pub fn new(n: usize) -> Self {
+        UnionFind { parent: (0..n as u32).collect(), size: vec![1; n] }
+    }
+
+    pub fn find(&mut self, mut x: u32) -> u32 {
+        while self.parent[x as usize] != x {
+            let p = self.parent[x as usize];
+            self.parent[x as usize] = self.parent[p as usize];
+            x = p;
+        }
+        x
+    }
+
+    pub fn union(&mut self, a: u32, b: u32) {
+        let (mut a, mut b) = (self.find(a), self.find(b));
+        if a == b {
+            return;
+        }
+        if self.size[a as usize] < self.size[b as usize] {
+            std::mem::swap(&mut a, &mut b);
+        }
+        self.parent[b as usize] = a;
+        self.size[a as usize] += self.size[b as usize];
+    }
+
+    /// The groups with more than one member, each sorted, in order of their
+    /// smallest member.
+    pub fn groups(&mut self) -> Vec<Vec<u32>> {
+        let n = self.parent.len();
+        let mut by_root: HashMap<u32, Vec<u32>> = HashMap::new();
+        for x in 0..n as u32 {
+            let r = self.find(x);
+            if self.size[r as usize] > 1 {
+                by_root.entry(r).or_default().push(x);
+            }
+        }
+        let mut groups: Vec<Vec<u32>> = by_root.into_values().collect();
+        groups.sort_unstable_by_key(|g| g[0]);
+        groups
+    }
+}
+
+/// The live contents (those with a name), sorted, with their number of names.
+fn live_contents(store: &Store) -> Result<(Vec<ContentHash>, Vec<u32>), StoreError> {
+    let (mut contents, mut copies) = (Vec::new(), Vec::new());
+    for item in store.scan::<ContentNames>() {
+        let ((content, _), ()) = item?;
+        if contents.last() == Some(&content) {
+            *copies.last_mut().expect("pushed with contents") += 1;
+        } else {
+            contents.push(content);
+            copies.push(1);
+        }
+    }
+    Ok((contents, copies))
+}
+
+/// The template chunks.
+pub fn templates(store: &Store) -> Result<HashSet<ChunkId>, StoreError> {
+    store.scan::<Templates>().map(|r| r.map(|(id, _)| id)).collect()
+}
+
+/// The partition of the live contents by shared non-ignored chunks.
+struct Partition {
+    components: Vec<Vec<u32>>,
+    ignored: HashSet<ChunkId>,
+    common_chunks: u64,
+    common_bytes: u64,
+    template_chunks: u64,
+    template_bytes: u64,
+}
+
+/// Scans the postings in key order (all contents of one chunk are adjacent)
+/// and unions the contents of every shared chunk that is not ignored.
+fn partition(
+    store: &Store,
+    contents: &[ContentHash],
+    templates: &HashSet<ChunkId>,
+    cutoff: u64,
+) -> Result<Partition, StoreError> {
+    let mut uf = UnionFind::new(contents.len());
+    let mut p = Partition {
+        components: Vec::new(),
+        ignored: HashSet::new(),
+        common_chunks: 0,
+        common_bytes: 0,
+        template_chunks: 0,
+        template_bytes: 0,
+    };
+    let mut current: Option<ChunkId> = None;
+    let mut group: Vec<u32> = Vec::new();
+    let mut group_bytes = 0u64;
+    let flush = |chunk: ChunkId, group: &mut Vec<u32>, bytes: u64, uf: &mut UnionFind, p: &mut Partition| {
+        if templates.contains(&chunk) {
+            p.template_chunks += 1;
+            p.template_bytes += bytes;
+            p.ignored.insert(chunk);
+        } else if group.len() as u64 > cutoff {
+            p.common_chunks += 1;
+            p.common_bytes += bytes;
+            p.ignored.insert(chunk);
+        } else {
+            for w in group.windows(2) {
+                uf.union(w[0], w[1]);
+            }
+        }
+        group.clear();
+    };
+    for item in store.scan::<ChunkContents>() {
+        let ((chunk, content), posting) = item?;
+        if current != Some(chunk) {
+            if let Some(c) = current {
+                flush(c, &mut group, group_bytes, &mut uf, &mut p);
+            }
+            current = Some(chunk);
+            group_bytes = 0;
+        }
+        // Postings only exist for live contents; a miss would be an
+        // inconsistency that `simd check` reports, so it is skipped here.
+        if let Ok(i) = contents.binary_search(&content) {
+            group.push(i as u32);
+            group_bytes += u64::from(posting.len) * u64::from(posting.count);
+        }
+    }
+    if let Some(c) = current {
+        flush(c, &mut group, group_bytes, &mut uf, &mut p);
+    }
+    p.components = uf.groups();
+    Ok(p)
+}
+
+/// Loads a content's features (its chunk list without ignored chunks).
+pub fn features(
+    store: &Store,
+    content: &ContentHash,
+    ignored: &HashSet<ChunkId>,
+) -> Result<(u64, Features), StoreError> {
+    let rec = store.get::<ContentChunks>(content)?.unwrap_or(crate::store::ContentRecord { size: 0, runs: Vec::new() });
+    let chunks = rec.chunk_counts().into_iter().filter(|(id, _, _)| !ignored.contains(id)).collect();
+    Ok((rec.size, Features { chunks }))
+}
+
+/// A cluster before names are attached: contents as dense indices.
+struct RawCluster {
+    members: Vec<(u32, u64, u64)>, // (content index, size, payload)
+    links: Vec<(usize, usize, Measures, LinkKind)>,
+}
+
+/// Links and clusters inside one component.
+fn analyse_component(
+    store: &Store,
+    contents: &[ContentHash],
+    component: &[u32],
+    ignored: &HashSet<ChunkId>,
+    params: &AnalysisParams,
+) -> Result<Vec<RawCluster>, StoreError> {
+    let mut feats = Vec::with_capacity(component.len());
+    let mut sizes = Vec::with_capacity(component.len());
+    for &c in component {
+        let (size, f) = features(store, &contents[c as usize], ignored)?;
+        sizes.push(size);
+        feats.push(f);
+    }
+    let payloads: Vec<u64> = feats.iter().map(Features::payload).collect();
+    // Inverted index of the component: chunk → local members holding it.
+    let mut holders: HashMap<ChunkId, Vec<u32>> = HashMap::new();
+    for (i, f) in feats.iter().enumerate() {
+        for &(id, _, _) in &f.chunks {
+            holders.entry(id).or_default().push(i as u32);
+        }
+    }
+    let n = component.len();
+    let mut uf = UnionFind::new(n);
+    let mut links = Vec::new();
+    let mut stamp = vec![usize::MAX; n];
+    let mut candidates = Vec::new();
+    for i in 0..n {
+        candidates.clear();
+        for &(id, _, _) in &feats[i].chunks {
+            for &j in &holders[&id] {
+                let j = j as usize;
+                if j > i && stamp[j] != i {
+                    stamp[j] = i;
+                    candidates.push(j);
+                }
+            }
+        }
+        for &j in &candidates {
+            let m = Measures::new(feats[i].common(&feats[j]), payloads[i], payloads[j]);
+            if let Some(kind) = m.kind(params) {
+                links.push((i, j, m, kind));
+                uf.union(i as u32, j as u32);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for group in uf.groups() {
+        let local: HashMap<u32, usize> = group.iter().enumerate().map(|(k, &i)| (i, k)).collect();
+        let members = group.iter().map(|&i| (component[i as usize], sizes[i as usize], payloads[i as usize])).collect();
+        let cl_links = links
+            .iter()
+            .filter(|(a, _, _, _)| local.contains_key(&(*a as u32)))
+            .map(|&(a, b, m, k)| (local[&(a as u32)], local[&(b as u32)], m, k))
+            .collect();
+        out.push(RawCluster { members, links: cl_links });
+    }
+    Ok(out)
+}
+
+/// A cluster's id: from its set of contents, so it is stable while that set is.
+fn cluster_id(contents: &[ContentHash], members: &[(u32, u64, u64)]) -> u64 {
+    let mut hashes: Vec<&ContentHash> = members.iter().map(|m| &contents[m.0 as usize]).collect();
+    hashes.sort();
+    let mut h = Md5::new();
+    for c in hashes {
+        h.update(c.0);
+    }
+    let d = h.finalize();
+    u64::from_be_bytes(d[..8].try_into().expect("md5 is 16 bytes")) >> 16
+}
+
+/// Every name of a content.
+pub fn names_of(store: &Store, content: &ContentHash) -> Result<Vec<Name>, StoreError> {
+    let mut ids: Vec<FileId> = Vec::new();
+    for item in store.names(content) {
+        ids.push(item?.0 .1);
+    }
+    let mut names = Vec::with_capacity(ids.len());
+    for id in ids {
+        if let Some(rec) = store.get::<Files>(&id)? {
+            names.push(Name { path: rec.path, size: rec.size });
+        }
+    }
+    names.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(names)
+}
+
+/// The writer's totals (files, live contents).
+pub fn counts(store: &Store) -> Result<Counts, StoreError> {
+    Ok(match store.get::<Meta>(&MetaKey::Counts)? {
+        Some(MetaValue::Counts(c)) => c,
+        _ => Counts::default(),
+    })
+}
+
+/// Runs the whole analysis on the index as it is now.
+pub fn analyse(store: &Store, params: &AnalysisParams, threads: usize) -> Result<Analysis, StoreError> {
+    let sequence = store.sequence();
+    let (contents, copies) = live_contents(store)?;
+    let cutoff = params.max_degree.unwrap_or_else(|| auto_cutoff(contents.len() as u64));
+    let templates = templates(store)?;
+    let part = partition(store, &contents, &templates, cutoff)?;
+
+    // Components are independent: share them out over the threads, largest first.
+    let mut order: Vec<usize> = (0..part.components.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(part.components[i].len()));
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<RawCluster>> = Mutex::new(Vec::new());
+    let error: Mutex<Option<StoreError>> = Mutex::new(None);
+    std::thread::scope(|s| {
+        for _ in 0..threads.max(1) {
+            s.spawn(|| loop {
+                let k = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&ci) = order.get(k) else { break };
+                match analyse_component(store, &contents, &part.components[ci], &part.ignored, params) {
+                    Ok(mut r) => results.lock().expect("no panics holding the lock").append(&mut r),
+                    Err(e) => {
+                        *error.lock().expect("no panics holding the lock") = Some(e);
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    if let Some(e) = error.into_inner().expect("threads joined") {
+        return Err(e);
+    }
+    let raw = results.into_inner().expect("threads joined");
+
+    let mut clusters = Vec::with_capacity(raw.len());
+    for rc in raw {
+        let id = cluster_id(&contents, &rc.members);
+        let mut members = Vec::with_capacity(rc.members.len());
+        for &(ci, size, payload) in &rc.members {
+            let content = contents[ci as usize];
+            members.push(Member { content, size, payload, names: names_of(store, &content)? });
+        }
+        let links = rc.links.into_iter().map(|(a, b, measures, kind)| Link { a, b, measures, kind }).collect();
+        clusters.push(Cluster { id, members, links });
+    }
+    clusters.sort_by(|a, b| (b.files(), b.bytes()).cmp(&(a.files(), a.bytes())).then_with(|| a.id.cmp(&b.id)));
+
+    let mut identical = Vec::new();
+    for (i, &n) in copies.iter().enumerate() {
+        if n > 1 {
+            let names = names_of(store, &contents[i])?;
+            let size = names.first().map_or(0, |n| n.size);
+            identical.push(IdenticalSet { content: contents[i], size, names });
+        }
+    }
+    identical.sort_by(|a, b| b.wasted().cmp(&a.wasted()).then_with(|| a.content.cmp(&b.content)));
+
+    let totals = counts(store)?;
+    let bytes = store.scan::<Files>().map(|r| r.map(|(_, f)| f.size)).sum::<Result<u64, _>>()?;
+    Ok(Analysis {
+        sequence,
+        params: *params,
+        files: totals.files,
+        contents: contents.len() as u64,
+        bytes,
+        cutoff,
+        common_chunks: part.common_chunks,
+        common_bytes: part.common_bytes,
+        template_chunks: part.template_chunks,
+        template_bytes: part.template_bytes,
+        components: part.components.len() as u64,
+        identical,
+        clusters,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f(chunks: &[(u8, u32, u32)]) -> Features {
+        let mut c: Vec<_> = chunks.iter().map(|&(id, len, n)| (ChunkId([id; 16]), len, n)).collect();
+        c.sort();
+        Features { chunks: c }
+    }
+
+    #[test]
+    fn common_bytes_take_the_smaller_count() {
+        let a = f(&[(1, 100, 2), (2, 50, 1), (3, 10, 1)]);
+        let b = f(&[(1, 100, 1), (3, 10, 4), (4, 70, 1)]);
+        assert_eq!(a.common(&b), 100 + 10);
+        assert_eq!(b.common(&a), 110);
+        assert_eq!(a.payload(), 260);
+        let m = Measures::new(110, 260, 150);
+        assert!((m.resemblance - 110.0 / 300.0).abs() < 1e-12);
+        assert!((m.a_in_b - 110.0 / 260.0).abs() < 1e-12);
+        assert!((m.b_in_a - 110.0 / 150.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn link_kinds_follow_the_thresholds() {
+        let p = AnalysisParams { min_bytes: 100, min_similarity: 0.5, min_containment: 0.8, max_degree: None };
+        assert_eq!(Measures::new(900, 1000, 1000).kind(&p), Some(LinkKind::Similar));
+        assert_eq!(Measures::new(900, 900, 10_000).kind(&p), Some(LinkKind::Contains));
+        assert_eq!(Measures::new(90, 90, 90).kind(&p), None, "under min bytes");
+        assert_eq!(Measures::new(300, 1000, 1000).kind(&p), None);
+        assert_eq!(Measures::new(0, 0, 0).kind(&AnalysisParams { min_bytes: 0, ..p }), None);
+    }
+
+    #[test]
+    fn union_find_groups() {
+        let mut uf = UnionFind::new(6);
+        uf.union(0, 3);
+        uf.union(4, 3);
+        uf.union(1, 5);
+        assert_eq!(uf.groups(), vec![vec![0, 3, 4], vec![1, 5]]);
+    }
+
+    #[test]
+    fn cutoff_follows_forman_and_broder() {
+        assert_eq!(auto_cutoff(10), 100);
+        assert_eq!(auto_cutoff(600), 300);
+        assert_eq!(auto_cutoff(1_000_000), 1000);
+    }
+}
+
+/// The analysis cache: the last analysis, reused while the index's sequence
+/// number and the parameters are those it was made with.
+pub mod cache {
+    use std::path::{Path, PathBuf};
+
+    use super::{analyse, Analysis, AnalysisParams};
+    use crate::store::{Store, StoreError};
+
+    const VERSION: u8 = 1;
+
+    fn path(dir: &Path) -> PathBuf {
+        dir.join("analysis.cache")
+    }
+
+    fn load(store: &Store, params: &AnalysisParams) -> Option<Analysis> {
+        let bytes = std::fs::read(path(store.dir())).ok()?;
+        let (&v, rest) = bytes.split_first()?;
+        if v != VERSION {
+            return None;
+        }
+        let a: Analysis = postcard::from_bytes(rest).ok()?;
+        (a.sequence == store.sequence() && a.params == *params).then_some(a)
+    }
+
+    fn save(store: &Store, a: &Analysis) -> std::io::Result<()> {
+        let mut bytes = vec![VERSION];
+        bytes.extend(postcard::to_stdvec(a).map_err(std::io::Error::other)?);
+        let target = path(store.dir());
+        let tmp = target.with_extension(format!("tmp.{}", std::process::id()));
+        std::fs::write(&tmp, bytes)?;
+        std::fs::rename(&tmp, &target)
+    }
+
+    /// The analysis of the index as it is now: from the cache when nothing
+    /// changed since it was made (and `fresh` is false), else computed and cached.
+    /// Returns whether it came from the cache.
+    pub fn analysis(
+        store: &Store,
+        params: &AnalysisParams,
+        threads: usize,
+        fresh: bool,
+    ) -> Result<(Analysis, bool), StoreError> {
+        if !fresh {
+            if let Some(a) = load(store, params) {
+                return Ok((a, true));
+            }
+        }
+        let a = analyse(store, params, threads)?;
+        // The cache is an optimisation: an index directory we cannot write
+        // (a read-only mount, another user's index) still gets its report.
+        if let Err(e) = save(store, &a) {
+            tracing::debug!("{}: analysis not cached: {e}", store.dir().display());
+        }
+        Ok((a, false))
+    }
+}
+
+/// Template marks: a cluster's shared chunks recorded in the `templates` CF,
+/// so that later analyses ignore them without re-reading any file.
+pub mod marks {
+    use std::collections::HashMap;
+
+    use super::{cluster_id_str, features, Analysis};
+    use crate::fingerprint::ChunkId;
+    use crate::store::{Store, StoreError, TemplateMark, Templates};
+
+    #[derive(Debug, thiserror::Error)]
+    pub enum MarkError {
+        #[error(transparent)]
+        Store(#[from] StoreError),
+        #[error("no cluster {0} in the current report (run `simd report` to see the ids)")]
+        NoCluster(String),
+        #[error("cluster id {0} is ambiguous: it starts {1} clusters; give more digits")]
+        Ambiguous(String, usize),
+    }
+
+    /// What `mark` recorded.
+    pub struct Marked {
+        pub cluster: String,
+        pub chunks: u64,
+        pub bytes: u64,
+    }
+
+    /// The chunks of a cluster held by at least `min_share` of its distinct
+    /// contents, marked as template chunks in one batch.
+    pub fn mark(store: &Store, analysis: &Analysis, id: &str, min_share: f64) -> Result<Marked, MarkError> {
+        let id = id.to_ascii_lowercase();
+        let found: Vec<_> = analysis.clusters.iter().filter(|c| c.id_str().starts_with(&id)).collect();
+        let cluster = match found.as_slice() {
+            [c] => *c,
+            [] => return Err(MarkError::NoCluster(id)),
+            many => return Err(MarkError::Ambiguous(id, many.len())),
+        };
+        let mut held: HashMap<ChunkId, (u32, usize)> = HashMap::new();
+        let none = Default::default();
+        for m in &cluster.members {
+            let (_, f) = features(store, &m.content, &none)?;
+            for (chunk, len, _) in f.chunks {
+                held.entry(chunk).or_insert((len, 0)).1 += 1;
+            }
+        }
+        let need = ((cluster.members.len() as f64) * min_share).ceil().max(2.0) as usize;
+        let now = crate::ingest::now_ns();
+        let mut batch = store.batch();
+        let (mut chunks, mut bytes) = (0, 0);
+        for (chunk, (len, n)) in held {
+            if n >= need {
+                batch.put::<Templates>(&chunk, &TemplateMark { marked: now, cluster: cluster.id, len });
+                chunks += 1;
+                bytes += u64::from(len);
+            }
+        }
+        store.write(batch)?;
+        store.sync()?;
+        Ok(Marked { cluster: cluster.id_str(), chunks, bytes })
+    }
+
+    /// Removes the marks made from a cluster (a unique id prefix), or all
+    /// marks for `all`. Returns how many chunks were unmarked.
+    pub fn unmark(store: &Store, id: &str) -> Result<u64, StoreError> {
+        let id = id.to_ascii_lowercase();
+        let mut batch = store.batch();
+        for item in store.scan::<Templates>() {
+            let (chunk, mark) = item?;
+            if id == "all" || cluster_id_str(mark.cluster).starts_with(&id) {
+                batch.delete::<Templates>(&chunk);
+            }
+        }
+        let n = batch.len() as u64;
+        store.write(batch)?;
+        store.sync()?;
+        Ok(n)
+    }
+
+    /// Template chunks grouped by the cluster they were marked from.
+    pub struct Listed {
+        pub cluster: String,
+        pub chunks: u64,
+        pub bytes: u64,
+    }
+
+    pub fn list(store: &Store) -> Result<Vec<Listed>, StoreError> {
+        let mut by: std::collections::BTreeMap<u64, (u64, u64)> = Default::default();
+        for item in store.scan::<Templates>() {
+            let (_, mark) = item?;
+            let e = by.entry(mark.cluster).or_default();
+            e.0 += 1;
+            e.1 += u64::from(mark.len);
+        }
+        Ok(by.into_iter().map(|(c, (chunks, bytes))| Listed { cluster: cluster_id_str(c), chunks, bytes }).collect())
+    }
+}

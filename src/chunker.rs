@@ -1,0 +1,293 @@
+//! TTTD content-defined chunking (Two Thresholds, Two Divisors; Eshghi & Tang,
+//! HP Labs TR 2005-30), as Forman et al. 2005 use it.
+//!
+//! The chunker is pure: bytes in, cut lengths out. It never opens a path,
+//! never allocates per byte and keeps no state between chunks, so a stream
+//! can be cut by repeatedly asking for the next cut of the bytes that start
+//! at the previous one (see [`find_cut`]). Streaming over any buffer split
+//! therefore gives exactly the cuts of the whole input in memory.
+//!
+//! The rolling hash is a gear hash (`h = (h << 2) + GEAR[byte]`): the value of
+//! `h` depends only on the last 32 bytes, so the window is 32 bytes. "Hits the
+//! divisor D" is the threshold test `h < 2^64 / D`, which has probability 1/D
+//! and costs one compare per byte instead of a modulo. Every parameter set
+//! has Tmin ≥ the window, so the hash at every eligible position depends on
+//! the window alone, not on where the chunk started: after an edit, cuts
+//! resynchronise at the first main-divisor hit past it.
+
+use serde::{Deserialize, Serialize};
+
+/// The published TTTD parameters for an average chunk of about 1 KB.
+const PUBLISHED_AVG: u32 = 1000;
+const PUBLISHED_MIN: u32 = 460;
+const PUBLISHED_MAX: u32 = 2800;
+const PUBLISHED_MAIN_DIV: u32 = 540;
+const PUBLISHED_BACKUP_DIV: u32 = 270;
+
+/// The smallest average chunk size accepted (Forman's fine pass): below it
+/// Tmin would fall under the hash window.
+pub const MIN_AVG_CHUNK: u32 = 100;
+/// The largest average chunk size accepted (keeps chunk lengths in a `u32`
+/// with plenty of room and the per-chunk buffer small).
+pub const MAX_AVG_CHUNK: u32 = 1 << 20;
+
+/// Gear hash window: the hash depends on this many trailing bytes (64 bits
+/// shifted by 2 per byte).
+const WINDOW: usize = 32;
+
+/// TTTD parameters: no cut before `min` bytes, a cut where the hash hits
+/// `main_div`, a backup cut remembered where it hits `backup_div`, and at
+/// `max` bytes a cut at the last backup point (or at `max` if there is none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChunkParams {
+    pub min: u32,
+    pub max: u32,
+    pub main_div: u32,
+    pub backup_div: u32,
+}
+
+impl ChunkParams {
+    /// Parameters for an average chunk of about `avg` bytes: the published
+    /// 460/2800/540/270 for 1000, scaled linearly otherwise.
+    pub fn for_average(avg: u32) -> Result<ChunkParams, InvalidParams> {
+        if !(MIN_AVG_CHUNK..=MAX_AVG_CHUNK).contains(&avg) {
+            return Err(InvalidParams { avg });
+        }
+        let scale =
+            |v: u32| ((u64::from(v) * u64::from(avg) + u64::from(PUBLISHED_AVG) / 2) / u64::from(PUBLISHED_AVG)) as u32;
+        Ok(ChunkParams {
+            min: scale(PUBLISHED_MIN).max(1),
+            max: scale(PUBLISHED_MAX),
+            main_div: scale(PUBLISHED_MAIN_DIV).max(2),
+            backup_div: scale(PUBLISHED_BACKUP_DIV).max(1),
+        })
+    }
+
+    /// The hash thresholds for the two divisors.
+    fn thresholds(&self) -> (u64, u64) {
+        (u64::MAX / u64::from(self.main_div), u64::MAX / u64::from(self.backup_div))
+    }
+}
+
+impl Default for ChunkParams {
+    fn default() -> Self {
+        ChunkParams {
+            min: PUBLISHED_MIN,
+            max: PUBLISHED_MAX,
+            main_div: PUBLISHED_MAIN_DIV,
+            backup_div: PUBLISHED_BACKUP_DIV,
+        }
+    }
+}
+
+impl std::fmt::Display for ChunkParams {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Tmin {} Tmax {} D {} D' {}", self.min, self.max, self.main_div, self.backup_div)
+    }
+}
+
+/// An average chunk size outside [`MIN_AVG_CHUNK`, `MAX_AVG_CHUNK`].
+#[derive(Debug, thiserror::Error)]
+#[error("average chunk size {avg} is outside {MIN_AVG_CHUNK}..={MAX_AVG_CHUNK} bytes")]
+pub struct InvalidParams {
+    pub avg: u32,
+}
+
+/// 256 pseudo-random 64-bit gear values, fixed forever: changing them changes
+/// every chunk boundary, so they are part of the index format.
+static GEAR: [u64; 256] = gear_table();
+
+const fn gear_table() -> [u64; 256] {
+    // splitmix64 from a fixed seed.
+    let mut table = [0u64; 256];
+    let mut state: u64 = 0x5349_4d44_5454_5444; // "SIMDTTTD"
+    let mut i = 0;
+    while i < 256 {
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        table[i] = z ^ (z >> 31);
+        i += 1;
+    }
+    table
+}
+
+/// The length of the chunk that starts at `data[0]`, or `None` when more
+/// bytes are needed to decide.
+///
+/// With `eof` set, `data` is the rest of the input and a cut is always
+/// returned for non-empty `data` (the last chunk may be shorter than `min`).
+/// Without it, a cut is returned as soon as one is certain: a main-divisor
+/// hit, or reaching `max` bytes. Returns `None` for empty `data`.
+#[inline]
+pub fn find_cut(data: &[u8], params: &ChunkParams, eof: bool) -> Option<usize> {
+    if data.is_empty() {
+        return None;
+    }
+    let min = params.min as usize;
+    let max = params.max as usize;
+    if data.len() <= min {
+        return eof.then_some(data.len());
+    }
+    let (main, backup) = params.thresholds();
+    let end = data.len().min(max);
+    // Warm the hash on the window before Tmin so the first eligible position
+    // sees a full window; the result only depends on the chunk's own bytes.
+    let mut h: u64 = 0;
+    for &b in &data[min.saturating_sub(WINDOW)..min] {
+        h = (h << 2).wrapping_add(GEAR[b as usize]);
+    }
+    let mut backup_cut = 0usize;
+    let mut i = min;
+    while i < end {
+        h = (h << 2).wrapping_add(GEAR[data[i] as usize]);
+        i += 1;
+        if h < backup {
+            if h < main {
+                return Some(i);
+            }
+            backup_cut = i;
+        }
+    }
+    if end == max {
+        // Reached Tmax: the last backup point, or Tmax itself.
+        return Some(if backup_cut != 0 { backup_cut } else { max });
+    }
+    eof.then_some(data.len())
+}
+
+/// Cuts a whole in-memory input; returns the chunk lengths in order.
+pub fn chunk_lengths(mut data: &[u8], params: &ChunkParams) -> Vec<usize> {
+    let mut out = Vec::with_capacity(data.len() / params.min.max(1) as usize + 1);
+    while let Some(cut) = find_cut(data, params, true) {
+        out.push(cut);
+        data = &data[cut..];
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn small() -> ChunkParams {
+        ChunkParams::for_average(MIN_AVG_CHUNK).unwrap()
+    }
+
+    #[test]
+    fn tmin_always_covers_the_window() {
+        for avg in [MIN_AVG_CHUNK, 101, 250, 1000, 4096, MAX_AVG_CHUNK] {
+            assert!(ChunkParams::for_average(avg).unwrap().min as usize >= WINDOW, "avg {avg}");
+        }
+    }
+
+    #[test]
+    fn published_parameters_at_one_kilobyte() {
+        assert_eq!(ChunkParams::for_average(1000).unwrap(), ChunkParams::default());
+        let p = ChunkParams::for_average(100).unwrap();
+        assert_eq!((p.min, p.max, p.main_div, p.backup_div), (46, 280, 54, 27));
+        assert!(ChunkParams::for_average(99).is_err());
+    }
+
+    #[test]
+    fn gear_table_is_fixed() {
+        // The gear values are part of the index format: pin a few.
+        assert_eq!(GEAR[0], gear_table()[0]);
+        let distinct: std::collections::BTreeSet<u64> = GEAR.iter().copied().collect();
+        assert_eq!(distinct.len(), 256);
+    }
+
+    #[test]
+    fn empty_and_tiny_inputs() {
+        let p = ChunkParams::default();
+        assert_eq!(chunk_lengths(b"", &p), Vec::<usize>::new());
+        assert_eq!(chunk_lengths(b"abc", &p), vec![3]);
+        assert_eq!(find_cut(b"abc", &p, false), None);
+    }
+
+    #[test]
+    fn constant_input_cuts_at_max() {
+        let p = ChunkParams::default();
+        let data = vec![0u8; 10_000];
+        let cuts = chunk_lengths(&data, &p);
+        assert_eq!(cuts.iter().sum::<usize>(), data.len());
+        // A constant run gives a constant hash: every chunk is the same size.
+        assert!(cuts[..cuts.len() - 1].windows(2).all(|w| w[0] == w[1]));
+    }
+
+    proptest! {
+        #[test]
+        fn chunks_concatenate_and_respect_bounds(data in proptest::collection::vec(any::<u8>(), 0..20_000)) {
+            let p = small();
+            let cuts = chunk_lengths(&data, &p);
+            prop_assert_eq!(cuts.iter().sum::<usize>(), data.len());
+            if let Some((_, body)) = cuts.split_last() {
+                for &c in body {
+                    prop_assert!(c >= p.min as usize && c <= p.max as usize, "chunk {} outside bounds", c);
+                }
+            }
+            prop_assert_eq!(cuts.clone(), chunk_lengths(&data, &p));
+        }
+
+        #[test]
+        fn streaming_equals_in_memory(
+            data in proptest::collection::vec(any::<u8>(), 0..20_000),
+            splits in proptest::collection::vec(1usize..700, 1..200),
+        ) {
+            let p = small();
+            let whole = chunk_lengths(&data, &p);
+            // Feed the input in arbitrary pieces, keeping only the undecided tail.
+            let mut streamed = Vec::new();
+            let mut pending: Vec<u8> = Vec::new();
+            let mut fed = 0;
+            let mut split = splits.iter().cycle();
+            while fed < data.len() {
+                let take = (*split.next().unwrap()).min(data.len() - fed);
+                pending.extend_from_slice(&data[fed..fed + take]);
+                fed += take;
+                let eof = fed == data.len();
+                let mut start = 0;
+                while let Some(cut) = find_cut(&pending[start..], &p, eof) {
+                    streamed.push(cut);
+                    start += cut;
+                }
+                pending.drain(..start);
+            }
+            prop_assert_eq!(whole, streamed);
+        }
+
+        #[test]
+        fn an_insertion_only_changes_nearby_chunks(
+            seed in any::<u64>(),
+            at in 0.3f64..0.7,
+            insert in proptest::collection::vec(any::<u8>(), 1..200),
+        ) {
+            let p = small();
+            let mut rng = seed | 1;
+            let data: Vec<u8> = (0..40_000).map(|_| { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; rng as u8 }).collect();
+            let pos = (data.len() as f64 * at) as usize;
+            let mut edited = data[..pos].to_vec();
+            edited.extend_from_slice(&insert);
+            edited.extend_from_slice(&data[pos..]);
+            let spans = |d: &[u8]| {
+                let mut off = 0;
+                chunk_lengths(d, &p).into_iter().map(|c| { let s = (off, c); off += c; s }).collect::<Vec<_>>()
+            };
+            let before = spans(&data);
+            let after = spans(&edited);
+            // Chunks ending well before the edit are identical; chunks starting
+            // well after it are the same bytes shifted by the insertion.
+            let margin = 4 * p.max as usize;
+            let before_set: std::collections::HashSet<(usize, usize)> = before.iter().copied().collect();
+            for &(off, len) in &after {
+                if off + len + margin < pos {
+                    prop_assert!(before_set.contains(&(off, len)));
+                } else if off > pos + insert.len() + margin {
+                    prop_assert!(before_set.contains(&(off - insert.len(), len)));
+                }
+            }
+        }
+    }
+}

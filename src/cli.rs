@@ -1,0 +1,464 @@
+//! The command line: parses arguments, opens the index, calls the library
+//! and prints. No logic of its own beyond choosing and formatting.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::analysis::{cache, marks, AnalysisParams};
+use crate::chunker::ChunkParams;
+use crate::ingest::{self, IndexOptions, Summary};
+use crate::query;
+use crate::report::{self, View};
+use crate::scan::WalkOptions;
+use crate::store::{Access, Store};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "simd",
+    version,
+    about = "Keeps document repositories continuously deduplicated",
+    args_override_self = true
+)]
+pub struct Cli {
+    /// Index directory [default: ${XDG_DATA_HOME:-~/.local/share}/simd]
+    #[arg(long, global = true, env = "SIMD_DB", value_name = "DIR")]
+    pub db: Option<PathBuf>,
+    /// Output format
+    #[arg(long, global = true, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// No progress bar and no summary; errors and warnings still go to stderr
+    #[arg(long, short, global = true)]
+    pub quiet: bool,
+    /// More log output (-v: info, -vv: debug); SIMD_LOG overrides
+    #[arg(long, short, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+    /// One row per link (`report` only)
+    Csv,
+}
+
+/// Link thresholds, shared by `report`, `similar` and `template mark`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Thresholds {
+    /// A link needs at least this many bytes in common [default: 500]
+    #[arg(long, value_name = "BYTES")]
+    pub min_bytes: Option<u64>,
+    /// ... and resemblance at least this (0..1) [default: 0.3]
+    #[arg(long, value_name = "R")]
+    pub min_similarity: Option<f64>,
+    /// ... or the smaller file at least this much inside the larger (0..1) [default: 0.6]
+    #[arg(long, value_name = "C")]
+    pub min_containment: Option<f64>,
+    /// Ignore chunks held by more than this many distinct contents [default: half the contents, within 100..=1000]
+    #[arg(long, value_name = "N")]
+    pub max_degree: Option<u64>,
+}
+
+impl Thresholds {
+    pub fn params(&self) -> Result<AnalysisParams> {
+        let d = AnalysisParams::default();
+        let p = AnalysisParams {
+            min_bytes: self.min_bytes.unwrap_or(d.min_bytes),
+            min_similarity: self.min_similarity.unwrap_or(d.min_similarity),
+            min_containment: self.min_containment.unwrap_or(d.min_containment),
+            max_degree: self.max_degree,
+        };
+        for (name, v) in [("--min-similarity", p.min_similarity), ("--min-containment", p.min_containment)] {
+            if !(0.0..=1.0).contains(&v) {
+                anyhow::bail!("{name} {v}: must be between 0 and 1");
+            }
+        }
+        Ok(p)
+    }
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Scan roots once: chunk new or changed files, record deleted ones
+    Index {
+        /// Directories to index [default: the roots the index remembers]
+        roots: Vec<PathBuf>,
+        /// Average chunk size in bytes, fixed when the index is created [default: 1000]
+        #[arg(long, value_name = "BYTES")]
+        avg_chunk: Option<u32>,
+        /// Leave out paths matching this glob (gitignore syntax; repeatable)
+        #[arg(long, value_name = "GLOB")]
+        exclude: Vec<String>,
+        /// Do not honour .gitignore, .ignore and .simdignore files
+        #[arg(long)]
+        no_ignore: bool,
+        /// Chunk workers [default: one per core]
+        #[arg(long, default_value_t = 0)]
+        threads: usize,
+    },
+    /// Identical-file sets, then clusters of similar files with their links
+    Report {
+        #[command(flatten)]
+        thresholds: Thresholds,
+        /// Only sets and clusters with a file under this path
+        #[arg(long, value_name = "PATH")]
+        under: Option<PathBuf>,
+        /// At most this many identical sets and this many clusters
+        #[arg(long, value_name = "N")]
+        limit: Option<usize>,
+        /// Write the report to FILE instead of standard output
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+        /// Recompute even when the index did not change since the last report
+        #[arg(long)]
+        fresh: bool,
+    },
+    /// Files in the index similar to FILE (which need not be indexed; - for stdin)
+    Similar {
+        file: PathBuf,
+        #[command(flatten)]
+        thresholds: Thresholds,
+        /// List every file sharing payload, not only those passing the thresholds
+        #[arg(long)]
+        all: bool,
+        /// At most this many answers
+        #[arg(long, value_name = "N", default_value_t = 20)]
+        limit: usize,
+    },
+    /// Declare a cluster's shared chunks a template: later reports ignore them
+    #[command(subcommand)]
+    Template(TemplateCommand),
+    /// Show what the index holds
+    Status,
+    /// Verify every cross-column-family invariant of the index
+    Check,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum TemplateCommand {
+    /// Mark the chunks shared by a cluster's files (id from `simd report`; a unique prefix will do)
+    Mark {
+        cluster: String,
+        /// Mark chunks held by at least this fraction of the cluster's distinct contents
+        #[arg(long, value_name = "F", default_value_t = 1.0)]
+        min_share: f64,
+        #[command(flatten)]
+        thresholds: Thresholds,
+    },
+    /// Unmark the template chunks marked from a cluster (or `all`)
+    Unmark { cluster: String },
+    /// List template chunks by the cluster they were marked from
+    List,
+}
+
+/// Where the index lives when `--db` and `SIMD_DB` are not given.
+pub fn default_db() -> Result<PathBuf> {
+    let base = match std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
+        Some(d) => PathBuf::from(d),
+        None => {
+            let home = std::env::var_os("HOME").context("neither --db, SIMD_DB, XDG_DATA_HOME nor HOME is set")?;
+            PathBuf::from(home).join(".local/share")
+        }
+    };
+    Ok(base.join("simd"))
+}
+
+/// What the process should exit with.
+pub enum Exit {
+    Ok,
+    /// The command ran, and found the index inconsistent.
+    Inconsistent,
+}
+
+pub fn run(cli: Cli) -> Result<Exit> {
+    let db = match &cli.db {
+        Some(d) => d.clone(),
+        None => default_db()?,
+    };
+    let mut out = std::io::stdout().lock();
+    match cli.command {
+        Command::Index { roots, avg_chunk, exclude, no_ignore, threads } => {
+            let params = avg_chunk.map(ChunkParams::for_average).transpose()?;
+            let store = Store::open(&db, Access::Write, params)?;
+            let opts = IndexOptions {
+                roots,
+                walk: WalkOptions { excludes: exclude, no_ignore, threads, skip_dirs: Vec::new() },
+                workers: threads,
+                progress: !cli.quiet && std::io::stderr().is_terminal(),
+            };
+            let summary = ingest::index(&store, &opts)?;
+            if !cli.quiet {
+                match cli.format {
+                    Format::Json => writeln!(out, "{}", summary_json(&summary))?,
+                    _ => print_summary(&mut out, &summary)?,
+                }
+            }
+        }
+        Command::Report { thresholds, under, limit, out: out_file, fresh } => {
+            let store = Store::open(&db, Access::Read, None)?;
+            let params = thresholds.params()?;
+            let (analysis, cached) = cache::analysis(&store, &params, ingest::available_cores(), fresh)?;
+            tracing::info!("analysis {}", if cached { "reused from the cache" } else { "computed" });
+            let under = match under {
+                Some(p) => {
+                    Some(crate::scan::path_bytes(&p.canonicalize().with_context(|| format!("{}", p.display()))?))
+                }
+                None => None,
+            };
+            let view = View { under, limit };
+            let mut file;
+            let sink: &mut dyn Write = match &out_file {
+                Some(p) => {
+                    file = std::io::BufWriter::new(
+                        std::fs::File::create(p)
+                            .with_context(|| format!("{}: cannot write the report", p.display()))?,
+                    );
+                    &mut file
+                }
+                None => &mut out,
+            };
+            match cli.format {
+                Format::Text => report::write_text(sink, &analysis, &view)?,
+                Format::Json => {
+                    writeln!(sink, "{}", serde_json::to_string_pretty(&report::to_json(&analysis, &view))?)?
+                }
+                Format::Csv => report::write_csv(sink, &analysis, &view)?,
+            }
+            sink.flush()?;
+        }
+        Command::Similar { file, thresholds, all, limit } => {
+            let store = Store::open(&db, Access::Read, None)?;
+            let params = thresholds.params()?;
+            let mut answer = if file.as_os_str() == "-" {
+                query::similar(&store, std::io::stdin().lock(), None, &params, all)?
+            } else {
+                let f = std::fs::File::open(&file).with_context(|| format!("{}", file.display()))?;
+                let own = file.canonicalize().ok().map(|p| crate::scan::path_bytes(&p));
+                query::similar(&store, f, own.as_deref(), &params, all)?
+            };
+            answer.hits.truncate(limit);
+            match cli.format {
+                Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&similar_json(&answer))?)?,
+                _ => print_similar(&mut out, &file, &answer)?,
+            }
+        }
+        Command::Template(cmd) => template(&db, cmd, &mut out)?,
+        Command::Status => {
+            let store = Store::open(&db, Access::Read, None)?;
+            let s = crate::status::status(&store)?;
+            match cli.format {
+                Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&s)?)?,
+                _ => print_status(&mut out, &s)?,
+            }
+        }
+        Command::Check => {
+            let store = Store::open(&db, Access::Read, None)?;
+            let r = crate::check::check(&store)?;
+            for p in &r.problems {
+                writeln!(out, "{p}")?;
+            }
+            writeln!(
+                out,
+                "{}: {} files, {} contents, {} postings, {} history records: {}",
+                db.display(),
+                r.files,
+                r.contents,
+                r.postings,
+                r.ghosts,
+                if r.is_consistent() { "consistent".to_string() } else { format!("{} problems", r.problems.len()) }
+            )?;
+            if !r.is_consistent() {
+                return Ok(Exit::Inconsistent);
+            }
+        }
+    }
+    Ok(Exit::Ok)
+}
+
+fn similar_json(a: &query::Similar) -> serde_json::Value {
+    serde_json::json!({
+        "content": a.content.to_string(),
+        "size": a.size,
+        "payload": a.payload,
+        "chunks": a.chunks,
+        "hits": a.hits.iter().map(|h| serde_json::json!({
+            "kind": if h.identical { "identical" } else { h.kind.map_or("shares", |k| k.as_str()) },
+            "content": h.content.to_string(),
+            "size": h.size,
+            "payload": h.payload,
+            "common": h.measures.common,
+            "resemblance": h.measures.resemblance,
+            "query_in_file": h.measures.a_in_b,
+            "file_in_query": h.measures.b_in_a,
+            "files": h.names.iter().map(|n| report::json_path(&n.path)).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+fn print_similar(out: &mut impl Write, file: &std::path::Path, a: &query::Similar) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "{}: {} in {} chunks ({} payload), {} similar",
+        file.display(),
+        human_bytes(a.size),
+        a.chunks,
+        human_bytes(a.payload),
+        a.hits.len()
+    )?;
+    for h in &a.hits {
+        let kind = if h.identical { "identical" } else { h.kind.map_or("shares", |k| k.as_str()) };
+        writeln!(
+            out,
+            "  {:<9} {}  ({}; {} in common, resemblance {:.0}%, query in file {:.0}%, file in query {:.0}%)",
+            kind,
+            crate::report_path(&h.names[0].path),
+            human_bytes(h.size),
+            human_bytes(h.measures.common),
+            100.0 * h.measures.resemblance,
+            100.0 * h.measures.a_in_b,
+            100.0 * h.measures.b_in_a
+        )?;
+        for n in h.names.iter().skip(1) {
+            writeln!(out, "            = {}", crate::report_path(&n.path))?;
+        }
+    }
+    Ok(())
+}
+
+fn template(db: &std::path::Path, cmd: TemplateCommand, out: &mut impl Write) -> Result<()> {
+    match cmd {
+        TemplateCommand::Mark { cluster, min_share, thresholds } => {
+            if !(0.0..=1.0).contains(&min_share) || min_share == 0.0 {
+                anyhow::bail!("--min-share {min_share}: must be above 0 and at most 1");
+            }
+            let store = Store::open(db, Access::Write, None)?;
+            let params = thresholds.params()?;
+            let (analysis, _) = cache::analysis(&store, &params, ingest::available_cores(), false)?;
+            let marked = marks::mark(&store, &analysis, &cluster, min_share)?;
+            writeln!(
+                out,
+                "cluster {}: marked {} chunks ({}) as template; later reports ignore them",
+                marked.cluster,
+                marked.chunks,
+                human_bytes(marked.bytes)
+            )?;
+        }
+        TemplateCommand::Unmark { cluster } => {
+            let store = Store::open(db, Access::Write, None)?;
+            let n = marks::unmark(&store, &cluster)?;
+            writeln!(out, "unmarked {n} template chunks")?;
+        }
+        TemplateCommand::List => {
+            let store = Store::open(db, Access::Read, None)?;
+            let list = marks::list(&store)?;
+            if list.is_empty() {
+                writeln!(out, "no template chunks")?;
+            }
+            for t in list {
+                writeln!(out, "cluster {}: {} chunks, {}", t.cluster, t.chunks, human_bytes(t.bytes))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn print_summary(out: &mut impl Write, s: &Summary) -> std::io::Result<()> {
+    let roots: Vec<String> = s.roots.iter().map(|r| r.display().to_string()).collect();
+    writeln!(out, "indexed {}", roots.join(", "))?;
+    writeln!(
+        out,
+        "  files: {} new, {} changed, {} unchanged, {} removed, {} skipped",
+        s.new,
+        s.changed,
+        s.unchanged,
+        s.removed,
+        s.skipped.values().sum::<u64>()
+    )?;
+    for (reason, n) in &s.skipped {
+        writeln!(out, "    {n} skipped: {}", reason.describe())?;
+        for (p, _) in s.skipped_examples.iter().filter(|(_, r)| r == reason) {
+            writeln!(out, "      {}", crate::report_path(&crate::scan::path_bytes(p)))?;
+        }
+    }
+    writeln!(
+        out,
+        "  read {} in {:.2} s ({:.0} MB/s), {} new contents; {} unchanged not read",
+        human_bytes(s.bytes_read),
+        s.elapsed.as_secs_f64(),
+        s.throughput_mb_s(),
+        s.new_contents,
+        human_bytes(s.bytes_unchanged)
+    )?;
+    if let Some(rss) = peak_rss_bytes() {
+        writeln!(out, "  peak memory {}", human_bytes(rss))?;
+    }
+    Ok(())
+}
+
+fn summary_json(s: &Summary) -> serde_json::Value {
+    let skipped: Vec<_> =
+        s.skipped.iter().map(|(r, n)| serde_json::json!({ "reason": r.describe(), "count": n })).collect();
+    serde_json::json!({
+        "roots": s.roots.iter().map(|r| crate::report_path(&crate::scan::path_bytes(r))).collect::<Vec<_>>(),
+        "new": s.new,
+        "changed": s.changed,
+        "unchanged": s.unchanged,
+        "removed": s.removed,
+        "skipped": skipped,
+        "bytes_read": s.bytes_read,
+        "bytes_unchanged": s.bytes_unchanged,
+        "new_contents": s.new_contents,
+        "seconds": s.elapsed.as_secs_f64(),
+        "peak_rss_bytes": peak_rss_bytes(),
+    })
+}
+
+fn print_status(out: &mut impl Write, s: &crate::status::Status) -> std::io::Result<()> {
+    writeln!(out, "index        {}", s.index)?;
+    writeln!(out, "schema       version {}, chunks {}", s.schema_version, s.params)?;
+    writeln!(out, "roots        {}", if s.roots.is_empty() { "(none)".into() } else { s.roots.join(", ") })?;
+    writeln!(out, "files        {} ({})", s.files, human_bytes(s.bytes))?;
+    writeln!(out, "contents     {} distinct ({})", s.contents, human_bytes(s.content_bytes))?;
+    writeln!(out, "chunks       {} ({} distinct)", s.chunks, s.distinct_chunks)?;
+    writeln!(out, "history      {} records", s.history)?;
+    let ratio = if s.bytes > 0 {
+        format!(", {:.1} % of file bytes", 100.0 * s.disk_bytes as f64 / s.bytes as f64)
+    } else {
+        String::new()
+    };
+    writeln!(out, "on disk      {}{ratio}", human_bytes(s.disk_bytes))?;
+    writeln!(out, "last update  {}", s.last_update.map_or("never".into(), format_time))?;
+    Ok(())
+}
+
+pub fn human_bytes(n: u64) -> String {
+    indicatif::HumanBytes(n).to_string()
+}
+
+fn format_time(ns: i64) -> String {
+    let secs = ns / 1_000_000_000;
+    let ago = ingest::now_ns().saturating_sub(ns) / 1_000_000_000;
+    format!("{} s since the epoch ({})", secs, human_ago(ago))
+}
+
+fn human_ago(s: i64) -> String {
+    match s {
+        s if s < 120 => format!("{s} s ago"),
+        s if s < 7200 => format!("{} min ago", s / 60),
+        s if s < 172_800 => format!("{} h ago", s / 3600),
+        s => format!("{} days ago", s / 86_400),
+    }
+}
+
+/// The process's peak resident set size (Linux: VmHWM), for the summary.
+pub fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}

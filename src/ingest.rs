@@ -1,0 +1,578 @@
+//! The ingest pipeline: walk ▸ bounded channel ▸ N chunk workers ▸ one
+//! writer ▸ RocksDB, and the writer's rules for keeping the file-chunk graph
+//! consistent.
+//!
+//! **Invariant**: one file's update (its record, its content's chunk list and
+//! postings when the content gains its first name, the content-hash → names
+//! entry, history) is one WriteBatch, so readers never see half a file and a
+//! crash at any moment leaves the index consistent.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::bounded;
+
+use crate::fingerprint::{fingerprint_reader, ContentHash, Fingerprint};
+use crate::scan::{self, is_under, path_bytes, Candidate, SkipReason, Stat, WalkOptions};
+use crate::store::{
+    Batch, ChunkContents, ContentChunks, ContentNames, ContentRecord, Counts, FileId, FileRecord, Files, History,
+    HistoryRecord, Meta, MetaKey, MetaValue, Paths, Posting, Store, StoreError, TimeNs,
+};
+
+/// How many times a file that changes while being read is read again.
+const READ_ATTEMPTS: usize = 3;
+/// Candidates and results in flight between stages: bounds memory.
+const QUEUE: usize = 256;
+
+/// What ingest can fail with (as opposed to per-file problems, which are
+/// skips in the summary).
+#[derive(Debug, thiserror::Error)]
+pub enum IngestError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("{path}: {source}")]
+    Root { path: PathBuf, source: std::io::Error },
+    #[error("{path}: not a directory")]
+    RootNotDir { path: PathBuf },
+    #[error("bad --exclude pattern: {0}")]
+    Pattern(#[from] ignore::Error),
+    #[error("no roots: give one or more directories to index")]
+    NoRoots,
+}
+
+/// Options of one `simd index` run.
+#[derive(Clone, Debug, Default)]
+pub struct IndexOptions {
+    pub roots: Vec<PathBuf>,
+    pub walk: WalkOptions,
+    /// Chunk workers (0: one per core).
+    pub workers: usize,
+    /// Show a progress bar on stderr.
+    pub progress: bool,
+}
+
+/// What one run did.
+#[derive(Clone, Debug, Default)]
+pub struct Summary {
+    pub roots: Vec<PathBuf>,
+    pub new: u64,
+    pub changed: u64,
+    pub unchanged: u64,
+    pub removed: u64,
+    pub skipped: BTreeMap<SkipReason, u64>,
+    /// Paths skipped (first few per reason) for the report.
+    pub skipped_examples: Vec<(PathBuf, SkipReason)>,
+    pub bytes_read: u64,
+    pub bytes_unchanged: u64,
+    pub new_contents: u64,
+    pub elapsed: Duration,
+}
+
+impl Summary {
+    pub fn throughput_mb_s(&self) -> f64 {
+        self.bytes_read as f64 / 1e6 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+}
+
+/// Result of reading one candidate.
+enum Outcome {
+    Read { cand: Candidate, stat: Stat, fp: Fingerprint },
+    Skip { cand: Candidate, reason: SkipReason, detail: String },
+    Vanished { cand: Candidate },
+}
+
+/// Makes roots absolute and canonical, checking each is a directory.
+pub fn canonical_roots(roots: &[PathBuf]) -> Result<Vec<PathBuf>, IngestError> {
+    let mut out = Vec::new();
+    for r in roots {
+        let c = r.canonicalize().map_err(|source| IngestError::Root { path: r.clone(), source })?;
+        if !c.is_dir() {
+            return Err(IngestError::RootNotDir { path: r.clone() });
+        }
+        if !out.contains(&c) {
+            out.push(c);
+        }
+    }
+    Ok(out)
+}
+
+/// Indexes `opts.roots` into `store`: reads only new or changed files, and
+/// records files that are gone as deleted.
+pub fn index(store: &Store, opts: &IndexOptions) -> Result<Summary, IngestError> {
+    let start = Instant::now();
+    let remembered = remembered_roots(store)?;
+    let roots = if opts.roots.is_empty() {
+        remembered.iter().map(|r| scan::bytes_path(r)).collect()
+    } else {
+        opts.roots.clone()
+    };
+    if roots.is_empty() {
+        return Err(IngestError::NoRoots);
+    }
+    let roots = canonical_roots(&roots)?;
+    let mut walk_opts = opts.walk.clone();
+    if let Ok(own) = store.dir().canonicalize() {
+        walk_opts.skip_dirs.push(own);
+    }
+
+    let mut writer = Writer::new(store)?;
+    writer.remember_roots(&roots, remembered)?;
+
+    let progress = Progress::new(opts.progress);
+    let workers = if opts.workers == 0 { available_cores() } else { opts.workers };
+    let (cand_tx, cand_rx) = bounded::<Candidate>(QUEUE);
+    let (out_tx, out_rx) = bounded::<Outcome>(QUEUE);
+    let params = *store.params();
+
+    let mut summary = Summary { roots: roots.clone(), ..Summary::default() };
+    let walked = std::thread::scope(|s| -> Result<scan::WalkOutcome, IngestError> {
+        for _ in 0..workers {
+            let (rx, tx) = (cand_rx.clone(), out_tx.clone());
+            s.spawn(move || {
+                let mut buf = Vec::new();
+                for cand in rx {
+                    if tx.send(read_candidate(cand, &params, &mut buf)).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(out_tx);
+        drop(cand_rx);
+        let walker = s.spawn(|| {
+            let r = scan::walk(store, &roots, &walk_opts, &cand_tx);
+            drop(cand_tx);
+            r
+        });
+        // This thread is the writer.
+        let mut failed = None;
+        for outcome in out_rx {
+            if failed.is_some() {
+                continue; // drain so the workers finish
+            }
+            if let Err(e) = writer.apply(outcome, &mut summary, &progress) {
+                failed = Some(e);
+            }
+        }
+        let walked = walker.join().expect("walker thread panicked")?;
+        if let Some(e) = failed {
+            return Err(e.into());
+        }
+        Ok(walked)
+    })?;
+    if let Some(e) = walked.store_errors.into_iter().next() {
+        return Err(e.into());
+    }
+
+    summary.unchanged = walked.unchanged.len() as u64;
+    summary.bytes_unchanged = walked.unchanged_bytes;
+    for (path, reason) in walked.skipped {
+        record_skip(&mut summary, path, reason);
+    }
+    let mut seen = walked.unchanged;
+    seen.append(&mut writer.touched);
+    seen.sort_unstable();
+    let root_bytes: Vec<Vec<u8>> = roots.iter().map(|r| path_bytes(r)).collect();
+    let kept_dirs: Vec<Vec<u8>> = walked.unreadable_dirs.iter().map(|d| path_bytes(d)).collect();
+    summary.removed = writer.remove_unseen(&seen, &root_bytes, &kept_dirs)?;
+    writer.finish()?;
+    progress.finish();
+    summary.elapsed = start.elapsed();
+    Ok(summary)
+}
+
+fn record_skip(summary: &mut Summary, path: PathBuf, reason: SkipReason) {
+    let n = summary.skipped.entry(reason).or_default();
+    *n += 1;
+    if *n <= 5 {
+        summary.skipped_examples.push((path, reason));
+    }
+}
+
+pub fn available_cores() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}
+
+fn remembered_roots(store: &Store) -> Result<Vec<Vec<u8>>, StoreError> {
+    Ok(match store.get::<Meta>(&MetaKey::Roots)? {
+        Some(MetaValue::Roots(r)) => r,
+        _ => Vec::new(),
+    })
+}
+
+/// Opens a file for reading without following symlinks or blocking on FIFOs.
+fn open_regular(path: &Path) -> std::io::Result<File> {
+    OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY).open(path)
+}
+
+/// Reads a candidate once: chunks, fingerprints, and re-stats to make sure
+/// the bytes read are one version of the file (else reads again).
+fn read_candidate(cand: Candidate, params: &crate::chunker::ChunkParams, buf: &mut Vec<u8>) -> Outcome {
+    let skip = |cand, reason, detail: String| Outcome::Skip { cand, reason, detail };
+    for _ in 0..READ_ATTEMPTS {
+        let file = match open_regular(&cand.path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Outcome::Vanished { cand },
+            // ELOOP: it became a symlink since the walk.
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return skip(cand, SkipReason::Symlink, e.to_string()),
+            Err(e) => return skip(cand, SkipReason::Unreadable, e.to_string()),
+        };
+        let before = match file.metadata() {
+            Ok(m) if m.is_file() => m,
+            Ok(_) => return skip(cand, SkipReason::Special, "not a regular file".into()),
+            Err(e) => return skip(cand, SkipReason::Unreadable, e.to_string()),
+        };
+        let fp = match fingerprint_reader(&file, params, buf) {
+            Ok(fp) => fp,
+            Err(e) => return skip(cand, SkipReason::Unreadable, e.to_string()),
+        };
+        let after = match file.metadata() {
+            Ok(m) => m,
+            Err(e) => return skip(cand, SkipReason::Unreadable, e.to_string()),
+        };
+        let stat = Stat::of(&before);
+        let same = stat == Stat::of(&after) && ctime(&before) == ctime(&after) && fp.size == stat.size;
+        if same {
+            return Outcome::Read { cand, stat, fp };
+        }
+        tracing::debug!("{}: changed while being read, reading again", cand.path.display());
+    }
+    skip(cand, SkipReason::KeptChanging, format!("changed during {READ_ATTEMPTS} reads"))
+}
+
+fn ctime(m: &std::fs::Metadata) -> (i64, i64) {
+    use std::os::unix::fs::MetadataExt;
+    (m.ctime(), m.ctime_nsec())
+}
+
+pub fn now_ns() -> TimeNs {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as TimeNs).unwrap_or(0)
+}
+
+/// The single writer: turns file events into WriteBatches.
+pub struct Writer<'s> {
+    store: &'s Store,
+    next_id: u64,
+    counts: Counts,
+    /// Ids of files written this run (they count as seen).
+    touched: Vec<FileId>,
+    changes: u64,
+}
+
+impl<'s> Writer<'s> {
+    pub fn new(store: &'s Store) -> Result<Self, StoreError> {
+        let next_id = match store.get::<Meta>(&MetaKey::NextFileId)? {
+            Some(MetaValue::NextFileId(n)) => n,
+            _ => 1,
+        };
+        let counts = match store.get::<Meta>(&MetaKey::Counts)? {
+            Some(MetaValue::Counts(c)) => c,
+            _ => Counts::default(),
+        };
+        Ok(Writer { store, next_id, counts, touched: Vec::new(), changes: 0 })
+    }
+
+    fn remember_roots(&mut self, roots: &[PathBuf], mut known: Vec<Vec<u8>>) -> Result<(), StoreError> {
+        let before = known.len();
+        for r in roots {
+            let b = path_bytes(r);
+            if !known.contains(&b) {
+                known.push(b);
+            }
+        }
+        if known.len() != before {
+            let mut batch = self.store.batch();
+            batch.put::<Meta>(&MetaKey::Roots, &MetaValue::Roots(known));
+            self.store.write(batch)?;
+        }
+        Ok(())
+    }
+
+    fn apply(&mut self, outcome: Outcome, summary: &mut Summary, progress: &Progress) -> Result<(), StoreError> {
+        match outcome {
+            Outcome::Read { cand, stat, fp } => {
+                summary.bytes_read += fp.size;
+                progress.file(fp.size);
+                let is_new = cand.old.is_none();
+                let (id, new_content) = self.upsert(&cand.path, stat, &fp, cand.old)?;
+                self.touched.push(id);
+                if is_new {
+                    summary.new += 1;
+                } else {
+                    summary.changed += 1;
+                }
+                summary.new_contents += u64::from(new_content);
+            }
+            Outcome::Skip { cand, reason, detail } => {
+                tracing::warn!("{}: skipped: {} ({detail})", cand.path.display(), reason.describe());
+                // Whatever the index held for it stays: the file is still there.
+                if let Some((id, _)) = cand.old {
+                    self.touched.push(id);
+                }
+                record_skip(summary, cand.path, reason);
+            }
+            Outcome::Vanished { cand } => {
+                // Not touched: if the index held it, the removal pass records it.
+                record_skip(summary, cand.path, SkipReason::Vanished);
+            }
+        }
+        Ok(())
+    }
+
+    /// Records `path` as holding the fingerprinted content. Returns its file
+    /// id and whether the content's chunk list was new to the index.
+    pub fn upsert(
+        &mut self,
+        path: &Path,
+        stat: Stat,
+        fp: &Fingerprint,
+        old: Option<(FileId, FileRecord)>,
+    ) -> Result<(FileId, bool), StoreError> {
+        let store = self.store;
+        let now = now_ns();
+        let mut b = store.batch();
+        let mut counts = self.counts;
+        let pb = path_bytes(path);
+        let id = match &old {
+            Some((id, _)) => *id,
+            None => {
+                let id = FileId(self.next_id);
+                self.next_id += 1;
+                b.put::<Paths>(&pb, &id);
+                b.put::<Meta>(&MetaKey::NextFileId, &MetaValue::NextFileId(self.next_id));
+                counts.files += 1;
+                id
+            }
+        };
+        let rec =
+            FileRecord { path: pb.clone(), size: stat.size, mtime: stat.mtime, inode: stat.inode, content: fp.content };
+        b.put::<Files>(&id, &rec);
+        let mut new_chunks = false;
+        let same_content = old.as_ref().is_some_and(|(_, r)| r.content == fp.content);
+        if !same_content {
+            if !self.has_names(&fp.content, None)? {
+                counts.contents += 1;
+                let record = match store.get::<ContentChunks>(&fp.content)? {
+                    Some(r) => r,
+                    None => {
+                        new_chunks = true;
+                        let r = ContentRecord { size: fp.size, runs: fp.runs.clone() };
+                        b.put::<ContentChunks>(&fp.content, &r);
+                        r
+                    }
+                };
+                put_postings(&mut b, &fp.content, &record);
+            }
+            b.put::<ContentNames>(&(fp.content, id), &());
+            if let Some((_, old_rec)) = &old {
+                self.drop_name(&mut b, id, old_rec, now, &mut counts)?;
+            }
+        }
+        self.commit(b, counts, now)?;
+        Ok((id, new_chunks))
+    }
+
+    /// Removes the file at `id` from the index, leaving a ghost in history.
+    pub fn remove(&mut self, id: FileId, rec: &FileRecord) -> Result<(), StoreError> {
+        let now = now_ns();
+        let mut b = self.store.batch();
+        let mut counts = self.counts;
+        b.delete::<Files>(&id);
+        b.delete::<Paths>(&rec.path);
+        counts.files -= 1;
+        self.drop_name(&mut b, id, rec, now, &mut counts)?;
+        // The ghost for lost-and-found, even when copies of the content live on.
+        b.put::<History>(&(rec.path.clone(), now), &HistoryRecord::Ghost { content: rec.content, size: rec.size });
+        self.commit(b, counts, now)
+    }
+
+    /// Writes one change's batch with the updated totals; the in-memory
+    /// totals follow only once the write succeeded.
+    fn commit(&mut self, mut b: Batch<'_>, counts: Counts, now: TimeNs) -> Result<(), StoreError> {
+        b.put::<Meta>(&MetaKey::LastUpdate, &MetaValue::LastUpdate(now));
+        if counts != self.counts {
+            b.put::<Meta>(&MetaKey::Counts, &MetaValue::Counts(counts));
+        }
+        self.store.write(b)?;
+        self.counts = counts;
+        self.changes += 1;
+        Ok(())
+    }
+
+    /// Takes `id`'s name off its old content. When it was the content's last
+    /// name, its postings go (it no longer takes part in analysis) and a ghost
+    /// keeps its chunk list reachable for lost-and-found.
+    fn drop_name(
+        &self,
+        b: &mut Batch<'_>,
+        id: FileId,
+        rec: &FileRecord,
+        now: TimeNs,
+        counts: &mut Counts,
+    ) -> Result<(), StoreError> {
+        b.delete::<ContentNames>(&(rec.content, id));
+        if !self.has_names(&rec.content, Some(id))? {
+            counts.contents -= 1;
+            if let Some(record) = self.store.get::<ContentChunks>(&rec.content)? {
+                for (chunk, _, _) in record.chunk_counts() {
+                    b.delete::<ChunkContents>(&(chunk, rec.content));
+                }
+            }
+            b.put::<History>(&(rec.path.clone(), now), &HistoryRecord::Ghost { content: rec.content, size: rec.size });
+        }
+        Ok(())
+    }
+
+    /// Whether `content` has a name other than `except`.
+    fn has_names(&self, content: &ContentHash, except: Option<FileId>) -> Result<bool, StoreError> {
+        for item in self.store.names(content) {
+            let ((_, id), ()) = item?;
+            if Some(id) != except {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Removes every file under `roots` whose id is not in `seen` (sorted),
+    /// except under `kept` directories (which could not be listed).
+    fn remove_unseen(&mut self, seen: &[FileId], roots: &[Vec<u8>], kept: &[Vec<u8>]) -> Result<u64, StoreError> {
+        let mut gone = Vec::new();
+        for item in self.store.scan::<Files>() {
+            let (id, rec) = item?;
+            if seen.binary_search(&id).is_ok() {
+                continue;
+            }
+            if roots.iter().any(|r| is_under(&rec.path, r)) && !kept.iter().any(|d| is_under(&rec.path, d)) {
+                gone.push((id, rec));
+            }
+        }
+        for (id, rec) in &gone {
+            self.remove(*id, rec)?;
+        }
+        Ok(gone.len() as u64)
+    }
+
+    fn finish(&self) -> Result<(), StoreError> {
+        if self.changes > 0 {
+            self.store.sync()?;
+        }
+        Ok(())
+    }
+}
+
+fn put_postings(b: &mut Batch<'_>, content: &ContentHash, record: &ContentRecord) {
+    for (chunk, len, count) in record.chunk_counts() {
+        b.put::<ChunkContents>(&(chunk, *content), &Posting { count, len });
+    }
+}
+
+/// A progress bar on stderr, or nothing.
+struct Progress {
+    bar: Option<indicatif::ProgressBar>,
+    bytes: std::cell::Cell<u64>,
+}
+
+impl Progress {
+    fn new(show: bool) -> Progress {
+        let bar = show.then(|| {
+            let bar = indicatif::ProgressBar::new_spinner();
+            bar.set_style(
+                indicatif::ProgressStyle::with_template("{spinner} {pos} files read, {msg} [{elapsed}]")
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+            );
+            bar.enable_steady_tick(Duration::from_millis(120));
+            bar
+        });
+        Progress { bar, bytes: std::cell::Cell::new(0) }
+    }
+
+    fn file(&self, bytes: u64) {
+        if let Some(bar) = &self.bar {
+            bar.inc(1);
+            self.bytes.set(self.bytes.get() + bytes);
+            bar.set_message(indicatif::HumanBytes(self.bytes.get()).to_string());
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chunker::ChunkParams;
+    use crate::fingerprint::fingerprint_bytes;
+    use std::io::{Seek, SeekFrom, Write};
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    fn candidate(path: &Path) -> Candidate {
+        Candidate { path: path.to_path_buf(), stat: Stat { size: 0, mtime: 0, inode: 0 }, old: None }
+    }
+
+    #[test]
+    fn a_file_gone_before_it_is_read_is_vanished() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("gone.txt");
+        let out = read_candidate(candidate(&p), &ChunkParams::default(), &mut Vec::new());
+        assert!(matches!(out, Outcome::Vanished { .. }));
+    }
+
+    #[test]
+    fn a_file_replaced_by_a_fifo_or_symlink_is_not_opened() {
+        let tmp = tempfile::tempdir().unwrap();
+        let fifo = tmp.path().join("was-a-file");
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        let out = read_candidate(candidate(&fifo), &ChunkParams::default(), &mut Vec::new());
+        assert!(matches!(out, Outcome::Skip { reason: SkipReason::Special, .. }));
+        let link = tmp.path().join("link");
+        std::os::unix::fs::symlink(&fifo, &link).unwrap();
+        let out = read_candidate(candidate(&link), &ChunkParams::default(), &mut Vec::new());
+        assert!(matches!(out, Outcome::Skip { reason: SkipReason::Symlink, .. }));
+    }
+
+    /// A file rewritten in place, over and over, while it is read: the result
+    /// is one whole version of it or a skip, never a mix of two versions.
+    #[test]
+    fn a_file_changing_while_read_is_never_indexed_half_old() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("busy.bin");
+        let params = ChunkParams::default();
+        let size = 48 << 20;
+        let versions: Vec<Vec<u8>> = (0..2u8).map(|v| vec![v.wrapping_mul(77).wrapping_add(1); size]).collect();
+        let fps: Vec<_> = versions.iter().map(|v| fingerprint_bytes(v, &params)).collect();
+        std::fs::write(&p, &versions[0]).unwrap();
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut f = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+                let mut i = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    i += 1;
+                    // Rewrite in place, in pieces, so a reader can see a mix.
+                    f.seek(SeekFrom::Start(0)).unwrap();
+                    for piece in versions[i % 2].chunks(1 << 20) {
+                        f.write_all(piece).unwrap();
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+            });
+            let mut buf = Vec::new();
+            for _ in 0..5 {
+                match read_candidate(candidate(&p), &params, &mut buf) {
+                    Outcome::Read { fp, .. } => assert!(fps.contains(&fp), "indexed a mix of two versions"),
+                    Outcome::Skip { reason, .. } => assert_eq!(reason, SkipReason::KeptChanging),
+                    Outcome::Vanished { .. } => panic!("the file never vanished"),
+                }
+            }
+            stop.store(true, Ordering::Relaxed);
+        });
+    }
+}

@@ -1,0 +1,44 @@
+//! The `simd` binary: parse, run, map errors to exit codes.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use simd::cli::{self, Cli, Exit};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.verbose, cli.quiet);
+    match cli::run(cli) {
+        Ok(Exit::Ok) => ExitCode::SUCCESS,
+        Ok(Exit::Inconsistent) => ExitCode::from(3),
+        Err(e) => {
+            eprintln!("simd: {}", chain(&e));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// "outer: inner: innermost", without repeating a cause already in the message.
+fn chain(e: &anyhow::Error) -> String {
+    let mut msg = e.to_string();
+    for cause in e.chain().skip(1) {
+        let c = cause.to_string();
+        if !msg.contains(&c) {
+            msg.push_str(": ");
+            msg.push_str(&c);
+        }
+    }
+    msg
+}
+
+fn init_logging(verbose: u8, quiet: bool) {
+    let default = match (quiet, verbose) {
+        (true, _) => "warn",
+        (false, 0) => "warn",
+        (false, 1) => "info",
+        (false, _) => "debug",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SIMD_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("simd={default}")));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).init();
+}

@@ -1,0 +1,151 @@
+//! Queries against the live index: `similar` (Broder's on-the-fly
+//! resemblance: a file, indexed or not, against everything indexed).
+//!
+//! A query chunks its input with the index's own parameters, looks up the
+//! postings of each of its chunks, and measures only the contents that share
+//! something with it: work grows with the query and its candidates, not with
+//! the repository.
+
+use std::collections::{HashMap, HashSet};
+use std::io::Read;
+
+use crate::analysis::{self, auto_cutoff, AnalysisParams, LinkKind, Measures, Name};
+use crate::fingerprint::{fingerprint_reader, ChunkId, ContentHash};
+use crate::store::{ContentChunks, Store, StoreError};
+
+/// One indexed content that resembles the query.
+#[derive(Clone, Debug)]
+pub struct Hit {
+    pub content: ContentHash,
+    pub size: u64,
+    pub payload: u64,
+    /// Names of the content (the query's own path left out).
+    pub names: Vec<Name>,
+    /// a = the query, b = this hit.
+    pub measures: Measures,
+    pub identical: bool,
+    /// The link kind under the thresholds, if it is one.
+    pub kind: Option<LinkKind>,
+}
+
+/// The answer to `simd similar`.
+#[derive(Clone, Debug)]
+pub struct Similar {
+    pub content: ContentHash,
+    pub size: u64,
+    pub payload: u64,
+    pub chunks: u64,
+    /// Best first: identical, then by the larger of resemblance and the two
+    /// containments, then by bytes in common.
+    pub hits: Vec<Hit>,
+}
+
+/// Degree lookups with a memo: a chunk is ignored when it is a template or in
+/// more than `cutoff` contents.
+struct Ignored<'a> {
+    store: &'a Store,
+    templates: HashSet<ChunkId>,
+    cutoff: u64,
+    memo: HashMap<ChunkId, bool>,
+}
+
+impl Ignored<'_> {
+    fn is_ignored(&mut self, chunk: &ChunkId) -> Result<bool, StoreError> {
+        if self.templates.contains(chunk) {
+            return Ok(true);
+        }
+        if let Some(&v) = self.memo.get(chunk) {
+            return Ok(v);
+        }
+        let mut degree = 0;
+        for item in self.store.postings(chunk) {
+            item?;
+            degree += 1;
+            if degree > self.cutoff {
+                break;
+            }
+        }
+        let v = degree > self.cutoff;
+        self.memo.insert(*chunk, v);
+        Ok(v)
+    }
+}
+
+/// Files in the index similar to the bytes of `reader`. `own_path` (the
+/// query's path when it is itself indexed) is left out of the answer.
+/// `all` keeps every content sharing payload, not only links.
+pub fn similar(
+    store: &Store,
+    reader: impl Read,
+    own_path: Option<&[u8]>,
+    params: &AnalysisParams,
+    all: bool,
+) -> Result<Similar, QueryError> {
+    let fp = fingerprint_reader(reader, store.params(), &mut Vec::new()).map_err(QueryError::Read)?;
+    let contents = analysis::counts(store)?.contents;
+    let mut ignored = Ignored {
+        store,
+        templates: analysis::templates(store)?,
+        cutoff: params.max_degree.unwrap_or_else(|| auto_cutoff(contents)),
+        memo: HashMap::new(),
+    };
+    let query = crate::store::ContentRecord { size: fp.size, runs: fp.runs.clone() };
+
+    // Common bytes with every content sharing a non-ignored chunk.
+    let mut common: HashMap<ContentHash, u64> = HashMap::new();
+    let mut payload = 0u64;
+    for (chunk, len, count) in query.chunk_counts() {
+        let mut postings = Vec::new();
+        if !ignored.is_ignored(&chunk)? {
+            for item in store.postings(&chunk) {
+                postings.push(item?);
+            }
+            payload += u64::from(len) * u64::from(count);
+        }
+        for ((_, content), p) in postings {
+            *common.entry(content).or_default() += u64::from(len) * u64::from(count.min(p.count));
+        }
+    }
+
+    let mut hits = Vec::new();
+    for (content, shared) in common {
+        let Some(rec) = store.get::<ContentChunks>(&content)? else { continue };
+        let mut their_payload = 0u64;
+        for (chunk, len, count) in rec.chunk_counts() {
+            if !ignored.is_ignored(&chunk)? {
+                their_payload += u64::from(len) * u64::from(count);
+            }
+        }
+        let measures = Measures::new(shared, payload, their_payload);
+        let identical = content == fp.content;
+        let kind = measures.kind(params);
+        if !(identical || all || kind.is_some()) {
+            continue;
+        }
+        let mut names = analysis::names_of(store, &content)?;
+        if let Some(own) = own_path {
+            names.retain(|n| n.path != own);
+        }
+        if names.is_empty() {
+            continue;
+        }
+        hits.push(Hit { content, size: rec.size, payload: their_payload, names, measures, identical, kind });
+    }
+    let score = |h: &Hit| h.measures.resemblance.max(h.measures.containment());
+    hits.sort_by(|a, b| {
+        b.identical
+            .cmp(&a.identical)
+            .then(score(b).total_cmp(&score(a)))
+            .then(b.measures.common.cmp(&a.measures.common))
+            .then(a.content.cmp(&b.content))
+    });
+    Ok(Similar { content: fp.content, size: fp.size, payload, chunks: fp.chunk_count(), hits })
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum QueryError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("reading the query: {0}")]
+    Read(std::io::Error),
+}

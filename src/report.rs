@@ -1,0 +1,248 @@
+//! Report renderers: the identical-file sets and the clusters of an
+//! [`Analysis`] as text (for a terminal, in the spirit of Forman's Figures 5
+//! and 6), JSON (schema in `docs/report-json.md`) or CSV (one row per link).
+//! Renderers only format; they never touch the index.
+
+use std::io::{self, Write};
+
+use base64::Engine;
+use serde_json::{json, Value};
+
+use crate::analysis::{Analysis, Cluster, IdenticalSet, Name};
+use crate::cli::human_bytes;
+use crate::scan::is_under;
+
+/// What to show of an analysis.
+#[derive(Clone, Debug, Default)]
+pub struct View {
+    /// Only sets and clusters with a name under this path.
+    pub under: Option<Vec<u8>>,
+    /// At most this many identical sets and this many clusters.
+    pub limit: Option<usize>,
+}
+
+impl View {
+    fn keeps_names<'a>(&self, mut names: impl Iterator<Item = &'a Name>) -> bool {
+        match &self.under {
+            None => true,
+            Some(dir) => names.any(|n| is_under(&n.path, dir)),
+        }
+    }
+
+    /// The identical sets and clusters this view shows.
+    pub fn select<'a>(&self, a: &'a Analysis) -> (Vec<&'a IdenticalSet>, Vec<&'a Cluster>) {
+        let limit = self.limit.unwrap_or(usize::MAX);
+        let sets = a.identical.iter().filter(|s| self.keeps_names(s.names.iter())).take(limit).collect();
+        let clusters = a
+            .clusters
+            .iter()
+            .filter(|c| self.keeps_names(c.members.iter().flat_map(|m| m.names.iter())))
+            .take(limit)
+            .collect();
+        (sets, clusters)
+    }
+}
+
+/// A path for JSON: `{"path": str}` when it is UTF-8, else `{"path_b64": raw bytes in base64}`.
+pub fn json_path(path: &[u8]) -> Value {
+    match std::str::from_utf8(path) {
+        Ok(s) => json!({ "path": s }),
+        Err(_) => json!({ "path_b64": base64::engine::general_purpose::STANDARD.encode(path) }),
+    }
+}
+
+fn round(x: f64) -> f64 {
+    (x * 10_000.0).round() / 10_000.0
+}
+
+pub fn to_json(a: &Analysis, view: &View) -> Value {
+    let (sets, clusters) = view.select(a);
+    let names = |ns: &[Name]| ns.iter().map(|n| json_path(&n.path)).collect::<Vec<_>>();
+    json!({
+        "format": "simd-report/1",
+        "index": { "sequence": a.sequence, "files": a.files, "contents": a.contents, "bytes": a.bytes },
+        "params": {
+            "min_bytes": a.params.min_bytes,
+            "min_similarity": a.params.min_similarity,
+            "min_containment": a.params.min_containment,
+            "max_degree": a.cutoff,
+        },
+        "ignored": {
+            "common_chunks": a.common_chunks,
+            "common_bytes": a.common_bytes,
+            "template_chunks": a.template_chunks,
+            "template_bytes": a.template_bytes,
+        },
+        "totals": {
+            "identical_sets": a.identical.len(),
+            "identical_files": a.identical.iter().map(|s| s.names.len()).sum::<usize>(),
+            "wasted_bytes": a.wasted(),
+            "clusters": a.clusters.len(),
+            "cluster_files": a.clusters.iter().map(Cluster::files).sum::<usize>(),
+        },
+        "identical": sets.iter().map(|s| json!({
+            "content": s.content.to_string(),
+            "size": s.size,
+            "copies": s.names.len(),
+            "wasted": s.wasted(),
+            "files": names(&s.names),
+        })).collect::<Vec<_>>(),
+        "clusters": clusters.iter().map(|c| json!({
+            "id": c.id_str(),
+            "files": c.files(),
+            "bytes": c.bytes(),
+            "members": c.members.iter().map(|m| json!({
+                "content": m.content.to_string(),
+                "size": m.size,
+                "payload": m.payload,
+                "files": names(&m.names),
+            })).collect::<Vec<_>>(),
+            "links": c.links.iter().map(|l| json!({
+                "a": l.a,
+                "b": l.b,
+                "kind": l.kind.as_str(),
+                "common": l.measures.common,
+                "resemblance": round(l.measures.resemblance),
+                "a_in_b": round(l.measures.a_in_b),
+                "b_in_a": round(l.measures.b_in_a),
+            })).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// One CSV field, quoted when it needs to be.
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+pub fn write_csv(out: &mut dyn Write, a: &Analysis, view: &View) -> io::Result<()> {
+    let (_, clusters) = view.select(a);
+    writeln!(out, "cluster,a,b,kind,common_bytes,resemblance,a_in_b,b_in_a,a_size,b_size,a_copies,b_copies")?;
+    for c in clusters {
+        for l in &c.links {
+            let (ma, mb) = (&c.members[l.a], &c.members[l.b]);
+            let first =
+                |m: &crate::analysis::Member| m.names.first().map(|n| crate::report_path(&n.path)).unwrap_or_default();
+            writeln!(
+                out,
+                "{},{},{},{},{},{:.4},{:.4},{:.4},{},{},{},{}",
+                c.id_str(),
+                csv_field(&first(ma)),
+                csv_field(&first(mb)),
+                l.kind.as_str(),
+                l.measures.common,
+                l.measures.resemblance,
+                l.measures.a_in_b,
+                l.measures.b_in_a,
+                ma.size,
+                mb.size,
+                ma.names.len(),
+                mb.names.len()
+            )?;
+        }
+    }
+    Ok(())
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.0}%", 100.0 * x)
+}
+
+pub fn write_text(out: &mut dyn Write, a: &Analysis, view: &View) -> io::Result<()> {
+    let (sets, clusters) = view.select(a);
+    let p = crate::report_path;
+    let identical_files: usize = a.identical.iter().map(|s| s.names.len()).sum();
+    let cluster_files: usize = a.clusters.iter().map(Cluster::files).sum();
+    writeln!(out, "{} files ({}), {} distinct contents", a.files, human_bytes(a.bytes), a.contents)?;
+    writeln!(
+        out,
+        "identical: {} sets, {} files, {} wasted    similar: {} clusters, {} files",
+        a.identical.len(),
+        identical_files,
+        human_bytes(a.wasted()),
+        a.clusters.len(),
+        cluster_files
+    )?;
+    writeln!(
+        out,
+        "ignored: {} chunks in more than {} contents ({}), {} template chunks ({})",
+        a.common_chunks,
+        a.cutoff,
+        human_bytes(a.common_bytes),
+        a.template_chunks,
+        human_bytes(a.template_bytes)
+    )?;
+    writeln!(
+        out,
+        "links: ≥ {} in common and resemblance ≥ {} or containment ≥ {}",
+        human_bytes(a.params.min_bytes),
+        pct(a.params.min_similarity),
+        pct(a.params.min_containment)
+    )?;
+    if view.under.is_some() || view.limit.is_some() {
+        writeln!(out, "showing {} of the sets and {} of the clusters", sets.len(), clusters.len())?;
+    }
+
+    writeln!(out, "\nA. Identical files")?;
+    if sets.is_empty() {
+        writeln!(out, "  none")?;
+    }
+    for (i, s) in sets.iter().enumerate() {
+        writeln!(
+            out,
+            "  {:>4}. {} copies of {}, {} wasted  [{}]",
+            i + 1,
+            s.names.len(),
+            human_bytes(s.size),
+            human_bytes(s.wasted()),
+            &s.content.to_string()[..12]
+        )?;
+        for n in &s.names {
+            writeln!(out, "        {}", p(&n.path))?;
+        }
+    }
+
+    writeln!(out, "\nB. Clusters of similar files")?;
+    if clusters.is_empty() {
+        writeln!(out, "  none")?;
+    }
+    for c in clusters {
+        writeln!(
+            out,
+            "  cluster {}: {} files, {}, {} links",
+            c.id_str(),
+            c.files(),
+            human_bytes(c.bytes()),
+            c.links.len()
+        )?;
+        for (i, m) in c.members.iter().enumerate() {
+            let first = m.names.first().map(|n| p(&n.path)).unwrap_or_default();
+            writeln!(out, "    [{}] {}  ({})", i + 1, first, human_bytes(m.size))?;
+            for n in m.names.iter().skip(1) {
+                writeln!(out, "        = {}", p(&n.path))?;
+            }
+        }
+        for l in &c.links {
+            writeln!(
+                out,
+                "      [{}]–[{}] {:<8} {} in common, resemblance {}, [{}] in [{}] {}, [{}] in [{}] {}",
+                l.a + 1,
+                l.b + 1,
+                l.kind.as_str(),
+                human_bytes(l.measures.common),
+                pct(l.measures.resemblance),
+                l.a + 1,
+                l.b + 1,
+                pct(l.measures.a_in_b),
+                l.b + 1,
+                l.a + 1,
+                pct(l.measures.b_in_a)
+            )?;
+        }
+    }
+    Ok(())
+}

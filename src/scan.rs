@@ -1,0 +1,257 @@
+//! Walking roots: ignore-aware traversal, file-type triage and stat-based
+//! change detection. Nothing here reads a file's bytes or writes the index.
+//!
+//! A file is a candidate for reading only when its (size, mtime ns, inode)
+//! differs from the index's record; unchanged files cost one `lstat` and two
+//! point lookups. Symlinks are never followed and FIFOs, sockets and devices
+//! are never opened.
+
+use std::ffi::OsStr;
+use std::fs::Metadata;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use crossbeam_channel::Sender;
+use ignore::{overrides::OverrideBuilder, WalkBuilder, WalkState};
+
+use crate::store::{FileId, FileRecord, Files, Paths, Store, StoreError};
+
+/// What the walk is told.
+#[derive(Clone, Debug, Default)]
+pub struct WalkOptions {
+    /// Glob patterns (gitignore syntax) of paths to leave out.
+    pub excludes: Vec<String>,
+    /// Do not read `.gitignore`, `.ignore` or `.simdignore` files.
+    pub no_ignore: bool,
+    /// Walker threads (0: one per core).
+    pub threads: usize,
+    /// Directories never entered (the index itself).
+    pub skip_dirs: Vec<PathBuf>,
+}
+
+/// The stat fields that decide whether a file changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stat {
+    pub size: u64,
+    pub mtime: i64,
+    pub inode: u64,
+}
+
+impl Stat {
+    pub fn of(meta: &Metadata) -> Stat {
+        Stat { size: meta.len(), mtime: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(), inode: meta.ino() }
+    }
+
+    pub fn matches(&self, rec: &FileRecord) -> bool {
+        self.size == rec.size && self.mtime == rec.mtime && self.inode == rec.inode
+    }
+}
+
+/// A file the walk wants read: new, or changed since its record.
+#[derive(Debug)]
+pub struct Candidate {
+    pub path: PathBuf,
+    pub stat: Stat,
+    pub old: Option<(FileId, FileRecord)>,
+}
+
+/// Why a path was left out of the index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum SkipReason {
+    Symlink,
+    Special,
+    Unreadable,
+    UnreadableDir,
+    Vanished,
+    KeptChanging,
+}
+
+impl SkipReason {
+    pub fn describe(self) -> &'static str {
+        match self {
+            SkipReason::Symlink => "symlink (not followed)",
+            SkipReason::Special => "not a regular file (fifo, socket or device; never opened)",
+            SkipReason::Unreadable => "unreadable file",
+            SkipReason::UnreadableDir => "unreadable directory",
+            SkipReason::Vanished => "vanished before it could be read",
+            SkipReason::KeptChanging => "kept changing while being read",
+        }
+    }
+}
+
+/// Everything the walk found that needs no reading.
+#[derive(Debug, Default)]
+pub struct WalkOutcome {
+    /// Files whose record still matches: not read.
+    pub unchanged: Vec<FileId>,
+    pub unchanged_bytes: u64,
+    /// Paths skipped, with why.
+    pub skipped: Vec<(PathBuf, SkipReason)>,
+    /// Directories that could not be listed: what the index holds under them
+    /// is kept, not taken for deleted.
+    pub unreadable_dirs: Vec<PathBuf>,
+    /// Errors reading the index itself (fatal).
+    pub store_errors: Vec<StoreError>,
+}
+
+/// Path bytes as stored.
+pub fn path_bytes(p: &Path) -> Vec<u8> {
+    p.as_os_str().as_bytes().to_vec()
+}
+
+pub fn bytes_path(b: &[u8]) -> PathBuf {
+    PathBuf::from(OsStr::from_bytes(b))
+}
+
+/// Walks `roots` in parallel; sends new or changed files to `tx` and returns
+/// what needed no reading.
+pub fn walk(
+    store: &Store,
+    roots: &[PathBuf],
+    opts: &WalkOptions,
+    tx: &Sender<Candidate>,
+) -> Result<WalkOutcome, ignore::Error> {
+    let Some((first, rest)) = roots.split_first() else {
+        return Ok(WalkOutcome::default());
+    };
+    let mut builder = WalkBuilder::new(first);
+    for r in rest {
+        builder.add(r);
+    }
+    let mut overrides = OverrideBuilder::new("/");
+    for glob in &opts.excludes {
+        overrides.add(&format!("!{glob}"))?;
+    }
+    let skip_dirs = opts.skip_dirs.clone();
+    builder
+        .hidden(false)
+        .parents(false)
+        .git_global(false)
+        .git_exclude(!opts.no_ignore)
+        .git_ignore(!opts.no_ignore)
+        .ignore(!opts.no_ignore)
+        .require_git(false)
+        .follow_links(false)
+        .threads(opts.threads)
+        .overrides(overrides.build()?)
+        .filter_entry(move |e| {
+            let is_dir = e.file_type().is_some_and(|t| t.is_dir());
+            !(is_dir && (e.file_name() == ".git" || skip_dirs.iter().any(|d| d == e.path())))
+        });
+    if !opts.no_ignore {
+        builder.add_custom_ignore_filename(".simdignore");
+    }
+
+    let shared = Mutex::new(WalkOutcome::default());
+    builder.build_parallel().run(|| {
+        let tx = tx.clone();
+        let shared = &shared;
+        let mut local = Local { out: WalkOutcome::default(), shared };
+        Box::new(move |entry| {
+            let entry = match entry {
+                Ok(e) => e,
+                Err(err) => {
+                    let path = error_path(&err);
+                    tracing::warn!("{}: {}", path.as_deref().unwrap_or(Path::new("?")).display(), err);
+                    if let Some(p) = path {
+                        local.out.unreadable_dirs.push(p.clone());
+                        local.out.skipped.push((p, SkipReason::UnreadableDir));
+                    }
+                    return WalkState::Continue;
+                }
+            };
+            let Some(ft) = entry.file_type() else { return WalkState::Continue };
+            if ft.is_dir() {
+                return WalkState::Continue;
+            }
+            if ft.is_symlink() {
+                local.out.skipped.push((entry.into_path(), SkipReason::Symlink));
+                return WalkState::Continue;
+            }
+            if ft.is_fifo() || ft.is_socket() || ft.is_block_device() || ft.is_char_device() || !ft.is_file() {
+                local.out.skipped.push((entry.into_path(), SkipReason::Special));
+                return WalkState::Continue;
+            }
+            let meta = match entry.metadata() {
+                Ok(m) => m,
+                // Gone between readdir and lstat: not seen, so not in the index.
+                Err(_) => return WalkState::Continue,
+            };
+            let stat = Stat::of(&meta);
+            let path = entry.into_path();
+            match lookup(store, &path) {
+                Ok(Some((id, rec))) if stat.matches(&rec) => {
+                    local.out.unchanged.push(id);
+                    local.out.unchanged_bytes += rec.size;
+                }
+                Ok(old) => {
+                    if tx.send(Candidate { path, stat, old }).is_err() {
+                        return WalkState::Quit;
+                    }
+                }
+                Err(e) => {
+                    local.out.store_errors.push(e);
+                    return WalkState::Quit;
+                }
+            }
+            WalkState::Continue
+        })
+    });
+    Ok(shared.into_inner().unwrap_or_else(|p| p.into_inner()))
+}
+
+/// A walker thread's findings, merged into the shared outcome when the
+/// thread's visitor is dropped (no lock per file).
+struct Local<'a> {
+    out: WalkOutcome,
+    shared: &'a Mutex<WalkOutcome>,
+}
+
+impl Drop for Local<'_> {
+    fn drop(&mut self) {
+        let mut s = self.shared.lock().unwrap_or_else(|p| p.into_inner());
+        let out = std::mem::take(&mut self.out);
+        s.unchanged.extend(out.unchanged);
+        s.unchanged_bytes += out.unchanged_bytes;
+        s.skipped.extend(out.skipped);
+        s.unreadable_dirs.extend(out.unreadable_dirs);
+        s.store_errors.extend(out.store_errors);
+    }
+}
+
+/// The index's record for a path, if any.
+pub fn lookup(store: &Store, path: &Path) -> Result<Option<(FileId, FileRecord)>, StoreError> {
+    let Some(id) = store.get::<Paths>(&path_bytes(path))? else { return Ok(None) };
+    Ok(store.get::<Files>(&id)?.map(|rec| (id, rec)))
+}
+
+fn error_path(err: &ignore::Error) -> Option<PathBuf> {
+    match err {
+        ignore::Error::WithPath { path, .. } => Some(path.clone()),
+        ignore::Error::WithDepth { err, .. } | ignore::Error::WithLineNumber { err, .. } => error_path(err),
+        ignore::Error::Partial(errs) => errs.iter().find_map(error_path),
+        _ => None,
+    }
+}
+
+/// Whether `path` is `dir` or lies under it (by path components).
+pub fn is_under(path: &[u8], dir: &[u8]) -> bool {
+    let dir = dir.strip_suffix(b"/").unwrap_or(dir);
+    path.starts_with(dir) && (path.len() == dir.len() || path[dir.len()] == b'/' || dir.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn under() {
+        assert!(is_under(b"/a/b/c", b"/a/b"));
+        assert!(is_under(b"/a/b/c", b"/a/b/"));
+        assert!(is_under(b"/a/b", b"/a/b"));
+        assert!(!is_under(b"/a/bc", b"/a/b"));
+        assert!(is_under(b"/x", b"/"));
+    }
+}

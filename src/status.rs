@@ -1,0 +1,93 @@
+//! `simd status`: what the index holds, counted exactly from the index.
+
+use serde::Serialize;
+
+use crate::chunker::ChunkParams;
+use crate::fingerprint::{ChunkId, ContentHash};
+use crate::store::{
+    ChunkContents, ContentChunks, ContentNames, Files, History, Meta, MetaKey, MetaValue, Store, StoreError, TimeNs,
+};
+
+/// Figures for `simd status`.
+#[derive(Debug, Serialize)]
+pub struct Status {
+    pub index: String,
+    pub schema_version: u32,
+    pub params: ChunkParams,
+    pub roots: Vec<String>,
+    /// Files (names) in the index.
+    pub files: u64,
+    /// Their total size.
+    pub bytes: u64,
+    /// Distinct contents with at least one name.
+    pub contents: u64,
+    /// Total size of the distinct contents.
+    pub content_bytes: u64,
+    /// Chunks in the distinct contents (repeats counted).
+    pub chunks: u64,
+    /// Distinct chunk ids among them.
+    pub distinct_chunks: u64,
+    /// Lost-and-found records.
+    pub history: u64,
+    pub disk_bytes: u64,
+    pub created: TimeNs,
+    pub last_update: Option<TimeNs>,
+}
+
+pub fn status(store: &Store) -> Result<Status, StoreError> {
+    let (mut files, mut bytes) = (0, 0);
+    for item in store.scan::<Files>() {
+        let (_, rec) = item?;
+        files += 1;
+        bytes += rec.size;
+    }
+    let (mut contents, mut content_bytes, mut chunks) = (0, 0, 0);
+    let mut last: Option<ContentHash> = None;
+    for item in store.scan::<ContentNames>() {
+        let ((content, _), ()) = item?;
+        if last == Some(content) {
+            continue;
+        }
+        last = Some(content);
+        if let Some(rec) = store.get::<ContentChunks>(&content)? {
+            contents += 1;
+            content_bytes += rec.size;
+            chunks += rec.chunk_count();
+        }
+    }
+    let mut distinct_chunks = 0;
+    let mut last: Option<ChunkId> = None;
+    for item in store.scan::<ChunkContents>() {
+        let ((chunk, _), _) = item?;
+        if last != Some(chunk) {
+            distinct_chunks += 1;
+            last = Some(chunk);
+        }
+    }
+    let history = store.scan::<History>().count() as u64;
+    let roots = match store.get::<Meta>(&MetaKey::Roots)? {
+        Some(MetaValue::Roots(r)) => r.iter().map(|r| crate::report_path(r)).collect(),
+        _ => Vec::new(),
+    };
+    let last_update = match store.get::<Meta>(&MetaKey::LastUpdate)? {
+        Some(MetaValue::LastUpdate(t)) => Some(t),
+        _ => None,
+    };
+    let format = store.format();
+    Ok(Status {
+        index: store.dir().display().to_string(),
+        schema_version: format.schema_version,
+        params: format.params,
+        roots,
+        files,
+        bytes,
+        contents,
+        content_bytes,
+        chunks,
+        distinct_chunks,
+        history,
+        disk_bytes: store.disk_size(),
+        created: format.created,
+        last_update,
+    })
+}

@@ -1,0 +1,480 @@
+//! The index on disk: RocksDB with one column family per map. This is the
+//! only module that imports `rocksdb`; everything else sees typed keys and
+//! values (see [`schema`]) and never raw key bytes.
+//!
+//! An index directory holds `db/` (RocksDB) and `simd.lock`, a file locked by
+//! the one process allowed to write, holding its pid so that a second writer
+//! can be told who holds the index.
+
+pub mod schema;
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Seek, Write};
+use std::path::{Path, PathBuf};
+
+use rocksdb::{
+    BlockBasedOptions, Cache, ColumnFamilyDescriptor, DBCompressionType, Options, ReadOptions, WriteBatch,
+    WriteOptions, DB,
+};
+
+use crate::chunker::ChunkParams;
+use crate::fingerprint::{ChunkId, ContentHash};
+pub use schema::*;
+
+/// What went wrong with the index.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error(
+        "{dir}: index in use by pid {pid} (stop it, or send it the command through `simd watch`'s control socket)"
+    )]
+    InUse { dir: PathBuf, pid: String },
+    #[error("{dir}: not a simd index ({reason}); give --db an empty or new directory")]
+    NotAnIndex { dir: PathBuf, reason: String },
+    #[error("{dir}: no index here yet (run `simd index ROOT` first)")]
+    Missing { dir: PathBuf },
+    #[error("{dir}: index schema version {found}, this simd reads version {expected}; rebuild it with `simd index` into a new --db")]
+    SchemaMismatch { dir: PathBuf, found: u32, expected: u32 },
+    #[error("{dir}: index was made with chunk parameters {found}, asked for {requested}; use the index's own (omit --avg-chunk) or another --db")]
+    ParamsMismatch { dir: PathBuf, found: ChunkParams, requested: ChunkParams },
+    #[error("{dir}: corrupt index: {cf} key {key}: {reason}")]
+    Corrupt { dir: PathBuf, cf: &'static str, key: String, reason: String },
+    #[error("{dir}: {source}")]
+    Rocks { dir: PathBuf, source: rocksdb::Error },
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+}
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// How the index is opened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// The one writer: takes the lock, creates the index if needed.
+    Write,
+    /// A reader: no lock, a point-in-time view; works while a writer runs.
+    Read,
+}
+
+/// An open index.
+pub struct Store {
+    db: DB,
+    dir: PathBuf,
+    format: Format,
+    // Held for the life of a writer: the OS lock is what keeps a second
+    // writer out, and it goes away with the process, even on SIGKILL.
+    _lock: Option<File>,
+}
+
+const LOCK_FILE: &str = "simd.lock";
+const DB_DIR: &str = "db";
+
+/// Memory bounds: RocksDB's defaults (64 MB memtables per CF, 8 CFs) would
+/// grow with the number of CFs; these keep the whole index near 50 MB.
+const BLOCK_CACHE: usize = 16 << 20;
+const WRITE_BUFFER_TOTAL: usize = 32 << 20;
+const WRITE_BUFFER_PER_CF: usize = 8 << 20;
+
+fn now_ns() -> TimeNs {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as TimeNs).unwrap_or(0)
+}
+
+impl Store {
+    /// Opens the index at `dir`. A writer creates it when `dir` is missing or
+    /// empty, with `params` (default: ~1 KB chunks); an existing index must
+    /// have the same parameters when `params` is given.
+    pub fn open(dir: &Path, access: Access, params: Option<ChunkParams>) -> Result<Store> {
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| StoreError::Io { path, source }
+        };
+        let db_dir = dir.join(DB_DIR);
+        let exists = db_dir.join("CURRENT").exists();
+        if !exists {
+            if access == Access::Read {
+                return Err(StoreError::Missing { dir: dir.to_path_buf() });
+            }
+            // Never create an index inside a directory that holds something else.
+            if let Ok(mut entries) = fs::read_dir(dir) {
+                if entries.next().is_some() && !db_dir.exists() && !dir.join(LOCK_FILE).exists() {
+                    return Err(StoreError::NotAnIndex {
+                        dir: dir.to_path_buf(),
+                        reason: "the directory is not empty and holds no index".into(),
+                    });
+                }
+            }
+            fs::create_dir_all(dir).map_err(io(dir))?;
+        }
+        let lock = match access {
+            Access::Write => Some(take_lock(dir)?),
+            Access::Read => None,
+        };
+
+        let cache = Cache::new_lru_cache(BLOCK_CACHE);
+        let mut opts = Options::default();
+        opts.create_if_missing(access == Access::Write);
+        opts.create_missing_column_families(access == Access::Write);
+        opts.set_db_write_buffer_size(WRITE_BUFFER_TOTAL);
+        opts.set_max_background_jobs(2);
+        opts.set_keep_log_file_num(3);
+        opts.set_max_log_file_size(1 << 20);
+        opts.set_max_total_wal_size(64 << 20);
+        opts.set_max_open_files(256);
+        let cfs = ALL_CFS.iter().map(|&name| {
+            let mut cf = Options::default();
+            let mut table = BlockBasedOptions::default();
+            table.set_block_cache(&cache);
+            table.set_bloom_filter(10.0, false);
+            table.set_cache_index_and_filter_blocks(true);
+            cf.set_block_based_table_factory(&table);
+            cf.set_write_buffer_size(WRITE_BUFFER_PER_CF);
+            cf.set_max_write_buffer_number(2);
+            cf.set_compression_type(DBCompressionType::Lz4);
+            cf.set_level_compaction_dynamic_level_bytes(true);
+            ColumnFamilyDescriptor::new(name, cf)
+        });
+        let rocks = |source| StoreError::Rocks { dir: dir.to_path_buf(), source };
+        let db = match access {
+            Access::Write => DB::open_cf_descriptors(&opts, &db_dir, cfs).map_err(rocks)?,
+            Access::Read => DB::open_cf_descriptors_read_only(&opts, &db_dir, cfs, false).map_err(|e| {
+                if e.as_ref().contains("Column family not found") || e.as_ref().contains("Invalid argument") {
+                    StoreError::NotAnIndex { dir: dir.to_path_buf(), reason: e.into_string() }
+                } else {
+                    rocks(e)
+                }
+            })?,
+        };
+
+        let mut store = Store {
+            db,
+            dir: dir.to_path_buf(),
+            format: Format { schema_version: SCHEMA_VERSION, params: params.unwrap_or_default(), created: 0 },
+            _lock: lock,
+        };
+        match store.get::<Meta>(&MetaKey::Format)? {
+            Some(MetaValue::Format(found)) => {
+                if found.schema_version != SCHEMA_VERSION {
+                    return Err(StoreError::SchemaMismatch {
+                        dir: dir.to_path_buf(),
+                        found: found.schema_version,
+                        expected: SCHEMA_VERSION,
+                    });
+                }
+                if let Some(requested) = params.filter(|p| *p != found.params) {
+                    return Err(StoreError::ParamsMismatch { dir: dir.to_path_buf(), found: found.params, requested });
+                }
+                store.format = found;
+            }
+            Some(other) => {
+                return Err(store.corrupt::<Meta>(&MetaKey::Format, format!("holds {other:?}")));
+            }
+            None if !exists && access == Access::Write => {
+                store.format.created = now_ns();
+                let mut b = store.batch();
+                b.put::<Meta>(&MetaKey::Format, &MetaValue::Format(store.format));
+                b.put::<Meta>(&MetaKey::NextFileId, &MetaValue::NextFileId(1));
+                store.write(b)?;
+                store.db.flush_wal(true).map_err(rocks)?;
+            }
+            None => {
+                return Err(StoreError::NotAnIndex {
+                    dir: dir.to_path_buf(),
+                    reason: "RocksDB database without simd's format record".into(),
+                })
+            }
+        }
+        Ok(store)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn format(&self) -> &Format {
+        &self.format
+    }
+
+    pub fn params(&self) -> &ChunkParams {
+        &self.format.params
+    }
+
+    fn cf(&self, name: &'static str) -> &rocksdb::ColumnFamily {
+        // Every CF in ALL_CFS is opened (or created) in `open`.
+        self.db.cf_handle(name).expect("column family opened in Store::open")
+    }
+
+    fn rocks(&self, source: rocksdb::Error) -> StoreError {
+        StoreError::Rocks { dir: self.dir.clone(), source }
+    }
+
+    fn corrupt<T: Table>(&self, key: &T::Key, reason: impl ToString) -> StoreError {
+        StoreError::Corrupt {
+            dir: self.dir.clone(),
+            cf: T::NAME,
+            key: hex(&T::encode_key(key)),
+            reason: reason.to_string(),
+        }
+    }
+
+    fn corrupt_raw<T: Table>(&self, key: &[u8], reason: impl ToString) -> StoreError {
+        StoreError::Corrupt { dir: self.dir.clone(), cf: T::NAME, key: hex(key), reason: reason.to_string() }
+    }
+
+    /// Reads one value.
+    pub fn get<T: Table>(&self, key: &T::Key) -> Result<Option<T::Value>> {
+        match self.db.get_pinned_cf(self.cf(T::NAME), T::encode_key(key)).map_err(|e| self.rocks(e))? {
+            None => Ok(None),
+            Some(v) => T::decode_value(&v).map(Some).map_err(|e| self.corrupt::<T>(key, e)),
+        }
+    }
+
+    /// Whether a key is present.
+    pub fn contains<T: Table>(&self, key: &T::Key) -> Result<bool> {
+        Ok(self.db.get_pinned_cf(self.cf(T::NAME), T::encode_key(key)).map_err(|e| self.rocks(e))?.is_some())
+    }
+
+    /// Iterates a whole CF in key order.
+    pub fn scan<T: Table>(&self) -> TableIter<'_, T> {
+        self.scan_prefix_raw::<T>(Vec::new())
+    }
+
+    fn scan_prefix_raw<T: Table>(&self, prefix: Vec<u8>) -> TableIter<'_, T> {
+        let mut ro = ReadOptions::default();
+        // A full scan should not evict the working set from the block cache.
+        ro.fill_cache(false);
+        if let Some(upper) = prefix_upper_bound(&prefix) {
+            ro.set_iterate_upper_bound(upper);
+        }
+        let mut inner = self.db.raw_iterator_cf_opt(self.cf(T::NAME), ro);
+        inner.seek(&prefix);
+        TableIter { store: self, inner, _t: std::marker::PhantomData }
+    }
+
+    /// Postings of one chunk: the contents holding it, with occurrence counts.
+    pub fn postings(&self, chunk: &ChunkId) -> TableIter<'_, ChunkContents> {
+        self.scan_prefix_raw::<ChunkContents>(chunk.0.to_vec())
+    }
+
+    /// The files holding one content.
+    pub fn names(&self, content: &ContentHash) -> TableIter<'_, ContentNames> {
+        self.scan_prefix_raw::<ContentNames>(content.0.to_vec())
+    }
+
+    /// History records of exactly one path, oldest first.
+    pub fn history_of(&self, path: &[u8]) -> TableIter<'_, History> {
+        let mut p = path.to_vec();
+        p.push(0);
+        self.scan_prefix_raw::<History>(p)
+    }
+
+    /// Paths at or under a directory, as stored in `paths`.
+    pub fn paths_under(&self, dir: &[u8]) -> TableIter<'_, Paths> {
+        let mut p = dir.to_vec();
+        if !p.ends_with(b"/") {
+            p.push(b'/');
+        }
+        self.scan_prefix_raw::<Paths>(p)
+    }
+
+    pub fn batch(&self) -> Batch<'_> {
+        Batch { store: self, inner: WriteBatch::default(), ops: 0 }
+    }
+
+    /// Writes a batch atomically. Not synced: the WAL is in the OS's hands
+    /// when this returns, so a killed process loses nothing; [`Store::sync`]
+    /// makes it survive power loss too.
+    pub fn write(&self, batch: Batch<'_>) -> Result<()> {
+        let mut wo = WriteOptions::default();
+        wo.set_sync(false);
+        self.db.write_opt(batch.inner, &wo).map_err(|e| self.rocks(e))
+    }
+
+    /// Syncs the WAL to disk.
+    pub fn sync(&self) -> Result<()> {
+        self.db.flush_wal(true).map_err(|e| self.rocks(e))
+    }
+
+    /// The sequence number of the last write: changes whenever the index does.
+    pub fn sequence(&self) -> u64 {
+        self.db.latest_sequence_number()
+    }
+
+    /// Bytes the index takes on disk.
+    pub fn disk_size(&self) -> u64 {
+        dir_size(&self.dir)
+    }
+
+    /// A CF's approximate number of keys (RocksDB's own estimate).
+    pub fn estimate_keys<T: Table>(&self) -> u64 {
+        self.db.property_int_value_cf(self.cf(T::NAME), "rocksdb.estimate-num-keys").ok().flatten().unwrap_or(0)
+    }
+}
+
+fn dir_size(dir: &Path) -> u64 {
+    let Ok(entries) = fs::read_dir(dir) else { return 0 };
+    entries
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => dir_size(&e.path()),
+            Ok(_) => e.metadata().map(|m| m.len()).unwrap_or(0),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+/// The smallest key greater than every key starting with `prefix`.
+fn prefix_upper_bound(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut upper = prefix.to_vec();
+    while let Some(last) = upper.pop() {
+        if last != 0xff {
+            upper.push(last + 1);
+            return Some(upper);
+        }
+    }
+    None
+}
+
+fn take_lock(dir: &Path) -> Result<File> {
+    let path = dir.join(LOCK_FILE);
+    let io = |source| StoreError::Io { path: path.clone(), source };
+    let mut file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(io)?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(fs::TryLockError::WouldBlock) => {
+            let mut pid = String::new();
+            let _ = file.read_to_string(&mut pid);
+            let pid = pid.trim();
+            return Err(StoreError::InUse {
+                dir: dir.to_path_buf(),
+                pid: if pid.is_empty() { "unknown".into() } else { pid.to_string() },
+            });
+        }
+        Err(fs::TryLockError::Error(e)) => return Err(io(e)),
+    }
+    file.set_len(0).map_err(io)?;
+    file.rewind().map_err(io)?;
+    write!(file, "{}", std::process::id()).map_err(io)?;
+    Ok(file)
+}
+
+/// Lowercase hex of bytes, for messages.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A typed iterator over one CF (or a prefix of it), in key order.
+pub struct TableIter<'a, T: Table> {
+    store: &'a Store,
+    inner: rocksdb::DBRawIterator<'a>,
+    _t: std::marker::PhantomData<T>,
+}
+
+impl<T: Table> Iterator for TableIter<'_, T> {
+    type Item = Result<(T::Key, T::Value)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if !self.inner.valid() {
+            return self.inner.status().err().map(|e| Err(self.store.rocks(e)));
+        }
+        let (k, v) = (self.inner.key()?, self.inner.value()?);
+        let item = match (T::decode_key(k), T::decode_value(v)) {
+            (Ok(k), Ok(v)) => Ok((k, v)),
+            (Err(e), _) | (_, Err(e)) => Err(self.store.corrupt_raw::<T>(k, e)),
+        };
+        self.inner.next();
+        Some(item)
+    }
+}
+
+/// Typed writes collected for one atomic [`Store::write`].
+pub struct Batch<'a> {
+    store: &'a Store,
+    inner: WriteBatch,
+    ops: usize,
+}
+
+impl Batch<'_> {
+    pub fn put<T: Table>(&mut self, key: &T::Key, value: &T::Value) {
+        self.inner.put_cf(self.store.cf(T::NAME), T::encode_key(key), T::encode_value(value));
+        self.ops += 1;
+    }
+
+    pub fn delete<T: Table>(&mut self, key: &T::Key) {
+        self.inner.delete_cf(self.store.cf(T::NAME), T::encode_key(key));
+        self.ops += 1;
+    }
+
+    /// Number of puts and deletes so far.
+    pub fn len(&self) -> usize {
+        self.ops
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ops == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn upper_bounds() {
+        assert_eq!(prefix_upper_bound(b"ab"), Some(b"ac".to_vec()));
+        assert_eq!(prefix_upper_bound(&[1, 0xff]), Some(vec![2]));
+        assert_eq!(prefix_upper_bound(&[0xff, 0xff]), None);
+        assert_eq!(prefix_upper_bound(b""), None);
+    }
+
+    #[test]
+    fn create_reopen_and_refuse_other_params() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("idx");
+        {
+            let s = Store::open(&dir, Access::Write, None).unwrap();
+            assert_eq!(s.params(), &ChunkParams::default());
+        }
+        let s = Store::open(&dir, Access::Write, Some(ChunkParams::default())).unwrap();
+        drop(s);
+        let other = ChunkParams::for_average(100).unwrap();
+        let err = Store::open(&dir, Access::Write, Some(other)).err().unwrap();
+        assert!(matches!(err, StoreError::ParamsMismatch { .. }), "{err}");
+        assert!(err.to_string().contains("Tmin 460") && err.to_string().contains("Tmin 46 "), "{err}");
+    }
+
+    #[test]
+    fn second_writer_is_told_the_pid() {
+        let tmp = tempfile::tempdir().unwrap();
+        let _first = Store::open(tmp.path(), Access::Write, None).unwrap();
+        let err = Store::open(tmp.path(), Access::Write, None).err().unwrap();
+        assert!(err.to_string().contains(&format!("in use by pid {}", std::process::id())), "{err}");
+        // Readers are not locked out.
+        Store::open(tmp.path(), Access::Read, None).unwrap();
+    }
+
+    #[test]
+    fn foreign_directories_are_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        fs::write(tmp.path().join("notes.txt"), "mine").unwrap();
+        let err = Store::open(tmp.path(), Access::Write, None).err().unwrap();
+        assert!(matches!(err, StoreError::NotAnIndex { .. }), "{err}");
+        assert_eq!(fs::read(tmp.path().join("notes.txt")).unwrap(), b"mine");
+        let err = Store::open(&tmp.path().join("nothing"), Access::Read, None).err().unwrap();
+        assert!(matches!(err, StoreError::Missing { .. }), "{err}");
+    }
+
+    #[test]
+    fn prefix_scans_stay_inside_their_prefix() {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = Store::open(tmp.path(), Access::Write, None).unwrap();
+        let (a, b) = (ChunkId([1; 16]), ChunkId([2; 16]));
+        let mut batch = s.batch();
+        for (i, chunk) in [a, a, b].iter().enumerate() {
+            batch.put::<ChunkContents>(&(*chunk, ContentHash([i as u8; 16])), &Posting { count: i as u32 + 1, len: 9 });
+        }
+        s.write(batch).unwrap();
+        let got: Vec<_> = s.postings(&a).map(|r| r.unwrap()).collect();
+        let counts: Vec<_> = got.iter().map(|((c, h), p)| (*c, *h, p.count)).collect();
+        assert_eq!(counts, vec![(a, ContentHash([0; 16]), 1), (a, ContentHash([1; 16]), 2)]);
+        assert_eq!(s.postings(&ChunkId([0xff; 16])).count(), 0);
+    }
+}

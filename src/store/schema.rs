@@ -1,0 +1,523 @@
+//! The column families: one type per CF naming it, its key codec and its
+//! value codec. Keys are encoded by hand (fixed-width big-endian integers, so
+//! byte order is numeric order); values are a version byte followed by
+//! postcard. `schema/` documents the same bytes, and a test keeps them in step.
+
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+
+use crate::chunker::ChunkParams;
+use crate::fingerprint::{ChunkId, ChunkRun, ContentHash};
+
+/// The on-disk schema version of the whole index. Bump it (and log the change
+/// in `schema/README.md`) whenever any CF's bytes change meaning.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Why bytes read from a CF could not be decoded.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    #[error("key is {found} bytes, expected {expected}")]
+    KeyLength { found: usize, expected: &'static str },
+    #[error("empty value")]
+    Empty,
+    #[error("value version {found}, this build reads {expected}")]
+    Version { found: u8, expected: u8 },
+    #[error("value does not decode: {0}")]
+    Postcard(#[from] postcard::Error),
+}
+
+/// A column family: its name, key type and value type, and their codecs.
+pub trait Table {
+    const NAME: &'static str;
+    /// The version byte written before every value of this CF.
+    const VALUE_VERSION: u8;
+    type Key;
+    type Value: Serialize + DeserializeOwned;
+
+    fn encode_key(key: &Self::Key) -> Vec<u8>;
+    fn decode_key(bytes: &[u8]) -> Result<Self::Key, DecodeError>;
+
+    fn encode_value(value: &Self::Value) -> Vec<u8> {
+        let mut out = vec![Self::VALUE_VERSION];
+        // Serialising plain data into a Vec cannot fail.
+        postcard::to_io(value, &mut out).expect("postcard encodes into a Vec");
+        out
+    }
+
+    fn decode_value(bytes: &[u8]) -> Result<Self::Value, DecodeError> {
+        let (&version, rest) = bytes.split_first().ok_or(DecodeError::Empty)?;
+        if version != Self::VALUE_VERSION {
+            return Err(DecodeError::Version { found: version, expected: Self::VALUE_VERSION });
+        }
+        Ok(postcard::from_bytes(rest)?)
+    }
+}
+
+/// A file's id: assigned once per path, never reused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct FileId(pub u64);
+
+impl std::fmt::Display for FileId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "#{}", self.0)
+    }
+}
+
+/// Nanoseconds since the Unix epoch.
+pub type TimeNs = i64;
+
+fn fixed<const N: usize>(bytes: &[u8], what: &'static str) -> Result<[u8; N], DecodeError> {
+    bytes.try_into().map_err(|_| DecodeError::KeyLength { found: bytes.len(), expected: what })
+}
+
+// ---------------------------------------------------------------- meta
+
+/// Names in the `meta` CF.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MetaKey {
+    /// [`Format`]: schema version and chunking parameters.
+    Format,
+    /// [`MetaValue::Roots`]: the roots given to `simd index`, remembered.
+    Roots,
+    /// [`MetaValue::NextFileId`]: the next file id to hand out.
+    NextFileId,
+    /// [`MetaValue::LastUpdate`]: when the last change was written.
+    LastUpdate,
+    /// [`MetaValue::Counts`]: files and live contents, kept by the writer.
+    Counts,
+}
+
+impl MetaKey {
+    pub const ALL: [MetaKey; 5] =
+        [MetaKey::Format, MetaKey::Roots, MetaKey::NextFileId, MetaKey::LastUpdate, MetaKey::Counts];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            MetaKey::Format => "format",
+            MetaKey::Roots => "roots",
+            MetaKey::NextFileId => "next_file_id",
+            MetaKey::LastUpdate => "last_update",
+            MetaKey::Counts => "counts",
+        }
+    }
+}
+
+/// What the index was made with; fixed at creation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Format {
+    pub schema_version: u32,
+    pub params: ChunkParams,
+    pub created: TimeNs,
+}
+
+/// A `meta` value.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MetaValue {
+    Format(Format),
+    Roots(Vec<Vec<u8>>),
+    NextFileId(u64),
+    LastUpdate(TimeNs),
+    Counts(Counts),
+}
+
+/// Totals the writer keeps current in the same batch as each change, so that
+/// queries need not count (the checker verifies them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counts {
+    /// Files in `files`.
+    pub files: u64,
+    /// Contents with at least one name.
+    pub contents: u64,
+}
+
+/// `meta`: maps a name to a piece of index-wide state.
+///
+/// ```text
+/// key:   name bytes (ASCII, e.g. "format")
+/// value: 0x01 ‖ postcard(MetaValue)
+/// ```
+pub struct Meta;
+
+impl Table for Meta {
+    const NAME: &'static str = "meta";
+    const VALUE_VERSION: u8 = 1;
+    type Key = MetaKey;
+    type Value = MetaValue;
+
+    fn encode_key(key: &MetaKey) -> Vec<u8> {
+        key.name().as_bytes().to_vec()
+    }
+
+    fn decode_key(bytes: &[u8]) -> Result<MetaKey, DecodeError> {
+        MetaKey::ALL
+            .into_iter()
+            .find(|k| k.name().as_bytes() == bytes)
+            .ok_or(DecodeError::KeyLength { found: bytes.len(), expected: "a known meta name" })
+    }
+}
+
+// ---------------------------------------------------------------- files
+
+/// What the index knows of one file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileRecord {
+    /// The path's raw bytes (`OsStr` on Unix), never lossily converted.
+    pub path: Vec<u8>,
+    pub size: u64,
+    pub mtime: TimeNs,
+    pub inode: u64,
+    pub content: ContentHash,
+}
+
+/// `files`: maps a file id to its record (file→content).
+///
+/// ```text
+/// key:   file id (u64 BE, 8 bytes)
+/// value: 0x01 ‖ postcard(FileRecord)
+/// ```
+pub struct Files;
+
+impl Table for Files {
+    const NAME: &'static str = "files";
+    const VALUE_VERSION: u8 = 1;
+    type Key = FileId;
+    type Value = FileRecord;
+
+    fn encode_key(key: &FileId) -> Vec<u8> {
+        key.0.to_be_bytes().to_vec()
+    }
+
+    fn decode_key(bytes: &[u8]) -> Result<FileId, DecodeError> {
+        Ok(FileId(u64::from_be_bytes(fixed(bytes, "8")?)))
+    }
+}
+
+// ---------------------------------------------------------------- paths
+
+/// `paths`: maps a path to its file id.
+///
+/// ```text
+/// key:   path bytes (variable length, no NUL)
+/// value: 0x01 ‖ postcard(FileId)
+/// ```
+pub struct Paths;
+
+impl Table for Paths {
+    const NAME: &'static str = "paths";
+    const VALUE_VERSION: u8 = 1;
+    type Key = Vec<u8>;
+    type Value = FileId;
+
+    fn encode_key(key: &Vec<u8>) -> Vec<u8> {
+        key.clone()
+    }
+
+    fn decode_key(bytes: &[u8]) -> Result<Vec<u8>, DecodeError> {
+        Ok(bytes.to_vec())
+    }
+}
+
+// ---------------------------------------------------------------- content_chunks
+
+/// A distinct content: its size and chunk list.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContentRecord {
+    pub size: u64,
+    /// Chunks in file order, consecutive repeats merged into runs.
+    pub runs: Vec<ChunkRun>,
+}
+
+impl ContentRecord {
+    /// Each distinct chunk with its number of occurrences, sorted by chunk id.
+    pub fn chunk_counts(&self) -> Vec<(ChunkId, u32, u32)> {
+        let mut v: Vec<(ChunkId, u32, u32)> = self.runs.iter().map(|r| (r.id, r.len, r.count)).collect();
+        v.sort_unstable_by_key(|&(id, _, _)| id);
+        v.dedup_by(|b, a| {
+            if a.0 == b.0 {
+                a.2 = a.2.saturating_add(b.2);
+                true
+            } else {
+                false
+            }
+        });
+        v
+    }
+
+    pub fn chunk_count(&self) -> u64 {
+        self.runs.iter().map(|r| u64::from(r.count)).sum()
+    }
+}
+
+/// `content_chunks`: maps a content hash to its chunk list (file→chunks).
+///
+/// ```text
+/// key:   content hash (16 bytes)
+/// value: 0x01 ‖ postcard(ContentRecord)
+/// ```
+pub struct ContentChunks;
+
+impl Table for ContentChunks {
+    const NAME: &'static str = "content_chunks";
+    const VALUE_VERSION: u8 = 1;
+    type Key = ContentHash;
+    type Value = ContentRecord;
+
+    fn encode_key(key: &ContentHash) -> Vec<u8> {
+        key.0.to_vec()
+    }
+
+    fn decode_key(bytes: &[u8]) -> Result<ContentHash, DecodeError> {
+        Ok(ContentHash(fixed(bytes, "16")?))
+    }
+}
+
+// ---------------------------------------------------------------- chunk_contents
+
+/// One posting: how often a chunk occurs in a content, and the chunk's
+/// length (so that degree and byte figures need no chunk-list reads).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Posting {
+    pub count: u32,
+    pub len: u32,
+}
+
+/// `chunk_contents`: postings, chunk→contents holding it (chunk→files).
+///
+/// ```text
+/// key:   chunk id (16 bytes) ‖ content hash (16 bytes)
+/// value: 0x01 ‖ postcard(Posting { count: u32, len: u32 })
+/// ```
+pub struct ChunkContents;
+
+impl Table for ChunkContents {
+    const NAME: &'static str = "chunk_contents";
+    const VALUE_VERSION: u8 = 1;
+    type Key = (ChunkId, ContentHash);
+    type Value = Posting;
+
+    fn encode_key(&(chunk, content): &(ChunkId, ContentHash)) -> Vec<u8> {
+        let mut k = Vec::with_capacity(32);
+        k.extend_from_slice(&chunk.0);
+        k.extend_from_slice(&content.0);
+        k
+    }
+
+    fn decode_key(bytes: &[u8]) -> Result<(ChunkId, ContentHash), DecodeError> {
+        let b: [u8; 32] = fixed(bytes, "32")?;
+        Ok((ChunkId(fixed(&b[..16], "16")?), ContentHash(fixed(&b[16..], "16")?)))
+    }
+}
+
+// ---------------------------------------------------------------- content_names
+
+/// `content_names`: content hash → the files holding it (content-hash→names).
+///
+/// ```text
+/// key:   content hash (16 bytes) ‖ file id (u64 BE, 8 bytes)
+/// value: 0x01 ‖ postcard(())   (i.e. the single byte 0x01)
+/// ```
+pub struct ContentNames;
+
+impl Table for ContentNames {
+    const NAME: &'static str = "content_names";
+    const VALUE_VERSION: u8 = 1;
+    type Key = (ContentHash, FileId);
+    type Value = ();
+
+    fn encode_key(&(content, file): &(ContentHash, FileId)) -> Vec<u8> {
+        let mut k = Vec::with_capacity(24);
+        k.extend_from_slice(&content.0);
+        k.extend_from_slice(&file.0.to_be_bytes());
+        k
+    }
+
+    fn decode_key(bytes: &[u8]) -> Result<(ContentHash, FileId), DecodeError> {
+        let b: [u8; 24] = fixed(bytes, "24")?;
+        Ok((ContentHash(fixed(&b[..16], "16")?), FileId(u64::from_be_bytes(fixed(&b[16..], "8")?))))
+    }
+}
+
+// ---------------------------------------------------------------- templates
+
+/// Why a chunk is a template chunk.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TemplateMark {
+    pub marked: TimeNs,
+    /// The cluster id the chunk was marked from.
+    pub cluster: u64,
+    pub len: u32,
+}
+
+/// `templates`: template chunks, ignored by analysis.
+///
+/// ```text
+/// key:   chunk id (16 bytes)
+/// value: 0x01 ‖ postcard(TemplateMark)
+/// ```
+pub struct Templates;
+
+impl Table for Templates {
+    const NAME: &'static str = "templates";
+    const VALUE_VERSION: u8 = 1;
+    type Key = ChunkId;
+    type Value = TemplateMark;
+
+    fn encode_key(key: &ChunkId) -> Vec<u8> {
+        key.0.to_vec()
+    }
+
+    fn decode_key(bytes: &[u8]) -> Result<ChunkId, DecodeError> {
+        Ok(ChunkId(fixed(bytes, "16")?))
+    }
+}
+
+// ---------------------------------------------------------------- history
+
+/// What happened at a path that is gone.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum HistoryRecord {
+    /// The file was deleted (or left the roots); its content is kept for
+    /// lost-and-found while this record lives.
+    Ghost { content: ContentHash, size: u64 },
+    /// The file was renamed to `to` with unchanged content.
+    Moved { to: Vec<u8> },
+}
+
+/// `history`: lost-and-found records per path.
+///
+/// ```text
+/// key:   path bytes ‖ 0x00 ‖ time ns (i64 BE, 8 bytes)
+/// value: 0x01 ‖ postcard(HistoryRecord)
+/// ```
+///
+/// Unix paths never contain NUL, so `path ‖ 0x00` is an exact prefix for one
+/// path and `path ‖ '/'` one for a directory.
+pub struct History;
+
+impl Table for History {
+    const NAME: &'static str = "history";
+    const VALUE_VERSION: u8 = 1;
+    type Key = (Vec<u8>, TimeNs);
+    type Value = HistoryRecord;
+
+    fn encode_key((path, time): &(Vec<u8>, TimeNs)) -> Vec<u8> {
+        let mut k = Vec::with_capacity(path.len() + 9);
+        k.extend_from_slice(path);
+        k.push(0);
+        // Flip the sign bit so that negative times (before 1970) still sort first.
+        k.extend_from_slice(&((*time as u64) ^ (1 << 63)).to_be_bytes());
+        k
+    }
+
+    fn decode_key(bytes: &[u8]) -> Result<(Vec<u8>, TimeNs), DecodeError> {
+        if bytes.len() < 9 || bytes[bytes.len() - 9] != 0 {
+            return Err(DecodeError::KeyLength { found: bytes.len(), expected: "path ‖ 0x00 ‖ 8" });
+        }
+        let (path, rest) = bytes.split_at(bytes.len() - 9);
+        let t = u64::from_be_bytes(fixed(&rest[1..], "8")?) ^ (1 << 63);
+        Ok((path.to_vec(), t as i64))
+    }
+}
+
+/// Every CF's name, in the order they are created.
+pub const ALL_CFS: [&str; 8] = [
+    Meta::NAME,
+    Files::NAME,
+    Paths::NAME,
+    ContentChunks::NAME,
+    ChunkContents::NAME,
+    ContentNames::NAME,
+    Templates::NAME,
+    History::NAME,
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn id16() -> impl Strategy<Value = [u8; 16]> {
+        any::<[u8; 16]>()
+    }
+
+    proptest! {
+        #[test]
+        fn decoders_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let _ = Meta::decode_key(&bytes);
+            let _ = Meta::decode_value(&bytes);
+            let _ = Files::decode_key(&bytes);
+            let _ = Files::decode_value(&bytes);
+            let _ = Paths::decode_value(&bytes);
+            let _ = ContentChunks::decode_key(&bytes);
+            let _ = ContentChunks::decode_value(&bytes);
+            let _ = ChunkContents::decode_key(&bytes);
+            let _ = ChunkContents::decode_value(&bytes);
+            let _ = ContentNames::decode_key(&bytes);
+            let _ = ContentNames::decode_value(&bytes);
+            let _ = Templates::decode_value(&bytes);
+            let _ = History::decode_key(&bytes);
+            let _ = History::decode_value(&bytes);
+        }
+
+        #[test]
+        fn file_keys_round_trip_in_order(a in any::<u64>(), b in any::<u64>()) {
+            let (ka, kb) = (Files::encode_key(&FileId(a)), Files::encode_key(&FileId(b)));
+            prop_assert_eq!(Files::decode_key(&ka).unwrap(), FileId(a));
+            prop_assert_eq!(a.cmp(&b), ka.cmp(&kb));
+        }
+
+        #[test]
+        fn posting_keys_round_trip_in_order(c1 in id16(), h1 in id16(), c2 in id16(), h2 in id16()) {
+            let (a, b) = ((ChunkId(c1), ContentHash(h1)), (ChunkId(c2), ContentHash(h2)));
+            let (ka, kb) = (ChunkContents::encode_key(&a), ChunkContents::encode_key(&b));
+            prop_assert_eq!(ChunkContents::decode_key(&ka).unwrap(), a);
+            prop_assert_eq!(a.cmp(&b), ka.cmp(&kb));
+        }
+
+        #[test]
+        fn name_keys_round_trip_in_order(h1 in id16(), f1 in any::<u64>(), h2 in id16(), f2 in any::<u64>()) {
+            let (a, b) = ((ContentHash(h1), FileId(f1)), (ContentHash(h2), FileId(f2)));
+            let (ka, kb) = (ContentNames::encode_key(&a), ContentNames::encode_key(&b));
+            prop_assert_eq!(ContentNames::decode_key(&ka).unwrap(), a);
+            prop_assert_eq!(a.cmp(&b), ka.cmp(&kb));
+        }
+
+        #[test]
+        fn history_keys_round_trip_and_group_by_path(
+            p in proptest::collection::vec(1u8..=255, 0..40),
+            t1 in any::<i64>(),
+            t2 in any::<i64>(),
+        ) {
+            let (ka, kb) = (History::encode_key(&(p.clone(), t1)), History::encode_key(&(p.clone(), t2)));
+            prop_assert_eq!(History::decode_key(&ka).unwrap(), (p.clone(), t1));
+            prop_assert_eq!(t1.cmp(&t2), ka.cmp(&kb));
+        }
+
+        #[test]
+        fn values_round_trip(path in proptest::collection::vec(any::<u8>(), 0..300), size in any::<u64>(), mtime in any::<i64>()) {
+            let rec = FileRecord { path, size, mtime, inode: size ^ 7, content: ContentHash([3; 16]) };
+            prop_assert_eq!(Files::decode_value(&Files::encode_value(&rec)).unwrap(), rec);
+        }
+    }
+
+    #[test]
+    fn wrong_value_version_is_refused() {
+        let mut v = ChunkContents::encode_value(&Posting { count: 3, len: 100 });
+        v[0] = 9;
+        assert!(matches!(ChunkContents::decode_value(&v), Err(DecodeError::Version { found: 9, expected: 1 })));
+    }
+
+    #[test]
+    fn chunk_counts_merge_repeats() {
+        let a = ChunkId([1; 16]);
+        let b = ChunkId([2; 16]);
+        let rec = ContentRecord {
+            size: 0,
+            runs: vec![
+                ChunkRun { id: b, len: 5, count: 1 },
+                ChunkRun { id: a, len: 4, count: 2 },
+                ChunkRun { id: b, len: 5, count: 3 },
+            ],
+        };
+        assert_eq!(rec.chunk_counts(), vec![(a, 4, 2), (b, 5, 4)]);
+    }
+}

@@ -1,0 +1,195 @@
+//! DESIGN.md's bad input list: each gets a clear message, loses nothing, and
+//! leaves the index consistent.
+
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::Command as Std;
+
+use super::{path_of, text, Env};
+use simd::store::{Access, Store};
+
+fn is_root() -> bool {
+    Std::new("id").arg("-u").output().map(|o| o.stdout.starts_with(b"0\n")).unwrap_or(false)
+}
+
+#[test]
+fn unreadable_file_is_skipped_with_its_reason_and_kept_when_indexed_before() {
+    let env = Env::new();
+    env.write("ok.txt", text(1, 500));
+    let secret = env.write("secret.txt", text(2, 500));
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let mut cmd = env.simd();
+    if is_root() {
+        // Root reads anything: run simd as nobody so the permission bites.
+        for p in [env.tmp.path(), env.root.as_path()] {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o777)).unwrap();
+        }
+        let bin = assert_cmd::cargo::cargo_bin("simd");
+        cmd = assert_cmd::Command::new("setpriv");
+        cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"]).arg(bin).arg("--db").arg(&env.db);
+    }
+    let out = cmd.args(["--format", "json", "index"]).arg(&env.root).assert().success();
+    let s: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(s["new"].as_u64(), Some(1), "{s}");
+    assert_eq!(s["skipped"][0]["reason"].as_str(), Some("unreadable file"), "{s}");
+    let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(err.contains("secret.txt") && err.contains("ermission denied"), "{err}");
+    // The user's file is untouched.
+    assert_eq!(std::fs::metadata(&secret).unwrap().permissions().mode() & 0o777, 0);
+    env.check();
+}
+
+#[test]
+fn fifos_sockets_devices_and_symlinks_are_never_opened() {
+    let env = Env::new();
+    env.write("plain.txt", text(1, 400));
+    let fifo = env.root.join("pipe");
+    assert!(Std::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let _sock = std::os::unix::net::UnixListener::bind(env.root.join("sock")).unwrap();
+    if is_root() {
+        assert!(Std::new("mknod").arg(env.root.join("null")).args(["c", "1", "3"]).status().unwrap().success());
+    }
+    // Symlink loops, a link to a directory above, and a dangling link.
+    std::os::unix::fs::symlink("loop_b", env.root.join("loop_a")).unwrap();
+    std::os::unix::fs::symlink("loop_a", env.root.join("loop_b")).unwrap();
+    std::fs::create_dir(env.root.join("sub")).unwrap();
+    std::os::unix::fs::symlink("..", env.root.join("sub/up")).unwrap();
+    std::os::unix::fs::symlink("/nonexistent/x", env.root.join("dangling")).unwrap();
+    // A FIFO opened for reading would block forever: the timeout proves it is not.
+    let out = env
+        .simd()
+        .args(["--format", "json", "index"])
+        .arg(&env.root)
+        .timeout(std::time::Duration::from_secs(60))
+        .assert()
+        .success();
+    let s: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(s["new"].as_u64(), Some(1), "{s}");
+    let reasons: Vec<(String, u64)> = s["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["reason"].as_str().unwrap().to_string(), r["count"].as_u64().unwrap()))
+        .collect();
+    let specials = if is_root() { 3 } else { 2 };
+    assert!(reasons.contains(&("symlink (not followed)".into(), 4)), "{reasons:?}");
+    assert!(reasons.iter().any(|(r, n)| r.starts_with("not a regular file") && *n == specials), "{reasons:?}");
+    env.check();
+}
+
+#[test]
+fn non_utf8_and_odd_names_are_stored_losslessly() {
+    let env = Env::new();
+    let names: [&[u8]; 6] =
+        [b"caf\xe9.txt", b"new\nline", b"-leading-dash", "中文 é 📄.md".as_bytes(), b"tab\there", &[b'x'; 200]];
+    for (i, n) in names.iter().enumerate() {
+        std::fs::write(env.root.join(std::ffi::OsStr::from_bytes(n)), text(i as u64, 300)).unwrap();
+    }
+    let s = env.index();
+    assert_eq!(s["new"].as_u64(), Some(names.len() as u64));
+    let root = path_of(&env.root.canonicalize().unwrap());
+    let stored: Vec<Vec<u8>> = env.files().into_iter().map(|(p, _)| p[root.len() + 1..].to_vec()).collect();
+    for n in names {
+        assert!(stored.contains(&n.to_vec()), "{:?} not stored as is", String::from_utf8_lossy(n));
+    }
+    // Unchanged on a re-run: the stored bytes match the names exactly.
+    assert_eq!(env.index()["unchanged"].as_u64(), Some(names.len() as u64));
+    env.check();
+}
+
+#[test]
+fn empty_files_and_a_two_gigabyte_sparse_file_index_in_bounded_memory() {
+    let env = Env::new();
+    env.write("empty1", b"");
+    env.write("empty2", b"");
+    let big = env.root.join("sparse.img");
+    let f = std::fs::File::create(&big).unwrap();
+    f.set_len(2 << 30).unwrap();
+    drop(f);
+    let s = env.index();
+    assert_eq!(s["new"].as_u64(), Some(3));
+    assert_eq!(s["bytes_read"].as_u64(), Some(2 << 30));
+    let rss = s["peak_rss_bytes"].as_u64().expect("peak RSS on Linux");
+    assert!(rss < 150 << 20, "peak RSS {} MB", rss >> 20);
+    env.check();
+    // The two empty files are one (empty) content.
+    let st: serde_json::Value =
+        serde_json::from_slice(&env.simd().args(["--format", "json", "status"]).output().unwrap().stdout).unwrap();
+    assert_eq!((st["files"].as_u64(), st["contents"].as_u64()), (Some(3), Some(2)));
+}
+
+#[test]
+fn a_second_writer_is_told_who_holds_the_index() {
+    let env = Env::new();
+    env.write("a.txt", text(1, 300));
+    let held = Store::open(&env.db, Access::Write, None).unwrap();
+    let out = env.simd().arg("index").arg(&env.root).assert().failure();
+    let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(err.contains(&format!("index in use by pid {}", std::process::id())), "{err}");
+    // Readers still work while it is held.
+    env.simd().arg("status").assert().success();
+    drop(held);
+    env.simd().arg("index").arg(&env.root).assert().success();
+}
+
+#[test]
+fn foreign_corrupt_and_missing_indexes_get_clear_errors() {
+    let env = Env::new();
+    env.write("a.txt", text(1, 300));
+    let fail = |db: &Path, args: &[&str]| {
+        let mut c = env.simd();
+        c.arg("--db").arg(db).args(args);
+        String::from_utf8_lossy(&c.assert().failure().get_output().stderr).into_owned()
+    };
+    // A directory with the user's own files in it: refused, untouched.
+    let foreign = env.tmp.path().join("mine");
+    std::fs::create_dir(&foreign).unwrap();
+    std::fs::write(foreign.join("thesis.tex"), "precious").unwrap();
+    let err = fail(&foreign, &["index", env.root.to_str().unwrap()]);
+    assert!(err.contains("not a simd index"), "{err}");
+    assert_eq!(std::fs::read_dir(&foreign).unwrap().count(), 1);
+    // A RocksDB directory whose files are garbage.
+    let corrupt = env.tmp.path().join("corrupt");
+    std::fs::create_dir_all(corrupt.join("db")).unwrap();
+    std::fs::write(corrupt.join("db/CURRENT"), "MANIFEST-000099\n").unwrap();
+    let err = fail(&corrupt, &["status"]);
+    assert!(err.contains(corrupt.to_str().unwrap()), "{err}");
+    let err = fail(&corrupt, &["index", env.root.to_str().unwrap()]);
+    assert!(err.contains(corrupt.to_str().unwrap()), "{err}");
+    // No index yet.
+    let err = fail(&env.tmp.path().join("none"), &["status"]);
+    assert!(err.contains("no index here yet"), "{err}");
+    // A missing root.
+    let err = fail(&env.db, &["index", "/nonexistent/root"]);
+    assert!(err.contains("/nonexistent/root"), "{err}");
+}
+
+#[test]
+fn a_vanished_root_subtree_is_removed_but_an_unreadable_one_is_kept() {
+    let env = Env::new();
+    env.write("keep/a.txt", text(1, 300));
+    env.write("gone/b.txt", text(2, 300));
+    env.write("locked/c.txt", text(3, 300));
+    env.index();
+    std::fs::remove_dir_all(env.root.join("gone")).unwrap();
+    let locked = env.root.join("locked");
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let mut cmd = env.simd();
+    if is_root() {
+        for p in [env.tmp.path(), env.root.as_path(), env.db.as_path()] {
+            Std::new("chmod").arg("-R").arg("a+rwX").arg(p).status().unwrap();
+        }
+        std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).unwrap();
+        let bin = assert_cmd::cargo::cargo_bin("simd");
+        cmd = assert_cmd::Command::new("setpriv");
+        cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"]).arg(bin).arg("--db").arg(&env.db);
+    }
+    let out = cmd.args(["--format", "json", "index"]).arg(&env.root).assert().success();
+    let s: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!((s["removed"].as_u64(), s["unchanged"].as_u64()), (Some(1), Some(1)), "{s}");
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let names: Vec<String> = env.files().iter().map(|(p, _)| String::from_utf8_lossy(p).into_owned()).collect();
+    assert!(names.iter().any(|n| n.ends_with("locked/c.txt")), "{names:?}");
+    assert!(!names.iter().any(|n| n.ends_with("gone/b.txt")), "{names:?}");
+}

@@ -1,0 +1,81 @@
+//! Crash safety: a child `simd index` is killed with SIGKILL at random
+//! moments; every time the index must open, pass every cross-CF invariant,
+//! and a final run must reach the state of an uninterrupted one.
+
+use std::time::{Duration, Instant};
+
+use super::{files_of, noise, text, Env};
+use simd::store::{Access, ChunkContents, Store};
+
+fn postings(store: &Store) -> Vec<String> {
+    store.scan::<ChunkContents>().map(|r| format!("{:?}", r.unwrap())).collect()
+}
+
+fn body(i: u64, version: u64) -> Vec<u8> {
+    // Shared content across files, identical copies, and per-version changes.
+    if i.is_multiple_of(5) {
+        text(i / 5 + 1000 * version, 3000)
+    } else {
+        [text(i % 97, 800), noise(i + 7919 * version, 6000)].concat()
+    }
+}
+
+#[test]
+fn sigkill_at_random_moments_leaves_a_consistent_index_that_catches_up() {
+    let env = Env::new();
+    const FILES: u64 = 2500;
+    let path = |i: u64| format!("d{}/e{}/f{i}.txt", i % 17, i % 3);
+    for i in 0..FILES {
+        env.write(&path(i), body(i, 0));
+    }
+    // The reference: uninterrupted runs. Its first run also tells how long a
+    // full index takes here, so kills can be aimed inside a run.
+    let reference = env.tmp.path().join("reference");
+    let start = Instant::now();
+    env.simd().arg("--db").arg(&reference).arg("index").arg(&env.root).assert().success();
+    let full = start.elapsed().as_millis() as u64;
+
+    let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+    let mut killed_mid_run = 0;
+    for round in 1..=8u64 {
+        // Every round changes a third of the files, deletes and creates some,
+        // so each run has inserts, updates and deletions to be killed in.
+        if round > 1 {
+            for i in (0..FILES).filter(|i| (i + round) % 3 == 0) {
+                env.write(&path(i), body(i, round));
+            }
+            for k in 0..5 {
+                let _ = std::fs::remove_file(env.root.join(path(round * 13 + k)));
+                env.write(&format!("new/r{round}/n{k}.txt"), body(round * 100 + k, round));
+            }
+        }
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let delay = Duration::from_millis(2 + seed % (full / 2).max(10));
+        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("simd"))
+            .arg("--db")
+            .arg(&env.db)
+            .args(["--quiet", "index"])
+            .arg(&env.root)
+            .spawn()
+            .unwrap();
+        std::thread::sleep(delay);
+        if child.try_wait().unwrap().is_none() {
+            killed_mid_run += 1;
+        }
+        child.kill().ok(); // SIGKILL
+        child.wait().unwrap();
+        env.check();
+    }
+    assert!(killed_mid_run >= 4, "only {killed_mid_run} of 8 kills landed mid-run (a full run takes {full} ms)");
+
+    // Bring the reference to the same tree, then finish the killed index.
+    env.simd().arg("--db").arg(&reference).arg("index").arg(&env.root).assert().success();
+    env.simd().arg("index").arg(&env.root).assert().success();
+    env.check();
+    let (a, b) =
+        (Store::open(&env.db, Access::Read, None).unwrap(), Store::open(&reference, Access::Read, None).unwrap());
+    assert_eq!(files_of(&a), files_of(&b));
+    assert_eq!(postings(&a), postings(&b));
+}

@@ -1,0 +1,147 @@
+//! `simd index` and `simd status` end to end: incremental runs, identical
+//! copies writing no chunk data, deletions leaving ghosts.
+
+use super::{noise, path_of, text, Env};
+use simd::store::{ContentChunks, History, HistoryRecord};
+
+#[test]
+fn first_run_then_nothing_changed_then_one_change() {
+    let env = Env::new();
+    for i in 0..40 {
+        env.write(&format!("d{}/f{i}.txt", i % 4), text(i, 500 + 50 * i as usize));
+    }
+    let s = env.index();
+    assert_eq!((s["new"].as_u64(), s["changed"].as_u64(), s["unchanged"].as_u64()), (Some(40), Some(0), Some(0)));
+    assert!(s["bytes_read"].as_u64().unwrap() > 0);
+    env.check();
+
+    let s = env.index();
+    assert_eq!((s["new"].as_u64(), s["unchanged"].as_u64(), s["bytes_read"].as_u64()), (Some(0), Some(40), Some(0)));
+
+    // A changed file is read again and points at its new content.
+    let before = env.files();
+    let p = env.write("d1/f5.txt", text(999, 700));
+    let s = env.index();
+    assert_eq!((s["changed"].as_u64(), s["unchanged"].as_u64()), (Some(1), Some(39)));
+    let after = env.files();
+    let key = path_of(&p.canonicalize().unwrap());
+    let old = before.iter().find(|(path, _)| *path == key).unwrap();
+    let new = after.iter().find(|(path, _)| *path == key).unwrap();
+    assert_ne!(old.1, new.1);
+    env.check();
+}
+
+#[test]
+fn identical_copies_share_one_content() {
+    let env = Env::new();
+    let body = text(7, 3000);
+    for i in 0..5 {
+        env.write(&format!("copy{i}.txt"), &body);
+    }
+    env.write("other.txt", text(8, 3000));
+    let s = env.index();
+    assert_eq!(s["new"].as_u64(), Some(6));
+    assert_eq!(s["new_contents"].as_u64(), Some(2));
+    let store = env.open();
+    assert_eq!(store.scan::<ContentChunks>().count(), 2);
+    let out = env.simd().args(["--format", "json", "status"]).output().unwrap();
+    let st: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(st["files"].as_u64(), Some(6));
+    assert_eq!(st["contents"].as_u64(), Some(2));
+    assert!(st["distinct_chunks"].as_u64().unwrap() > 2);
+    env.check();
+}
+
+#[test]
+fn deletion_leaves_a_ghost_and_drops_postings_of_the_last_name() {
+    let env = Env::new();
+    let only = env.write("only.txt", noise(1, 20_000));
+    let a = env.write("a.txt", noise(2, 20_000));
+    env.write("b.txt", noise(2, 20_000));
+    env.index();
+    let only_key = path_of(&only.canonicalize().unwrap());
+    let a_key = path_of(&a.canonicalize().unwrap());
+    std::fs::remove_file(&only).unwrap();
+    std::fs::remove_file(&a).unwrap();
+    let s = env.index();
+    assert_eq!(s["removed"].as_u64(), Some(2));
+    env.check();
+    let store = env.open();
+    let ghosts: Vec<_> = store.scan::<History>().map(|r| r.unwrap()).collect();
+    assert_eq!(ghosts.len(), 2);
+    for key in [&only_key, &a_key] {
+        let g = ghosts.iter().find(|((p, _), _)| p == key).expect("ghost for the deleted path");
+        assert!(matches!(g.1, HistoryRecord::Ghost { size: 20_000, .. }));
+    }
+    // The chunk list of the content with no name left is kept for lost-and-found.
+    assert_eq!(store.scan::<ContentChunks>().count(), 2);
+    drop(store);
+    // It comes back to life, without being re-chunked, if the content reappears.
+    std::fs::write(&only, noise(1, 20_000)).unwrap();
+    let s = env.index();
+    assert_eq!((s["new"].as_u64(), s["new_contents"].as_u64()), (Some(1), Some(0)));
+    env.check();
+}
+
+#[test]
+fn roots_are_remembered_and_the_index_never_indexes_itself() {
+    let env = Env::new();
+    env.write("a.txt", text(1, 400));
+    // An index inside the tree it indexes.
+    let db = env.root.join(".simd-index");
+    let run = |args: &[&str]| {
+        let mut c = env.simd();
+        c.arg("--db").arg(&db).args(["--format", "json"]).args(args);
+        let out = c.assert().success();
+        serde_json::from_slice::<serde_json::Value>(&out.get_output().stdout).unwrap()
+    };
+    let s = run(&["index", env.root.to_str().unwrap()]);
+    assert_eq!(s["new"].as_u64(), Some(1));
+    env.write("b.txt", text(2, 400));
+    // No roots: the remembered ones.
+    let s = run(&["index"]);
+    assert_eq!((s["new"].as_u64(), s["unchanged"].as_u64()), (Some(1), Some(1)));
+    let st = run(&["status"]);
+    assert_eq!(st["files"].as_u64(), Some(2));
+    assert_eq!(st["roots"][0].as_str().unwrap(), env.root.canonicalize().unwrap().to_str().unwrap());
+}
+
+#[test]
+fn ignore_files_and_excludes_are_honoured() {
+    let env = Env::new();
+    env.write("keep.txt", text(1, 300));
+    env.write("build/out.bin", noise(1, 3000));
+    env.write("notes.tmp", text(2, 300));
+    env.write(".gitignore", "build/\n");
+    env.write(".git/objects/aa", noise(3, 100));
+    let out = env.simd().args(["--format", "json", "index", "--exclude", "*.tmp"]).arg(&env.root).assert().success();
+    let s: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    // keep.txt and .gitignore itself.
+    assert_eq!(s["new"].as_u64(), Some(2), "{s}");
+    let names: Vec<String> = env.files().iter().map(|(p, _)| String::from_utf8_lossy(p).into_owned()).collect();
+    assert!(names.iter().any(|n| n.ends_with("/keep.txt")));
+    assert!(!names.iter().any(|n| n.contains("/build/") || n.ends_with(".tmp") || n.contains("/.git/")));
+}
+
+#[test]
+fn other_chunk_parameters_are_refused_by_name() {
+    let env = Env::new();
+    env.write("a.txt", text(1, 300));
+    env.simd().args(["index", "--avg-chunk", "1000"]).arg(&env.root).assert().success();
+    let out = env.simd().args(["index", "--avg-chunk", "100"]).arg(&env.root).assert().failure();
+    let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(err.contains("Tmin 460 Tmax 2800 D 540 D' 270") && err.contains("Tmin 46 Tmax 280"), "{err}");
+}
+
+#[test]
+fn status_text_names_the_figures() {
+    let env = Env::new();
+    env.write("a.txt", text(1, 3000));
+    env.write("b.txt", text(1, 3000));
+    env.index();
+    let out = env.simd().arg("status").assert().success();
+    let t = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    for needle in ["files        2", "contents     1 distinct", "chunks", "on disk", "Tmin 460", "last update"] {
+        assert!(t.contains(needle), "missing {needle:?} in\n{t}");
+    }
+}

@@ -1,0 +1,119 @@
+//! Shared helpers for the integration tests.
+
+mod bad_input;
+mod crash;
+mod index;
+mod report;
+mod schema_docs;
+mod tidy;
+
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use simd::store::{Access, Files, Store};
+
+/// A temp dir with a tree to index and an index location.
+pub struct Env {
+    pub tmp: tempfile::TempDir,
+    pub root: PathBuf,
+    pub db: PathBuf,
+}
+
+impl Env {
+    pub fn new() -> Env {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("tree");
+        std::fs::create_dir(&root).unwrap();
+        let db = tmp.path().join("index");
+        Env { tmp, root, db }
+    }
+
+    /// The real `simd` binary, pointed at this index.
+    pub fn simd(&self) -> Command {
+        let mut c = Command::cargo_bin("simd").unwrap();
+        c.arg("--db").arg(&self.db).env_remove("SIMD_DB").env_remove("SIMD_LOG");
+        c
+    }
+
+    pub fn write(&self, rel: &str, data: impl AsRef<[u8]>) -> PathBuf {
+        let p = self.root.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, data).unwrap();
+        p
+    }
+
+    /// Runs `simd --format json index ROOT` and returns the summary.
+    pub fn index(&self) -> serde_json::Value {
+        let out = self.simd().args(["--format", "json", "index"]).arg(&self.root).assert().success();
+        serde_json::from_slice(&out.get_output().stdout).unwrap()
+    }
+
+    /// Runs `simd check` and asserts the index is consistent.
+    pub fn check(&self) {
+        let out = self.simd().arg("check").output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success() && text.contains(": consistent"), "simd check: {text}");
+    }
+
+    pub fn open(&self) -> Store {
+        Store::open(&self.db, Access::Read, None).unwrap()
+    }
+
+    /// (path, content hash) of every file in the index, sorted.
+    pub fn files(&self) -> Vec<(Vec<u8>, String)> {
+        files_of(&self.open())
+    }
+}
+
+pub fn files_of(store: &Store) -> Vec<(Vec<u8>, String)> {
+    let mut v: Vec<_> = store.scan::<Files>().map(|r| r.unwrap().1).map(|f| (f.path, f.content.to_string())).collect();
+    v.sort();
+    v
+}
+
+/// Deterministic pseudo-random bytes (xorshift), for content.
+pub fn noise(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+/// Text-like content built from a word list, deterministic.
+pub fn text(seed: u64, words: usize) -> Vec<u8> {
+    const W: [&str; 16] = [
+        "index",
+        "chunk",
+        "file",
+        "the",
+        "repository",
+        "similar",
+        "document",
+        "of",
+        "and",
+        "support",
+        "version",
+        "copy",
+        "moved",
+        "report",
+        "cluster",
+        "template",
+    ];
+    let n = noise(seed, words);
+    let mut out = Vec::new();
+    for (i, b) in n.iter().enumerate() {
+        out.extend_from_slice(W[(*b as usize) % W.len()].as_bytes());
+        out.push(if i % 13 == 12 { b'\n' } else { b' ' });
+    }
+    out
+}
+
+pub fn path_of(p: &Path) -> Vec<u8> {
+    p.as_os_str().as_bytes().to_vec()
+}

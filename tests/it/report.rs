@@ -1,0 +1,243 @@
+//! `simd report`, `simd similar` and templates end to end, on trees whose
+//! answer is known: identical copies, edited versions, a file inside another,
+//! a shared boilerplate, unrelated files.
+
+use super::{noise, text, Env};
+
+/// `base` with `n` small edits spread evenly (each replaces 8 bytes).
+fn edited(base: &[u8], n: usize, seed: u8) -> Vec<u8> {
+    let mut v = base.to_vec();
+    for k in 0..n {
+        let at = (k + 1) * v.len() / (n + 1);
+        for (i, b) in v[at..at + 8].iter_mut().enumerate() {
+            *b = b'A' + ((seed as usize + i + k) % 26) as u8;
+        }
+    }
+    v
+}
+
+fn json(env: &Env, args: &[&str]) -> serde_json::Value {
+    let out = env.simd().args(["--format", "json"]).args(args).assert().success();
+    serde_json::from_slice(&out.get_output().stdout).unwrap()
+}
+
+fn names(v: &serde_json::Value) -> Vec<String> {
+    v.as_array().unwrap().iter().map(|f| f["path"].as_str().unwrap().rsplit('/').next().unwrap().to_string()).collect()
+}
+
+/// A tree with one known cluster and one known identical set.
+fn corpus(env: &Env) {
+    let doc = text(1, 6000); // ~40 KB
+    env.write("a/doc.txt", &doc);
+    env.write("b/doc-copy.txt", &doc);
+    env.write("c/doc-copy2.txt", &doc);
+    env.write("a/doc-v2.txt", edited(&doc, 3, 1));
+    env.write("b/doc-v3.txt", edited(&edited(&doc, 3, 1), 4, 9));
+    let small = text(2, 1500);
+    env.write("a/small.txt", &small);
+    env.write("b/big-with-small.txt", [text(3, 5000), small.clone(), text(4, 5000)].concat());
+    for i in 0..6 {
+        env.write(&format!("u/unrelated{i}.bin"), noise(100 + i, 30_000));
+    }
+}
+
+#[test]
+fn report_finds_identical_sets_clusters_and_containment() {
+    let env = Env::new();
+    corpus(&env);
+    env.index();
+    let r = json(&env, &["report"]);
+    assert_eq!(r["index"]["files"], 13);
+    // One identical set: the three copies, listed back in full.
+    let sets = r["identical"].as_array().unwrap();
+    assert_eq!(sets.len(), 1, "{r:#}");
+    assert_eq!(sets[0]["copies"], 3);
+    let mut copies = names(&sets[0]["files"]);
+    copies.sort();
+    assert_eq!(copies, ["doc-copy.txt", "doc-copy2.txt", "doc.txt"]);
+    assert_eq!(sets[0]["wasted"].as_u64().unwrap(), 2 * sets[0]["size"].as_u64().unwrap());
+    // Two clusters: the versions of doc (copies collapsed to one member), and small inside big.
+    let clusters = r["clusters"].as_array().unwrap();
+    assert_eq!(clusters.len(), 2, "{r:#}");
+    let versions = &clusters[0];
+    assert_eq!(versions["files"], 5);
+    assert_eq!(versions["members"].as_array().unwrap().len(), 3);
+    for l in versions["links"].as_array().unwrap() {
+        assert_eq!(l["kind"], "similar");
+        assert!(l["resemblance"].as_f64().unwrap() > 0.5, "{l}");
+    }
+    let contain = &clusters[1];
+    let link = &contain["links"][0];
+    assert_eq!(link["kind"], "contains", "{contain:#}");
+    let inner = if names(&contain["members"][link["a"].as_u64().unwrap() as usize]["files"])[0] == "small.txt" {
+        link["a_in_b"].as_f64().unwrap()
+    } else {
+        link["b_in_a"].as_f64().unwrap()
+    };
+    assert!(inner > 0.6, "{contain:#}");
+    assert!(link["resemblance"].as_f64().unwrap() < 0.3);
+}
+
+#[test]
+fn thresholds_limit_under_and_out_shape_the_report() {
+    let env = Env::new();
+    corpus(&env);
+    env.index();
+    // Nothing resembles anything at 100 %, and containment alone no longer links.
+    let r = json(&env, &["report", "--min-similarity", "1", "--min-containment", "1"]);
+    assert_eq!(r["clusters"].as_array().unwrap().len(), 0);
+    assert_eq!(r["identical"].as_array().unwrap().len(), 1, "identical sets do not depend on thresholds");
+    // A huge min-bytes drops every link.
+    let r = json(&env, &["report", "--min-bytes", "10000000"]);
+    assert_eq!(r["clusters"].as_array().unwrap().len(), 0);
+    let r = json(&env, &["report", "--limit", "1"]);
+    assert_eq!(r["clusters"].as_array().unwrap().len(), 1);
+    assert_eq!(r["totals"]["clusters"], 2);
+    // Only what touches c/: the identical set (doc-copy2 is there) and the versions cluster.
+    let r = json(&env, &["report", "--under", env.root.join("c").to_str().unwrap()]);
+    assert_eq!((r["identical"].as_array().unwrap().len(), r["clusters"].as_array().unwrap().len()), (1, 1));
+    let r = json(&env, &["report", "--under", env.root.join("u").to_str().unwrap()]);
+    assert_eq!((r["identical"].as_array().unwrap().len(), r["clusters"].as_array().unwrap().len()), (0, 0));
+    let out = env.tmp.path().join("report.csv");
+    env.simd().args(["--format", "csv", "report", "--out"]).arg(&out).assert().success().stdout("");
+    let csv = std::fs::read_to_string(&out).unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert!(lines[0].starts_with("cluster,a,b,kind,common_bytes,resemblance"));
+    // One row per link: 3 among the versions (each pair), 1 containment.
+    assert_eq!(lines.len(), 1 + 3 + 1, "{csv}");
+    assert!(lines.iter().any(|l| l.contains(",contains,")));
+}
+
+#[test]
+fn text_report_reads_at_a_glance() {
+    let env = Env::new();
+    corpus(&env);
+    env.index();
+    let out = env.simd().arg("report").assert().success();
+    let t = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    for needle in [
+        "13 files",
+        "identical: 1 sets, 3 files",
+        "similar: 2 clusters",
+        "A. Identical files",
+        "3 copies of",
+        "B. Clusters of similar files",
+        "contains",
+        "= ", // identical copies listed under their member
+    ] {
+        assert!(t.contains(needle), "missing {needle:?} in\n{t}");
+    }
+}
+
+#[test]
+fn a_repeated_report_reuses_the_analysis_until_the_index_changes() {
+    let env = Env::new();
+    corpus(&env);
+    env.index();
+    let run = |env: &Env| {
+        let out = env.simd().args(["-v", "--format", "json", "report"]).assert().success();
+        String::from_utf8_lossy(&out.get_output().stderr).into_owned()
+    };
+    assert!(run(&env).contains("analysis computed"));
+    assert!(run(&env).contains("analysis reused from the cache"));
+    env.write("a/doc-v4.txt", edited(&text(1, 6000), 2, 5));
+    env.index();
+    assert!(run(&env).contains("analysis computed"));
+}
+
+#[test]
+fn templates_are_ignored_without_rereading_a_file() {
+    let env = Env::new();
+    // Unrelated bodies that share a long boilerplate: one cluster by default.
+    let boiler = text(50, 1500);
+    for i in 0..4u64 {
+        env.write(&format!("kb/article{i}.txt"), [boiler.clone(), noise(200 + i, 3000)].concat());
+    }
+    env.write("kb/other.txt", noise(300, 9000));
+    env.index();
+    let r = json(&env, &["report"]);
+    let clusters = r["clusters"].as_array().unwrap();
+    assert_eq!(clusters.len(), 1, "{r:#}");
+    let id = clusters[0]["id"].as_str().unwrap().to_string();
+    // The files are gone: nothing can be re-read, the index alone answers.
+    std::fs::remove_dir_all(env.root.join("kb")).unwrap();
+    let out = env.simd().args(["template", "mark", &id[..6]]).assert().success();
+    assert!(String::from_utf8_lossy(&out.get_output().stdout).contains("as template"));
+    let r = json(&env, &["report"]);
+    assert_eq!(r["clusters"].as_array().unwrap().len(), 0, "{r:#}");
+    assert!(r["ignored"]["template_chunks"].as_u64().unwrap() > 0);
+    assert!(r["ignored"]["template_bytes"].as_u64().unwrap() >= 4 * 1000);
+    let list = env.simd().args(["template", "list"]).assert().success();
+    assert!(String::from_utf8_lossy(&list.get_output().stdout).contains(&format!("cluster {id}")));
+    env.simd().args(["template", "unmark", &id]).assert().success();
+    let r = json(&env, &["report"]);
+    assert_eq!(r["clusters"].as_array().unwrap().len(), 1);
+    let out = env.simd().args(["template", "mark", "ffffffffffff"]).assert().failure();
+    assert!(String::from_utf8_lossy(&out.get_output().stderr).contains("no cluster ffffffffffff"));
+}
+
+#[test]
+fn over_common_chunks_are_cut_off_and_counted() {
+    let env = Env::new();
+    let header = noise(7, 8000);
+    for i in 0..5u64 {
+        env.write(&format!("f{i}.txt"), [header.clone(), noise(10 + i, 2000)].concat());
+    }
+    env.index();
+    let r = json(&env, &["report"]);
+    assert_eq!(r["clusters"].as_array().unwrap().len(), 1);
+    let r = json(&env, &["report", "--max-degree", "4"]);
+    assert_eq!(r["clusters"].as_array().unwrap().len(), 0, "{r:#}");
+    assert!(r["ignored"]["common_chunks"].as_u64().unwrap() >= 1);
+    assert!(r["ignored"]["common_bytes"].as_u64().unwrap() >= 5 * 2000);
+    assert_eq!(r["params"]["max_degree"], 4);
+}
+
+#[test]
+fn similar_answers_for_unindexed_files_and_stdin_identical_first() {
+    let env = Env::new();
+    corpus(&env);
+    env.index();
+    let doc = text(1, 6000);
+    let query = env.tmp.path().join("query.txt");
+    std::fs::write(&query, edited(&doc, 2, 7)).unwrap();
+    let r = json(&env, &["similar", query.to_str().unwrap()]);
+    let hits = r["hits"].as_array().unwrap();
+    assert_eq!(hits.len(), 3, "{r:#}");
+    assert!(hits.iter().all(|h| h["kind"] == "similar"));
+    // The original (with its two copies) resembles an edit of it best.
+    assert_eq!(names(&hits[0]["files"]).len(), 3);
+
+    // stdin, exact copy: identical first, then the versions.
+    let out = env.simd().args(["--format", "json", "similar", "-"]).write_stdin(doc.clone()).assert().success();
+    let r: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(r["hits"][0]["kind"], "identical");
+    assert_eq!(r["hits"][0]["resemblance"], 1.0);
+    assert_eq!(r["hits"].as_array().unwrap().len(), 3);
+
+    // An indexed file does not answer for itself, but its copies do.
+    let r = json(&env, &["similar", env.root.join("a/doc.txt").to_str().unwrap()]);
+    let first = names(&r["hits"][0]["files"]);
+    assert_eq!(r["hits"][0]["kind"], "identical");
+    assert!(!first.contains(&"doc.txt".to_string()) && first.len() == 2, "{first:?}");
+
+    // Something unrelated: no answer.
+    let lone = env.tmp.path().join("lone.bin");
+    std::fs::write(&lone, noise(999, 20_000)).unwrap();
+    assert_eq!(json(&env, &["similar", lone.to_str().unwrap()])["hits"].as_array().unwrap().len(), 0);
+}
+
+#[test]
+fn empty_and_one_file_indexes_report_nothing_to_do() {
+    let env = Env::new();
+    env.index();
+    let r = json(&env, &["report"]);
+    assert_eq!((r["index"]["files"].as_u64(), r["clusters"].as_array().unwrap().len()), (Some(0), 0));
+    let t = env.simd().arg("report").assert().success();
+    assert!(String::from_utf8_lossy(&t.get_output().stdout).contains("none"));
+    env.write("only.txt", text(1, 2000));
+    env.index();
+    let r = json(&env, &["report"]);
+    assert_eq!(r["index"]["files"], 1);
+    assert_eq!((r["identical"].as_array().unwrap().len(), r["clusters"].as_array().unwrap().len()), (0, 0));
+}

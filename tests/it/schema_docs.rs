@@ -1,0 +1,80 @@
+//! `schema/` documents every column family's bytes; this test fails when the
+//! code and the documents disagree: CF names, value versions, the schema
+//! version, and a worked example per CF whose key and value bytes are
+//! re-encoded here and compared with the hex in the document.
+
+use std::path::Path;
+
+use simd::chunker::ChunkParams;
+use simd::fingerprint::{ChunkId, ChunkRun, ContentHash};
+use simd::store::*;
+
+const T: i64 = 1_700_000_000_000_000_000;
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn example<X: Table>(key: X::Key, value: X::Value) -> (&'static str, u8, String, String) {
+    (X::NAME, X::VALUE_VERSION, hex(&X::encode_key(&key)), hex(&X::encode_value(&value)))
+}
+
+/// The worked examples the documents show, built from typed values.
+fn examples() -> Vec<(&'static str, u8, String, String)> {
+    let content = ContentHash([0xab; 16]);
+    let (c1, c2) = (ChunkId([0x11; 16]), ChunkId([0x22; 16]));
+    let file = FileId(42);
+    vec![
+        example::<Meta>(
+            MetaKey::Format,
+            MetaValue::Format(Format { schema_version: 1, params: ChunkParams::default(), created: T }),
+        ),
+        example::<Files>(
+            file,
+            FileRecord { path: b"/docs/a.txt".to_vec(), size: 1234, mtime: T + 123_456_789, inode: 99, content },
+        ),
+        example::<Paths>(b"/docs/a.txt".to_vec(), file),
+        example::<ContentChunks>(
+            content,
+            ContentRecord {
+                size: 1234,
+                runs: vec![ChunkRun { id: c1, len: 1000, count: 1 }, ChunkRun { id: c2, len: 234, count: 1 }],
+            },
+        ),
+        example::<ChunkContents>((c1, content), Posting { count: 1, len: 1000 }),
+        example::<ContentNames>((content, file), ()),
+        example::<Templates>(c1, TemplateMark { marked: T, cluster: 7, len: 1000 }),
+        example::<History>((b"/docs/old.txt".to_vec(), T), HistoryRecord::Ghost { content, size: 1234 }),
+    ]
+}
+
+#[test]
+fn schema_documents_match_the_code() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("schema");
+    let readme = std::fs::read_to_string(dir.join("README.md")).expect("schema/README.md");
+    assert!(
+        readme.contains(&format!("Schema version: {SCHEMA_VERSION}")),
+        "schema/README.md must say `Schema version: {SCHEMA_VERSION}`"
+    );
+    let mut docs: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n != "README.md")
+        .collect();
+    docs.sort();
+    let mut want: Vec<String> = ALL_CFS.iter().map(|n| format!("{n}.md")).collect();
+    want.sort();
+    assert_eq!(docs, want, "one document per column family");
+
+    let mut wrong = Vec::new();
+    for (name, version, key, value) in examples() {
+        let doc = std::fs::read_to_string(dir.join(format!("{name}.md"))).unwrap();
+        let expect = [format!("Value version: {version}"), format!("key   {key}"), format!("value {value}")];
+        for line in &expect {
+            if !doc.contains(line.as_str()) {
+                wrong.push(format!("schema/{name}.md lacks `{line}`"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "code and schema/ disagree:\n{}", wrong.join("\n"));
+}
