@@ -125,8 +125,10 @@ fn fingerprint_reader_sized<R: Read>(
     size: usize,
 ) -> io::Result<Fingerprint> {
     let cap = size.max(2 * params.max as usize);
-    buf.clear();
-    buf.resize(cap, 0);
+    // Zeroed once per buffer, not per file: reads overwrite what they use.
+    if buf.len() != cap {
+        buf.resize(cap, 0);
+    }
     let mut b = Builder::new();
     let mut filled = 0usize;
     let mut eof = false;
@@ -214,4 +216,127 @@ mod tests {
             prop_assert_eq!(streamed, fingerprint_bytes(&data, &p));
         }
     }
+}
+
+#[cfg(test)]
+mod golden {
+    use super::*;
+
+    /// A fixed 64 KiB input: 32 KiB of xorshift noise, then 32 KiB of text.
+    fn fixture() -> Vec<u8> {
+        let mut x = 0x0123_4567_89ab_cdef_u64;
+        let mut v: Vec<u8> = (0..32 * 1024)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 40) as u8
+            })
+            .collect();
+        let words = ["chunk ", "the ", "file ", "similar ", "repository\n", "of ", "index ", "and "];
+        let mut i = 0usize;
+        while v.len() < 64 * 1024 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            v.extend_from_slice(words[(x % 8) as usize].as_bytes());
+            i += 1;
+        }
+        v.truncate(64 * 1024);
+        assert!(i > 0);
+        v
+    }
+
+    /// Chunk boundaries and MD5s are part of the index format: an index made
+    /// by another build must mean the same thing. If this fails, the chunker
+    /// changed, and `SCHEMA_VERSION` must change with it.
+    #[test]
+    fn golden_offsets_and_md5s() {
+        let fp = fingerprint_bytes(&fixture(), &ChunkParams::default());
+        let mut off = 0u64;
+        let mut got = Vec::new();
+        for r in &fp.runs {
+            for _ in 0..r.count {
+                got.push(format!("{off} {} {}", r.len, r.id));
+                off += u64::from(r.len);
+            }
+        }
+        let got = got.join("\n");
+        assert_eq!(got, GOLDEN.trim(), "chunks changed:\n{got}");
+        assert_eq!(fp.content.to_string(), GOLDEN_CONTENT);
+    }
+
+    // Checked independently: Python's hashlib over the same spans of the same
+    // fixture gives these MD5s, and MD5 over (id ‖ len u32 BE) the content hash.
+    const GOLDEN_CONTENT: &str = "c24dc1e856472f5c102e2cbf41eba411";
+    const GOLDEN: &str = "
+0 615 d8e9f6aeb4354cebd58e2c8563311b77
+615 1337 47112d5aad4eefcebb451ab12e3f0573
+1952 1314 5182f9ee51f09f8b00637276afdcff63
+3266 466 c2260826538569c174e14b73350ff5ef
+3732 630 63ad9dd2da02745b67673097dec6185b
+4362 887 8d872babc9f2bbf07b4ad91fc3632701
+5249 859 5696de08c6d52ea699fae4691937e80d
+6108 882 08b5dc92fab186846a1906989b96d4c4
+6990 703 9796fd2a174399493aebfc7294383992
+7693 910 5c871ba94fc26bd2e985639ad88f56a2
+8603 2167 44e75e3b48777633f20c4a9ec6198371
+10770 990 e68c7ea988e70bf2b730230bda3e3dc6
+11760 2107 8085b0151290beffde5f0ec0ebff1cf3
+13867 974 7d2b9622cb4669df611a032e1203f70c
+14841 878 15811347a505420cf1471348545aaf38
+15719 1009 e2df26e8ae4eae0de3189f75184793e9
+16728 1428 676796408f22c1c16a9e5718f78a0f85
+18156 1173 734cf8def76989a7107c831a4bb407d7
+19329 469 f5198ef4c413d8a9e4b0535417fb01be
+19798 677 c45bf1a95b001f9f556407011e73e6d3
+20475 2094 b97e88b3d432456d921f9709778a8cc7
+22569 823 439c8bf5d3396d760cb56097cc045e1c
+23392 1385 482296ddb8890fde6cd8347783e7189b
+24777 1957 b91ff975fc7ba9b966d886c450a584e3
+26734 1089 09a88b9446018e06aba27fca03e2503f
+27823 2035 b1817b056c9ee5e1bbc031051e82766f
+29858 915 9fc8eb1557fb4778009de77cd3292066
+30773 546 e0a467ce8f2d8cd1a6f474686a131f48
+31319 629 6a257586d28cb1ebf5fec8a70005d5c5
+31948 473 6c2f3b58fab3ab1df12dd51ba12217c8
+32421 1355 092f5394bc7a23e69d1da2d38ff7ef42
+33776 788 3056d16303c992eb14bc5fbe2752ca68
+34564 502 e0c1ed196f0b375b4cf3e3cf560c6213
+35066 555 ff661102b7d03d9aa0a290b9993c27e8
+35621 1029 c6edbfbae6676ebcf33b9074d8229376
+36650 502 f0805edeff33d957fd610e6ac00d7420
+37152 480 ec347620f557694e29448915cf10a0df
+37632 629 acf44f265b21ba0f77433000650a11c0
+38261 1078 c8b6c8097bf0f23d6a29a9b24357f367
+39339 501 f8734f8102bd1f2d60a5121fb7d49de0
+39840 618 9a2bea899cef7382716f86bf3a7f4d3c
+40458 593 48cf899807074424867fbffdcab492a3
+41051 931 107854aeb8e2609e1ce65f399f4de933
+41982 507 09cb9affbfa318d11beab93ab728d8a3
+42489 1833 ebaf501148a28bfcfd525777bbd56aa9
+44322 542 b8410b55920944b97cbccc14ad3da5aa
+44864 862 18bd046b25df51b346bb00fc90fc87de
+45726 613 a9cab233ae953779181aba3af985e0e5
+46339 628 387af6ca85792ef59c19c12d0f315f0c
+46967 1355 b5924708a5f11ea703b79b07cfec543b
+48322 1001 ef31cb2c69d7d796ca51e79df50170a3
+49323 952 0e84d2406d1a531c37057a45593c61d9
+50275 1283 4db20b3d97a19f4adc979fc28ff218a2
+51558 1489 272424e5af849f4c0b24dbb1259af6c1
+53047 981 ebfff0bfd4dd60f5c1d470c9ef733fbf
+54028 481 c3f74963873717117fa3b829a2454d12
+54509 540 30bd82cf1cf0f891c6096947a0a436a3
+55049 1447 10e6cd6a87c42482d6e38ef54c2dbc12
+56496 568 6ffcb27e3cca859c3b06c7aba9efcdeb
+57064 1098 b0d65dce5b3f7931f2dc828aa16a83e4
+58162 1016 bf3d718ccb94e523526b483ff93a7353
+59178 831 af0cb3bbfc1ff494b8c8809b54705521
+60009 1175 8a7e2d622792d3a3add783009bd83d9e
+61184 2127 1d56e80608eb4a186464b3a65a27065b
+63311 638 20a19d21cd555ecd64535fc833852c20
+63949 479 11af92a906c5f5aa967de7fdf0adfb45
+64428 645 b51e79de87965b88ff28b9a4598aeb48
+65073 463 f69786d12bf6485accc40923f1b83f77
+";
 }

@@ -7,7 +7,7 @@
 //! entry, history) is one WriteBatch, so readers never see half a file and a
 //! crash at any moment leaves the index consistent.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -145,11 +145,26 @@ pub fn index(store: &Store, opts: &IndexOptions) -> Result<Summary, IngestError>
         let walker = s.spawn(|| {
             let r = scan::walk(store, &roots, &walk_opts, &cand_tx);
             drop(cand_tx);
+            tracing::debug!("walk done after {:?}", start.elapsed());
             r
         });
-        // This thread is the writer.
+        // This thread is the writer. It groups files into one write while
+        // results keep coming, and commits whenever it would otherwise wait.
         let mut failed = None;
-        for outcome in out_rx {
+        loop {
+            let outcome = match out_rx.try_recv() {
+                Ok(o) => o,
+                Err(crossbeam_channel::TryRecvError::Empty) => {
+                    if failed.is_none() {
+                        failed = writer.commit().err();
+                    }
+                    match out_rx.recv() {
+                        Ok(o) => o,
+                        Err(_) => break,
+                    }
+                }
+                Err(crossbeam_channel::TryRecvError::Disconnected) => break,
+            };
             if failed.is_some() {
                 continue; // drain so the workers finish
             }
@@ -157,6 +172,10 @@ pub fn index(store: &Store, opts: &IndexOptions) -> Result<Summary, IngestError>
                 failed = Some(e);
             }
         }
+        if failed.is_none() {
+            failed = writer.commit().err();
+        }
+        tracing::debug!("reading and writing done after {:?}", start.elapsed());
         let walked = walker.join().expect("walker thread panicked")?;
         if let Some(e) = failed {
             return Err(e.into());
@@ -178,7 +197,9 @@ pub fn index(store: &Store, opts: &IndexOptions) -> Result<Summary, IngestError>
     let root_bytes: Vec<Vec<u8>> = roots.iter().map(|r| path_bytes(r)).collect();
     let kept_dirs: Vec<Vec<u8>> = walked.unreadable_dirs.iter().map(|d| path_bytes(d)).collect();
     summary.removed = writer.remove_unseen(&seen, &root_bytes, &kept_dirs)?;
+    tracing::debug!("removal pass done after {:?}", start.elapsed());
     writer.finish()?;
+    tracing::debug!("synced after {:?}", start.elapsed());
     progress.finish();
     summary.elapsed = start.elapsed();
     Ok(summary)
@@ -252,14 +273,66 @@ pub fn now_ns() -> TimeNs {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as TimeNs).unwrap_or(0)
 }
 
+/// Files written in one atomic write at most: bounds the batch's memory and
+/// how much a crash can undo (the next scan redoes it).
+const GROUP_FILES: usize = 512;
+const GROUP_OPS: usize = 100_000;
+
 /// The single writer: turns file events into WriteBatches.
+///
+/// Several files' updates go into one group, written atomically with one
+/// WAL append; each file's changes are whole inside it. While a group is
+/// open, lookups go through its overlay so that a file sees the pending
+/// changes of the files before it.
 pub struct Writer<'s> {
     store: &'s Store,
     next_id: u64,
     counts: Counts,
+    group: Group<'s>,
     /// Ids of files written this run (they count as seen).
     touched: Vec<FileId>,
     changes: u64,
+}
+
+/// The uncommitted group and what it changes, for lookups.
+struct Group<'s> {
+    batch: Batch<'s>,
+    files: usize,
+    counts: Counts,
+    next_id: u64,
+    names_added: HashMap<ContentHash, Vec<FileId>>,
+    names_removed: HashSet<(ContentHash, FileId)>,
+    records: HashMap<ContentHash, ContentRecord>,
+    paths: HashMap<Vec<u8>, Option<(FileId, FileRecord)>>,
+}
+
+impl<'s> Group<'s> {
+    fn new(store: &'s Store, counts: Counts, next_id: u64) -> Self {
+        Group {
+            batch: store.batch(),
+            files: 0,
+            counts,
+            next_id,
+            names_added: HashMap::new(),
+            names_removed: HashSet::new(),
+            records: HashMap::new(),
+            paths: HashMap::new(),
+        }
+    }
+
+    fn add_name(&mut self, content: ContentHash, id: FileId) {
+        self.batch.put::<ContentNames>(&(content, id), &());
+        self.names_removed.remove(&(content, id));
+        self.names_added.entry(content).or_default().push(id);
+    }
+
+    fn remove_name(&mut self, content: ContentHash, id: FileId) {
+        self.batch.delete::<ContentNames>(&(content, id));
+        if let Some(v) = self.names_added.get_mut(&content) {
+            v.retain(|&x| x != id);
+        }
+        self.names_removed.insert((content, id));
+    }
 }
 
 impl<'s> Writer<'s> {
@@ -272,7 +345,14 @@ impl<'s> Writer<'s> {
             Some(MetaValue::Counts(c)) => c,
             _ => Counts::default(),
         };
-        Ok(Writer { store, next_id, counts, touched: Vec::new(), changes: 0 })
+        Ok(Writer {
+            store,
+            next_id,
+            counts,
+            group: Group::new(store, counts, next_id),
+            touched: Vec::new(),
+            changes: 0,
+        })
     }
 
     fn remember_roots(&mut self, roots: &[PathBuf], mut known: Vec<Vec<u8>>) -> Result<(), StoreError> {
@@ -322,8 +402,18 @@ impl<'s> Writer<'s> {
         Ok(())
     }
 
-    /// Records `path` as holding the fingerprinted content. Returns its file
-    /// id and whether the content's chunk list was new to the index.
+    /// The record of `path` as the index will hold it once the group is
+    /// written: the group's own change if it has one, else `stored`.
+    fn current(&self, path: &[u8], stored: Option<(FileId, FileRecord)>) -> Option<(FileId, FileRecord)> {
+        match self.group.paths.get(path) {
+            Some(pending) => pending.clone(),
+            None => stored,
+        }
+    }
+
+    /// Records `path` as holding the fingerprinted content. `old` is what the
+    /// index held for it when it was looked up. Returns its file id and
+    /// whether the content's chunk list was new to the index.
     pub fn upsert(
         &mut self,
         path: &Path,
@@ -331,106 +421,137 @@ impl<'s> Writer<'s> {
         fp: &Fingerprint,
         old: Option<(FileId, FileRecord)>,
     ) -> Result<(FileId, bool), StoreError> {
-        let store = self.store;
-        let now = now_ns();
-        let mut b = store.batch();
-        let mut counts = self.counts;
         let pb = path_bytes(path);
+        let old = self.current(&pb, old);
         let id = match &old {
             Some((id, _)) => *id,
             None => {
-                let id = FileId(self.next_id);
-                self.next_id += 1;
-                b.put::<Paths>(&pb, &id);
-                b.put::<Meta>(&MetaKey::NextFileId, &MetaValue::NextFileId(self.next_id));
-                counts.files += 1;
+                let id = FileId(self.group.next_id);
+                self.group.next_id += 1;
+                self.group.batch.put::<Paths>(&pb, &id);
+                self.group.counts.files += 1;
                 id
             }
         };
         let rec =
             FileRecord { path: pb.clone(), size: stat.size, mtime: stat.mtime, inode: stat.inode, content: fp.content };
-        b.put::<Files>(&id, &rec);
+        self.group.batch.put::<Files>(&id, &rec);
         let mut new_chunks = false;
         let same_content = old.as_ref().is_some_and(|(_, r)| r.content == fp.content);
         if !same_content {
             if !self.has_names(&fp.content, None)? {
-                counts.contents += 1;
-                let record = match store.get::<ContentChunks>(&fp.content)? {
+                self.group.counts.contents += 1;
+                let record = match self.record(&fp.content)? {
                     Some(r) => r,
                     None => {
                         new_chunks = true;
                         let r = ContentRecord { size: fp.size, runs: fp.runs.clone() };
-                        b.put::<ContentChunks>(&fp.content, &r);
+                        self.group.batch.put::<ContentChunks>(&fp.content, &r);
+                        self.group.records.insert(fp.content, r.clone());
                         r
                     }
                 };
-                put_postings(&mut b, &fp.content, &record);
+                put_postings(&mut self.group.batch, &fp.content, &record);
             }
-            b.put::<ContentNames>(&(fp.content, id), &());
+            self.group.add_name(fp.content, id);
             if let Some((_, old_rec)) = &old {
-                self.drop_name(&mut b, id, old_rec, now, &mut counts)?;
+                self.drop_name(id, old_rec, true)?;
             }
         }
-        self.commit(b, counts, now)?;
+        self.group.paths.insert(pb, Some((id, rec)));
+        self.end_file()?;
         Ok((id, new_chunks))
     }
 
     /// Removes the file at `id` from the index, leaving a ghost in history.
     pub fn remove(&mut self, id: FileId, rec: &FileRecord) -> Result<(), StoreError> {
-        let now = now_ns();
-        let mut b = self.store.batch();
-        let mut counts = self.counts;
-        b.delete::<Files>(&id);
-        b.delete::<Paths>(&rec.path);
-        counts.files -= 1;
-        self.drop_name(&mut b, id, rec, now, &mut counts)?;
+        self.group.batch.delete::<Files>(&id);
+        self.group.batch.delete::<Paths>(&rec.path);
+        self.group.counts.files -= 1;
+        self.drop_name(id, rec, false)?;
         // The ghost for lost-and-found, even when copies of the content live on.
-        b.put::<History>(&(rec.path.clone(), now), &HistoryRecord::Ghost { content: rec.content, size: rec.size });
-        self.commit(b, counts, now)
+        let ghost = HistoryRecord::Ghost { content: rec.content, size: rec.size };
+        self.group.batch.put::<History>(&(rec.path.clone(), self.stamp()), &ghost);
+        self.group.paths.insert(rec.path.clone(), None);
+        self.end_file()
     }
 
-    /// Writes one change's batch with the updated totals; the in-memory
-    /// totals follow only once the write succeeded.
-    fn commit(&mut self, mut b: Batch<'_>, counts: Counts, now: TimeNs) -> Result<(), StoreError> {
-        b.put::<Meta>(&MetaKey::LastUpdate, &MetaValue::LastUpdate(now));
-        if counts != self.counts {
-            b.put::<Meta>(&MetaKey::Counts, &MetaValue::Counts(counts));
+    /// A history time for the group's next record: distinct within the group,
+    /// so two records of one path never share a key.
+    fn stamp(&self) -> TimeNs {
+        now_ns() + self.group.files as TimeNs
+    }
+
+    /// Closes one file's changes; commits the group when it is full.
+    fn end_file(&mut self) -> Result<(), StoreError> {
+        self.group.files += 1;
+        if self.group.files >= GROUP_FILES || self.group.batch.len() >= GROUP_OPS {
+            self.commit()?;
         }
-        self.store.write(b)?;
-        self.counts = counts;
-        self.changes += 1;
+        Ok(())
+    }
+
+    /// Writes the open group, with the updated totals, in one atomic write.
+    pub fn commit(&mut self) -> Result<(), StoreError> {
+        if self.group.files == 0 {
+            return Ok(());
+        }
+        let mut group = std::mem::replace(&mut self.group, Group::new(self.store, self.counts, self.next_id));
+        let now = now_ns();
+        group.batch.put::<Meta>(&MetaKey::LastUpdate, &MetaValue::LastUpdate(now));
+        if group.counts != self.counts {
+            group.batch.put::<Meta>(&MetaKey::Counts, &MetaValue::Counts(group.counts));
+        }
+        if group.next_id != self.next_id {
+            group.batch.put::<Meta>(&MetaKey::NextFileId, &MetaValue::NextFileId(group.next_id));
+        }
+        self.store.write(group.batch)?;
+        // The in-memory totals follow only once the write succeeded.
+        self.counts = group.counts;
+        self.next_id = group.next_id;
+        self.group = Group::new(self.store, self.counts, self.next_id);
+        self.changes += group.files as u64;
         Ok(())
     }
 
     /// Takes `id`'s name off its old content. When it was the content's last
-    /// name, its postings go (it no longer takes part in analysis) and a ghost
-    /// keeps its chunk list reachable for lost-and-found.
-    fn drop_name(
-        &self,
-        b: &mut Batch<'_>,
-        id: FileId,
-        rec: &FileRecord,
-        now: TimeNs,
-        counts: &mut Counts,
-    ) -> Result<(), StoreError> {
-        b.delete::<ContentNames>(&(rec.content, id));
+    /// name, its postings go (it no longer takes part in analysis) and, with
+    /// `version_ghost` (an in-place change; a removal writes its own ghost), a
+    /// ghost keeps its chunk list reachable for lost-and-found.
+    fn drop_name(&mut self, id: FileId, rec: &FileRecord, version_ghost: bool) -> Result<(), StoreError> {
+        self.group.remove_name(rec.content, id);
         if !self.has_names(&rec.content, Some(id))? {
-            counts.contents -= 1;
-            if let Some(record) = self.store.get::<ContentChunks>(&rec.content)? {
+            self.group.counts.contents -= 1;
+            if let Some(record) = self.record(&rec.content)? {
                 for (chunk, _, _) in record.chunk_counts() {
-                    b.delete::<ChunkContents>(&(chunk, rec.content));
+                    self.group.batch.delete::<ChunkContents>(&(chunk, rec.content));
                 }
             }
-            b.put::<History>(&(rec.path.clone(), now), &HistoryRecord::Ghost { content: rec.content, size: rec.size });
+            if version_ghost {
+                let ghost = HistoryRecord::Ghost { content: rec.content, size: rec.size };
+                self.group.batch.put::<History>(&(rec.path.clone(), self.stamp()), &ghost);
+            }
         }
         Ok(())
     }
 
-    /// Whether `content` has a name other than `except`.
+    /// A content's chunk list, from the group or the index.
+    fn record(&self, content: &ContentHash) -> Result<Option<ContentRecord>, StoreError> {
+        match self.group.records.get(content) {
+            Some(r) => Ok(Some(r.clone())),
+            None => self.store.get::<ContentChunks>(content),
+        }
+    }
+
+    /// Whether `content` has a name other than `except`, counting the group's
+    /// pending changes.
     fn has_names(&self, content: &ContentHash, except: Option<FileId>) -> Result<bool, StoreError> {
+        if self.group.names_added.get(content).is_some_and(|v| v.iter().any(|&id| Some(id) != except)) {
+            return Ok(true);
+        }
         for item in self.store.names(content) {
             let ((_, id), ()) = item?;
-            if Some(id) != except {
+            if Some(id) != except && !self.group.names_removed.contains(&(*content, id)) {
                 return Ok(true);
             }
         }
@@ -453,10 +574,12 @@ impl<'s> Writer<'s> {
         for (id, rec) in &gone {
             self.remove(*id, rec)?;
         }
+        self.commit()?;
         Ok(gone.len() as u64)
     }
 
-    fn finish(&self) -> Result<(), StoreError> {
+    fn finish(&mut self) -> Result<(), StoreError> {
+        self.commit()?;
         if self.changes > 0 {
             self.store.sync()?;
         }

@@ -119,6 +119,10 @@ impl Store {
         opts.set_max_log_file_size(1 << 20);
         opts.set_max_total_wal_size(64 << 20);
         opts.set_max_open_files(256);
+        // One writer thread: the concurrent memtable path (CAS inserts) and
+        // spinning for a write group only cost CPU here.
+        opts.set_allow_concurrent_memtable_write(false);
+        opts.set_enable_write_thread_adaptive_yield(false);
         let cfs = ALL_CFS.iter().map(|&name| {
             let mut cf = Options::default();
             let mut table = BlockBasedOptions::default();
