@@ -630,6 +630,11 @@ pub mod cache {
         dir.join("analysis.cache")
     }
 
+    /// Bytes the cache takes on disk (0 when there is none).
+    pub fn size(store: &Store) -> u64 {
+        std::fs::metadata(path(store.dir())).map_or(0, |m| m.len())
+    }
+
     fn load(store: &Store, params: &AnalysisParams) -> Option<Analysis> {
         let bytes = std::fs::read(path(store.dir())).ok()?;
         let (&v, rest) = bytes.split_first()?;

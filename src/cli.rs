@@ -180,7 +180,8 @@ pub fn run(cli: Cli) -> Result<Exit> {
         Some(d) => d.clone(),
         None => default_db()?,
     };
-    let mut out = std::io::stdout().lock();
+    // Reports can run to many thousand lines: buffer, and flush once at the end.
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     match cli.command {
         Command::Index { roots, avg_chunk, exclude, no_ignore, threads } => {
             let params = avg_chunk.map(ChunkParams::for_average).transpose()?;
@@ -224,9 +225,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
             };
             match cli.format {
                 Format::Text => report::write_text(sink, &analysis, &view)?,
-                Format::Json => {
-                    writeln!(sink, "{}", serde_json::to_string_pretty(&report::to_json(&analysis, &view))?)?
-                }
+                Format::Json => report::write_json(sink, &analysis, &view)?,
                 Format::Csv => report::write_csv(sink, &analysis, &view)?,
             }
             sink.flush()?;
@@ -273,10 +272,12 @@ pub fn run(cli: Cli) -> Result<Exit> {
                 if r.is_consistent() { "consistent".to_string() } else { format!("{} problems", r.problems.len()) }
             )?;
             if !r.is_consistent() {
+                out.flush()?;
                 return Ok(Exit::Inconsistent);
             }
         }
     }
+    out.flush()?;
     Ok(Exit::Ok)
 }
 
@@ -295,7 +296,7 @@ fn similar_json(a: &query::Similar) -> serde_json::Value {
             "resemblance": h.measures.resemblance,
             "query_in_file": h.measures.a_in_b,
             "file_in_query": h.measures.b_in_a,
-            "files": h.names.iter().map(|n| report::json_path(&n.path)).collect::<Vec<_>>(),
+            "files": h.names.iter().map(|n| report::JsonPath(&n.path)).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
     })
 }
@@ -431,7 +432,9 @@ fn print_status(out: &mut impl Write, s: &crate::status::Status) -> std::io::Res
     } else {
         String::new()
     };
-    writeln!(out, "on disk      {}{ratio}", human_bytes(s.disk_bytes))?;
+    let cache =
+        if s.cache_bytes > 0 { format!(" (+ {} report cache)", human_bytes(s.cache_bytes)) } else { String::new() };
+    writeln!(out, "on disk      {}{ratio}{cache}", human_bytes(s.disk_bytes))?;
     writeln!(out, "last update  {}", s.last_update.map_or("never".into(), format_time))?;
     Ok(())
 }
@@ -441,9 +444,24 @@ pub fn human_bytes(n: u64) -> String {
 }
 
 fn format_time(ns: i64) -> String {
-    let secs = ns / 1_000_000_000;
     let ago = ingest::now_ns().saturating_sub(ns) / 1_000_000_000;
-    format!("{} s since the epoch ({})", secs, human_ago(ago))
+    format!("{} ({})", utc(ns / 1_000_000_000), human_ago(ago))
+}
+
+/// `YYYY-MM-DD HH:MM:SS UTC` for seconds since the epoch (Hinnant's
+/// days-to-civil algorithm), so no date crate is needed for one line.
+pub fn utc(secs: i64) -> String {
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC", rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
 fn human_ago(s: i64) -> String {
@@ -461,4 +479,15 @@ pub fn peak_rss_bytes() -> Option<u64> {
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn utc_dates() {
+        assert_eq!(super::utc(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(super::utc(951_782_400), "2000-02-29 00:00:00 UTC");
+        assert_eq!(super::utc(1_795_345_848), "2026-11-22 11:10:48 UTC");
+        assert_eq!(super::utc(-1), "1969-12-31 23:59:59 UTC");
+    }
 }

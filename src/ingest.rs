@@ -581,7 +581,7 @@ impl<'s> Writer<'s> {
     fn finish(&mut self) -> Result<(), StoreError> {
         self.commit()?;
         if self.changes > 0 {
-            self.store.sync()?;
+            self.store.flush()?;
         }
         Ok(())
     }

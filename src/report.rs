@@ -6,6 +6,8 @@
 use std::io::{self, Write};
 
 use base64::Engine;
+use serde::ser::SerializeMap;
+use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::analysis::{Analysis, Cluster, IdenticalSet, Name};
@@ -44,10 +46,16 @@ impl View {
 }
 
 /// A path for JSON: `{"path": str}` when it is UTF-8, else `{"path_b64": raw bytes in base64}`.
-pub fn json_path(path: &[u8]) -> Value {
-    match std::str::from_utf8(path) {
-        Ok(s) => json!({ "path": s }),
-        Err(_) => json!({ "path_b64": base64::engine::general_purpose::STANDARD.encode(path) }),
+pub struct JsonPath<'a>(pub &'a [u8]);
+
+impl Serialize for JsonPath<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(1))?;
+        match std::str::from_utf8(self.0) {
+            Ok(p) => m.serialize_entry("path", p)?,
+            Err(_) => m.serialize_entry("path_b64", &base64::engine::general_purpose::STANDARD.encode(self.0))?,
+        }
+        m.end()
     }
 }
 
@@ -55,59 +63,128 @@ fn round(x: f64) -> f64 {
     (x * 10_000.0).round() / 10_000.0
 }
 
-pub fn to_json(a: &Analysis, view: &View) -> Value {
+fn paths(names: &[Name]) -> Vec<JsonPath<'_>> {
+    names.iter().map(|n| JsonPath(&n.path)).collect()
+}
+
+#[derive(Serialize)]
+struct JsonReport<'a> {
+    format: &'static str,
+    index: Value,
+    params: Value,
+    ignored: Value,
+    totals: Value,
+    identical: Vec<JsonSet<'a>>,
+    clusters: Vec<JsonCluster<'a>>,
+}
+
+#[derive(Serialize)]
+struct JsonSet<'a> {
+    content: String,
+    size: u64,
+    copies: usize,
+    wasted: u64,
+    files: Vec<JsonPath<'a>>,
+}
+
+#[derive(Serialize)]
+struct JsonCluster<'a> {
+    id: String,
+    files: usize,
+    bytes: u64,
+    members: Vec<JsonMember<'a>>,
+    links: Vec<JsonLink>,
+}
+
+#[derive(Serialize)]
+struct JsonMember<'a> {
+    content: String,
+    size: u64,
+    payload: u64,
+    files: Vec<JsonPath<'a>>,
+}
+
+#[derive(Serialize)]
+struct JsonLink {
+    a: usize,
+    b: usize,
+    kind: &'static str,
+    common: u64,
+    resemblance: f64,
+    a_in_b: f64,
+    b_in_a: f64,
+}
+
+/// Writes the report as JSON (schema: `docs/report-json.md`), streaming:
+/// no document tree is built in memory.
+pub fn write_json(out: &mut dyn Write, a: &Analysis, view: &View) -> io::Result<()> {
     let (sets, clusters) = view.select(a);
-    let names = |ns: &[Name]| ns.iter().map(|n| json_path(&n.path)).collect::<Vec<_>>();
-    json!({
-        "format": "simd-report/1",
-        "index": { "sequence": a.sequence, "files": a.files, "contents": a.contents, "bytes": a.bytes },
-        "params": {
+    let report = JsonReport {
+        format: "simd-report/1",
+        index: json!({ "sequence": a.sequence, "files": a.files, "contents": a.contents, "bytes": a.bytes }),
+        params: json!({
             "min_bytes": a.params.min_bytes,
             "min_similarity": a.params.min_similarity,
             "min_containment": a.params.min_containment,
             "max_degree": a.cutoff,
-        },
-        "ignored": {
+        }),
+        ignored: json!({
             "common_chunks": a.common_chunks,
             "common_bytes": a.common_bytes,
             "template_chunks": a.template_chunks,
             "template_bytes": a.template_bytes,
-        },
-        "totals": {
+        }),
+        totals: json!({
             "identical_sets": a.identical.len(),
             "identical_files": a.identical.iter().map(|s| s.names.len()).sum::<usize>(),
             "wasted_bytes": a.wasted(),
             "clusters": a.clusters.len(),
             "cluster_files": a.clusters.iter().map(Cluster::files).sum::<usize>(),
-        },
-        "identical": sets.iter().map(|s| json!({
-            "content": s.content.to_string(),
-            "size": s.size,
-            "copies": s.names.len(),
-            "wasted": s.wasted(),
-            "files": names(&s.names),
-        })).collect::<Vec<_>>(),
-        "clusters": clusters.iter().map(|c| json!({
-            "id": c.id_str(),
-            "files": c.files(),
-            "bytes": c.bytes(),
-            "members": c.members.iter().map(|m| json!({
-                "content": m.content.to_string(),
-                "size": m.size,
-                "payload": m.payload,
-                "files": names(&m.names),
-            })).collect::<Vec<_>>(),
-            "links": c.links.iter().map(|l| json!({
-                "a": l.a,
-                "b": l.b,
-                "kind": l.kind.as_str(),
-                "common": l.measures.common,
-                "resemblance": round(l.measures.resemblance),
-                "a_in_b": round(l.measures.a_in_b),
-                "b_in_a": round(l.measures.b_in_a),
-            })).collect::<Vec<_>>(),
-        })).collect::<Vec<_>>(),
-    })
+        }),
+        identical: sets
+            .iter()
+            .map(|s| JsonSet {
+                content: s.content.to_string(),
+                size: s.size,
+                copies: s.names.len(),
+                wasted: s.wasted(),
+                files: paths(&s.names),
+            })
+            .collect(),
+        clusters: clusters
+            .iter()
+            .map(|c| JsonCluster {
+                id: c.id_str(),
+                files: c.files(),
+                bytes: c.bytes(),
+                members: c
+                    .members
+                    .iter()
+                    .map(|m| JsonMember {
+                        content: m.content.to_string(),
+                        size: m.size,
+                        payload: m.payload,
+                        files: paths(&m.names),
+                    })
+                    .collect(),
+                links: c
+                    .links
+                    .iter()
+                    .map(|l| JsonLink {
+                        a: l.a,
+                        b: l.b,
+                        kind: l.kind.as_str(),
+                        common: l.measures.common,
+                        resemblance: round(l.measures.resemblance),
+                        a_in_b: round(l.measures.a_in_b),
+                        b_in_a: round(l.measures.b_in_a),
+                    })
+                    .collect(),
+            })
+            .collect(),
+    };
+    serde_json::to_writer_pretty(&mut *out, &report).map_err(io::Error::other)?;
+    writeln!(out)
 }
 
 /// One CSV field, quoted when it needs to be.

@@ -29,7 +29,10 @@ pub struct Status {
     pub distinct_chunks: u64,
     /// Lost-and-found records.
     pub history: u64,
+    /// The index on disk (RocksDB, without the report cache).
     pub disk_bytes: u64,
+    /// The cached last analysis, if any.
+    pub cache_bytes: u64,
     pub created: TimeNs,
     pub last_update: Option<TimeNs>,
 }
@@ -87,6 +90,7 @@ pub fn status(store: &Store) -> Result<Status, StoreError> {
         distinct_chunks,
         history,
         disk_bytes: store.disk_size(),
+        cache_bytes: crate::analysis::cache::size(store),
         created: format.created,
         last_update,
     })

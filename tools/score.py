@@ -723,21 +723,22 @@ def truth_checks(ref: Reference, truth_path: str, label: dict[int, str], links: 
             if ca == cb:
                 continue
             p = (ca, cb) if ca < cb else (cb, ca)
-            for g in (key(e), "all"):
+            for g in key(e) + ["all"]:
                 st = groups[g]
                 st["pairs"] += 1
                 st["links"] += p in links
                 st["cluster"] += p in cluster
                 st["reference"] += p in refset
         res = {}
-        for g in sorted(groups, key=lambda g: (g == "all", str(g) if not isinstance(g, float) else f"{g:08.3f}")):
+        for g in sorted(groups, key=lambda g: (isinstance(g, str), g == "all", g if isinstance(g, str) else f"{g:08.3f}")):
             st = groups[g]
             n = st["pairs"]
             res[str(g)] = {"pairs": n, "links_recall": st["links"] / n, "cluster_recall": st["cluster"] / n, "reference_similar": st["reference"] / n}
         return res
 
-    out["derived_by_edit_rate"] = pair_recall(truth.get("derived", []), "a", "b", lambda e: e["edit_rate"])
-    out["contains"] = pair_recall(truth.get("contains", []), "inner", "outer", lambda e: "contains")
+    out["derived_by_edit_rate"] = pair_recall(truth.get("derived", []), "a", "b",
+                                              lambda e: [e["edit_rate"]] + ([e["style"]] if e.get("style") else []))
+    out["contains"] = pair_recall(truth.get("contains", []), "inner", "outer", lambda e: [])
     # template-sharing pairs: otherwise unrelated files; linking them is a false alarm
     tp_pairs = set()
     for t in truth.get("templates", []):
@@ -801,11 +802,11 @@ def print_report(res: dict, ref: Reference, info: dict):
     if res["members_with_several_contents"]:
         print(f"  warning: {res['members_with_several_contents']} simd members map to several reference contents")
     print()
-    print(f"{'':34}{'ref':>8}{'simd':>8}{'TP':>8}{'P':>8}{'R':>8}{'F1':>8}")
+    print(f"{'':38}{'ref':>8}{'simd':>8}{'TP':>8}{'P':>8}{'R':>8}{'F1':>8}")
     for name, key in (("identical (file pairs)", "identical"), ("similar, links (content pairs)", "similar_links"),
                       ("similar, same cluster (content pairs)", "similar_same_cluster")):
         s = res[key]
-        print(f"{name:34}{s['ref']:>8}{s['simd']:>8}{s['tp']:>8}{fmt(s['precision'], 8)}{fmt(s['recall'], 8)}{fmt(s['f1'], 8)}")
+        print(f"{name:38}{s['ref']:>8}{s['simd']:>8}{s['tp']:>8}{fmt(s['precision'], 8)}{fmt(s['recall'], 8)}{fmt(s['f1'], 8)}")
     print()
     print("similar pairs by the smaller content's size   [links | same cluster]")
     print(f"  {'stratum':12}{'ref':>7}{'simd':>7}{'TP':>7}{'P':>7}{'R':>7}{'F1':>7}   |{'simd':>7}{'TP':>7}{'P':>7}{'R':>7}{'F1':>7}")

@@ -297,14 +297,25 @@ impl Store {
         self.db.flush_wal(true).map_err(|e| self.rocks(e))
     }
 
+    /// Writes every memtable to SST files and drops the WAL they came from.
+    /// Readers open an index by replaying its WAL into memory, so a writer
+    /// flushes when it finishes a run: a reader then opens in milliseconds
+    /// with little memory instead of replaying everything written.
+    pub fn flush(&self) -> Result<()> {
+        let cfs: Vec<&rocksdb::ColumnFamily> = ALL_CFS.iter().map(|n| self.cf(n)).collect();
+        let mut fo = rocksdb::FlushOptions::default();
+        fo.set_wait(true);
+        self.db.flush_cfs_opt(&cfs, &fo).map_err(|e| self.rocks(e))
+    }
+
     /// The sequence number of the last write: changes whenever the index does.
     pub fn sequence(&self) -> u64 {
         self.db.latest_sequence_number()
     }
 
-    /// Bytes the index takes on disk.
+    /// Bytes the database takes on disk.
     pub fn disk_size(&self) -> u64 {
-        dir_size(&self.dir)
+        dir_size(&self.dir.join(DB_DIR))
     }
 
     /// A CF's approximate number of keys (RocksDB's own estimate).
