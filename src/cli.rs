@@ -100,6 +100,12 @@ pub enum Command {
         /// Chunk workers [default: one per core]
         #[arg(long, default_value_t = 0)]
         threads: usize,
+        /// Keep lost-and-found records this many days
+        #[arg(long, value_name = "DAYS", default_value_t = 90)]
+        keep_history_days: u64,
+        /// Keep at most this many lost-and-found records (the newest)
+        #[arg(long, value_name = "N", default_value_t = 100_000)]
+        keep_history: usize,
     },
     /// Identical-file sets, then clusters of similar files with their links
     Report {
@@ -128,6 +134,13 @@ pub enum Command {
         all: bool,
         /// At most this many answers
         #[arg(long, value_name = "N", default_value_t = 20)]
+        limit: usize,
+    },
+    /// Where the content last seen at PATH (a file or a directory) lives now
+    Lost {
+        path: PathBuf,
+        /// At most this many places per file
+        #[arg(long, value_name = "N", default_value_t = 5)]
         limit: usize,
     },
     /// Declare a cluster's shared chunks a template: later reports ignore them
@@ -183,7 +196,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
     // Reports can run to many thousand lines: buffer, and flush once at the end.
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     match cli.command {
-        Command::Index { roots, avg_chunk, exclude, no_ignore, threads } => {
+        Command::Index { roots, avg_chunk, exclude, no_ignore, threads, keep_history_days, keep_history } => {
             let params = avg_chunk.map(ChunkParams::for_average).transpose()?;
             let store = Store::open(&db, Access::Write, params)?;
             let opts = IndexOptions {
@@ -191,6 +204,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
                 walk: WalkOptions { excludes: exclude, no_ignore, threads, skip_dirs: Vec::new() },
                 workers: threads,
                 progress: !cli.quiet && std::io::stderr().is_terminal(),
+                retention: ingest::Retention { max_age_days: keep_history_days, max_records: keep_history },
             };
             let summary = ingest::index(&store, &opts)?;
             if !cli.quiet {
@@ -244,6 +258,18 @@ pub fn run(cli: Cli) -> Result<Exit> {
             match cli.format {
                 Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&similar_json(&answer))?)?,
                 _ => print_similar(&mut out, &file, &answer)?,
+            }
+        }
+        Command::Lost { path, limit } => {
+            let store = Store::open(&db, Access::Read, None)?;
+            let abs = crate::lost::absolute(&path).with_context(|| format!("{}", path.display()))?;
+            let answer = crate::lost::lost(&store, &abs, limit)?;
+            match cli.format {
+                Format::Json => {
+                    serde_json::to_writer_pretty(&mut out, &lost_json(&answer))?;
+                    writeln!(out)?;
+                }
+                _ => print_lost(&mut out, &answer)?,
             }
         }
         Command::Template(cmd) => template(&db, cmd, &mut out)?,
@@ -329,6 +355,128 @@ fn print_similar(out: &mut impl Write, file: &std::path::Path, a: &query::Simila
         }
     }
     Ok(())
+}
+
+fn lost_file_json(f: &crate::lost::LostFile) -> serde_json::Value {
+    let mut v = serde_json::json!({
+        "last_seen": utc(f.last_seen / 1_000_000_000),
+        "last_seen_ns": f.last_seen,
+        "content": f.content.map(|c| c.to_string()),
+        "size": f.size,
+        "candidates": f.candidates.iter().map(|c| {
+            let mut e = serde_json::json!({
+                "kind": c.kind.as_str(),
+                "score": c.score,
+                "resemblance": c.resemblance,
+                "via": c.via.iter().map(|p| report::JsonPath(p)).collect::<Vec<_>>(),
+            });
+            merge_path(&mut e, &c.path);
+            e
+        }).collect::<Vec<_>>(),
+    });
+    merge_path(&mut v, &f.path);
+    v
+}
+
+/// Adds `path` or `path_b64` to a JSON object.
+fn merge_path(v: &mut serde_json::Value, path: &[u8]) {
+    if let (Some(obj), Ok(serde_json::Value::Object(p))) =
+        (v.as_object_mut(), serde_json::to_value(report::JsonPath(path)))
+    {
+        obj.extend(p);
+    }
+}
+
+fn lost_json(a: &crate::lost::Answer) -> serde_json::Value {
+    use crate::lost::Answer;
+    let mut v = match a {
+        Answer::Live { content, .. } => serde_json::json!({ "state": "live", "content": content.to_string() }),
+        Answer::Unknown { .. } => serde_json::json!({ "state": "unknown" }),
+        Answer::File(f) => serde_json::json!({ "state": "lost", "files": [lost_file_json(f)] }),
+        Answer::Dir { files, destinations, .. } => serde_json::json!({
+            "state": "lost_directory",
+            "files": files.iter().map(lost_file_json).collect::<Vec<_>>(),
+            "destinations": destinations.iter().map(|(d, n)| {
+                let mut e = serde_json::json!({ "files": n });
+                merge_path(&mut e, d);
+                e
+            }).collect::<Vec<_>>(),
+        }),
+    };
+    let path = match a {
+        Answer::Live { path, .. } | Answer::Unknown { path } | Answer::Dir { path, .. } => path,
+        Answer::File(f) => &f.path,
+    };
+    merge_path(&mut v, path);
+    v
+}
+
+fn print_lost_file(out: &mut impl Write, f: &crate::lost::LostFile, indent: &str) -> std::io::Result<()> {
+    let p = crate::report_path;
+    let ago = ingest::now_ns().saturating_sub(f.last_seen) / 1_000_000_000;
+    writeln!(
+        out,
+        "{indent}{}: last seen {} ({}){}",
+        p(&f.path),
+        utc(f.last_seen / 1_000_000_000),
+        human_ago(ago),
+        f.size.map_or(String::new(), |s| format!(", {}", human_bytes(s)))
+    )?;
+    if f.candidates.is_empty() {
+        writeln!(
+            out,
+            "{indent}  nothing in the index holds its content{}",
+            f.content.map_or(String::new(), |c| format!(" (content {})", &c.to_string()[..12]))
+        )?;
+    }
+    for c in &f.candidates {
+        let via = if c.via.is_empty() {
+            String::new()
+        } else {
+            format!("  via {}", c.via.iter().map(|v| p(v)).collect::<Vec<_>>().join(" → "))
+        };
+        match c.kind {
+            crate::lost::Kind::Similar => writeln!(
+                out,
+                "{indent}  similar    {}  ({:.0}% of it there, resemblance {:.0}%){via}",
+                p(&c.path),
+                100.0 * c.score,
+                100.0 * c.resemblance
+            )?,
+            k => writeln!(out, "{indent}  {:<10} {}{via}", k.as_str(), p(&c.path))?,
+        }
+    }
+    Ok(())
+}
+
+fn print_lost(out: &mut impl Write, a: &crate::lost::Answer) -> std::io::Result<()> {
+    use crate::lost::Answer;
+    let p = crate::report_path;
+    match a {
+        Answer::Live { path, content } => {
+            writeln!(out, "{}: live in the index (content {})", p(path), &content.to_string()[..12])
+        }
+        Answer::Unknown { path } => {
+            writeln!(out, "{}: the index has no record of it (never indexed, or its history expired)", p(path))
+        }
+        Answer::File(f) => print_lost_file(out, f, ""),
+        Answer::Dir { path, files, destinations } => {
+            writeln!(out, "{}: directory, {} files gone from it", p(path), files.len())?;
+            if let Some((d, n)) = destinations.first() {
+                writeln!(
+                    out,
+                    "  most went to {} ({n} of {} files, {:.0}%)",
+                    p(d),
+                    files.len(),
+                    100.0 * *n as f64 / files.len().max(1) as f64
+                )?;
+            }
+            for f in files {
+                print_lost_file(out, f, "  ")?;
+            }
+            Ok(())
+        }
+    }
 }
 
 fn template(db: &std::path::Path, cmd: TemplateCommand, out: &mut impl Write) -> Result<()> {

@@ -52,6 +52,23 @@ pub struct IndexOptions {
     pub workers: usize,
     /// Show a progress bar on stderr.
     pub progress: bool,
+    /// How long and how much lost-and-found history is kept.
+    pub retention: Retention,
+}
+
+/// Lost-and-found retention: history records older than `max_age_days`, and
+/// the oldest beyond `max_records`, expire at the end of a run that changed
+/// something; a kept chunk list goes with the last record referring to it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Retention {
+    pub max_age_days: u64,
+    pub max_records: usize,
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        Retention { max_age_days: 90, max_records: 100_000 }
+    }
 }
 
 /// What one run did.
@@ -198,7 +215,7 @@ pub fn index(store: &Store, opts: &IndexOptions) -> Result<Summary, IngestError>
     let kept_dirs: Vec<Vec<u8>> = walked.unreadable_dirs.iter().map(|d| path_bytes(d)).collect();
     summary.removed = writer.remove_unseen(&seen, &root_bytes, &kept_dirs)?;
     tracing::debug!("removal pass done after {:?}", start.elapsed());
-    writer.finish()?;
+    writer.finish(opts.retention)?;
     tracing::debug!("synced after {:?}", start.elapsed());
     progress.finish();
     summary.elapsed = start.elapsed();
@@ -578,12 +595,57 @@ impl<'s> Writer<'s> {
         Ok(gone.len() as u64)
     }
 
-    fn finish(&mut self) -> Result<(), StoreError> {
+    /// Commits what is pending; after a run with changes, expires history
+    /// and flushes the memtables (see [`Store::flush`]).
+    pub fn finish(&mut self, retention: Retention) -> Result<(), StoreError> {
         self.commit()?;
         if self.changes > 0 {
+            let expired = self.expire_history(retention, now_ns())?;
+            if expired > 0 {
+                tracing::info!("{expired} lost-and-found records expired");
+            }
             self.store.flush()?;
         }
         Ok(())
+    }
+
+    /// Applies `retention` to `history` in one batch; returns how many
+    /// records expired.
+    pub fn expire_history(&mut self, retention: Retention, now: TimeNs) -> Result<u64, StoreError> {
+        let mut records = Vec::new();
+        for item in self.store.scan::<History>() {
+            let ((path, time), rec) = item?;
+            let content = match rec {
+                HistoryRecord::Ghost { content, .. } => Some(content),
+                HistoryRecord::Moved { .. } => None,
+            };
+            records.push(((path, time), content));
+        }
+        let cutoff = now.saturating_sub((retention.max_age_days as TimeNs).saturating_mul(86_400 * 1_000_000_000));
+        let mut by_age: Vec<usize> = (0..records.len()).collect();
+        by_age.sort_by_key(|&i| std::cmp::Reverse(records[i].0 .1));
+        let mut expire = vec![false; records.len()];
+        for (rank, &i) in by_age.iter().enumerate() {
+            expire[i] = rank >= retention.max_records || records[i].0 .1 < cutoff;
+        }
+        let expired = expire.iter().filter(|&&e| e).count() as u64;
+        if expired == 0 {
+            return Ok(0);
+        }
+        let kept: HashSet<ContentHash> =
+            records.iter().zip(&expire).filter(|(_, &e)| !e).filter_map(|(r, _)| r.1).collect();
+        let mut batch = self.store.batch();
+        let mut dropped: HashSet<ContentHash> = HashSet::new();
+        for (r, _) in records.iter().zip(&expire).filter(|(_, &e)| e) {
+            batch.delete::<History>(&r.0);
+            if let Some(c) = r.1 {
+                if !kept.contains(&c) && dropped.insert(c) && !self.has_names(&c, None)? {
+                    batch.delete::<ContentChunks>(&c);
+                }
+            }
+        }
+        self.store.write(batch)?;
+        Ok(expired)
     }
 }
 

@@ -11,6 +11,7 @@ pub mod chunker;
 pub mod cli;
 pub mod fingerprint;
 pub mod ingest;
+pub mod lost;
 pub mod query;
 pub mod report;
 pub mod scan;

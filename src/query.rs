@@ -11,7 +11,7 @@ use std::io::Read;
 
 use crate::analysis::{self, auto_cutoff, AnalysisParams, LinkKind, Measures, Name};
 use crate::fingerprint::{fingerprint_reader, ChunkId, ContentHash};
-use crate::store::{ContentChunks, Store, StoreError};
+use crate::store::{ContentChunks, ContentRecord, Store, StoreError};
 
 /// One indexed content that resembles the query.
 #[derive(Clone, Debug)]
@@ -82,6 +82,20 @@ pub fn similar(
     all: bool,
 ) -> Result<Similar, QueryError> {
     let fp = fingerprint_reader(reader, store.params(), &mut Vec::new()).map_err(QueryError::Read)?;
+    let query = ContentRecord { size: fp.size, runs: fp.runs };
+    Ok(similar_to(store, fp.content, &query, own_path, params, all)?)
+}
+
+/// Indexed contents similar to a chunk list (a file just read, or a ghost's
+/// kept chunk list), best first.
+pub fn similar_to(
+    store: &Store,
+    content: ContentHash,
+    query: &ContentRecord,
+    own_path: Option<&[u8]>,
+    params: &AnalysisParams,
+    all: bool,
+) -> Result<Similar, StoreError> {
     let contents = analysis::counts(store)?.contents;
     let mut ignored = Ignored {
         store,
@@ -89,7 +103,6 @@ pub fn similar(
         cutoff: params.max_degree.unwrap_or_else(|| auto_cutoff(contents)),
         memo: HashMap::new(),
     };
-    let query = crate::store::ContentRecord { size: fp.size, runs: fp.runs.clone() };
 
     // Common bytes with every content sharing a non-ignored chunk.
     let mut common: HashMap<ContentHash, u64> = HashMap::new();
@@ -102,14 +115,14 @@ pub fn similar(
             }
             payload += u64::from(len) * u64::from(count);
         }
-        for ((_, content), p) in postings {
-            *common.entry(content).or_default() += u64::from(len) * u64::from(count.min(p.count));
+        for ((_, holder), p) in postings {
+            *common.entry(holder).or_default() += u64::from(len) * u64::from(count.min(p.count));
         }
     }
 
     let mut hits = Vec::new();
-    for (content, shared) in common {
-        let Some(rec) = store.get::<ContentChunks>(&content)? else { continue };
+    for (holder, shared) in common {
+        let Some(rec) = store.get::<ContentChunks>(&holder)? else { continue };
         let mut their_payload = 0u64;
         for (chunk, len, count) in rec.chunk_counts() {
             if !ignored.is_ignored(&chunk)? {
@@ -117,19 +130,31 @@ pub fn similar(
             }
         }
         let measures = Measures::new(shared, payload, their_payload);
-        let identical = content == fp.content;
+        let identical = holder == content;
         let kind = measures.kind(params);
         if !(identical || all || kind.is_some()) {
             continue;
         }
-        let mut names = analysis::names_of(store, &content)?;
+        let mut names = analysis::names_of(store, &holder)?;
         if let Some(own) = own_path {
             names.retain(|n| n.path != own);
         }
         if names.is_empty() {
             continue;
         }
-        hits.push(Hit { content, size: rec.size, payload: their_payload, names, measures, identical, kind });
+        hits.push(Hit { content: holder, size: rec.size, payload: their_payload, names, measures, identical, kind });
+    }
+    // A content with no chunks (an empty file) shares no postings: its
+    // identical copies are found by content hash alone.
+    if query.runs.is_empty() {
+        let mut names = analysis::names_of(store, &content)?;
+        if let Some(own) = own_path {
+            names.retain(|n| n.path != own);
+        }
+        if !names.is_empty() {
+            let measures = Measures { common: 0, resemblance: 1.0, a_in_b: 1.0, b_in_a: 1.0 };
+            hits.push(Hit { content, size: 0, payload: 0, names, measures, identical: true, kind: None });
+        }
     }
     let score = |h: &Hit| h.measures.resemblance.max(h.measures.containment());
     hits.sort_by(|a, b| {
@@ -139,7 +164,7 @@ pub fn similar(
             .then(b.measures.common.cmp(&a.measures.common))
             .then(a.content.cmp(&b.content))
     });
-    Ok(Similar { content: fp.content, size: fp.size, payload, chunks: fp.chunk_count(), hits })
+    Ok(Similar { content, size: query.size, payload, chunks: query.chunk_count(), hits })
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -67,6 +67,8 @@ pub struct Store {
 
 const LOCK_FILE: &str = "simd.lock";
 const DB_DIR: &str = "db";
+/// Where a new database is built before it is renamed to `DB_DIR`.
+const CREATING_DIR: &str = "db.creating";
 
 /// Memory bounds: RocksDB's defaults (64 MB memtables per CF, 8 CFs) would
 /// grow with the number of CFs; these keep the whole index near 50 MB.
@@ -94,8 +96,12 @@ impl Store {
                 return Err(StoreError::Missing { dir: dir.to_path_buf() });
             }
             // Never create an index inside a directory that holds something else.
-            if let Ok(mut entries) = fs::read_dir(dir) {
-                if entries.next().is_some() && !db_dir.exists() && !dir.join(LOCK_FILE).exists() {
+            if let Ok(entries) = fs::read_dir(dir) {
+                let foreign = entries.flatten().any(|e| {
+                    let n = e.file_name();
+                    n != LOCK_FILE && n != DB_DIR && n != CREATING_DIR
+                });
+                if foreign {
                     return Err(StoreError::NotAnIndex {
                         dir: dir.to_path_buf(),
                         reason: "the directory is not empty and holds no index".into(),
@@ -108,11 +114,17 @@ impl Store {
             Access::Write => Some(take_lock(dir)?),
             Access::Read => None,
         };
+        if !exists {
+            // Under the lock: build the database beside its final place and
+            // rename it in only once it holds simd's format record, so a
+            // crash during creation never leaves a database without one.
+            create(dir, params.unwrap_or_default())?;
+        }
 
         let cache = Cache::new_lru_cache(BLOCK_CACHE);
         let mut opts = Options::default();
-        opts.create_if_missing(access == Access::Write);
-        opts.create_missing_column_families(access == Access::Write);
+        opts.create_if_missing(false);
+        opts.create_missing_column_families(false);
         opts.set_db_write_buffer_size(WRITE_BUFFER_TOTAL);
         opts.set_max_background_jobs(2);
         opts.set_keep_log_file_num(3);
@@ -170,14 +182,6 @@ impl Store {
             }
             Some(other) => {
                 return Err(store.corrupt::<Meta>(&MetaKey::Format, format!("holds {other:?}")));
-            }
-            None if !exists && access == Access::Write => {
-                store.format.created = now_ns();
-                let mut b = store.batch();
-                b.put::<Meta>(&MetaKey::Format, &MetaValue::Format(store.format));
-                b.put::<Meta>(&MetaKey::NextFileId, &MetaValue::NextFileId(1));
-                store.write(b)?;
-                store.db.flush_wal(true).map_err(rocks)?;
             }
             None => {
                 return Err(StoreError::NotAnIndex {
@@ -270,6 +274,15 @@ impl Store {
         self.scan_prefix_raw::<History>(p)
     }
 
+    /// History records of every path under a directory, by path then time.
+    pub fn history_under(&self, dir: &[u8]) -> TableIter<'_, History> {
+        let mut p = dir.to_vec();
+        if !p.ends_with(b"/") {
+            p.push(b'/');
+        }
+        self.scan_prefix_raw::<History>(p)
+    }
+
     /// Paths at or under a directory, as stored in `paths`.
     pub fn paths_under(&self, dir: &[u8]) -> TableIter<'_, Paths> {
         let mut p = dir.to_vec();
@@ -322,6 +335,41 @@ impl Store {
     pub fn estimate_keys<T: Table>(&self) -> u64 {
         self.db.property_int_value_cf(self.cf(T::NAME), "rocksdb.estimate-num-keys").ok().flatten().unwrap_or(0)
     }
+}
+
+/// Creates an empty index database in `dir/db`: built in `dir/db.creating`
+/// (whatever an interrupted creation left there is discarded), given its
+/// format record, closed, synced and renamed into place.
+fn create(dir: &Path, params: ChunkParams) -> Result<()> {
+    let tmp = dir.join(CREATING_DIR);
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| StoreError::Io { path, source }
+    };
+    if tmp.exists() {
+        fs::remove_dir_all(&tmp).map_err(io(&tmp))?;
+    }
+    let rocks = |source| StoreError::Rocks { dir: dir.to_path_buf(), source };
+    {
+        let mut opts = Options::default();
+        opts.create_if_missing(true);
+        opts.create_missing_column_families(true);
+        let cfs = ALL_CFS.iter().map(|&name| ColumnFamilyDescriptor::new(name, Options::default()));
+        let db = DB::open_cf_descriptors(&opts, &tmp, cfs).map_err(rocks)?;
+        let format = Format { schema_version: SCHEMA_VERSION, params, created: now_ns() };
+        let meta = db.cf_handle(Meta::NAME).expect("meta created above");
+        let mut b = WriteBatch::default();
+        b.put_cf(meta, Meta::encode_key(&MetaKey::Format), Meta::encode_value(&MetaValue::Format(format)));
+        b.put_cf(meta, Meta::encode_key(&MetaKey::NextFileId), Meta::encode_value(&MetaValue::NextFileId(1)));
+        let mut wo = WriteOptions::default();
+        wo.set_sync(true);
+        db.write_opt(b, &wo).map_err(rocks)?;
+        db.flush().map_err(rocks)?;
+    }
+    File::open(&tmp).and_then(|d| d.sync_all()).map_err(io(&tmp))?;
+    fs::rename(&tmp, dir.join(DB_DIR)).map_err(io(dir))?;
+    File::open(dir).and_then(|d| d.sync_all()).map_err(io(dir))?;
+    Ok(())
 }
 
 fn dir_size(dir: &Path) -> u64 {
@@ -454,6 +502,24 @@ mod tests {
         let err = Store::open(&dir, Access::Write, Some(other)).err().unwrap();
         assert!(matches!(err, StoreError::ParamsMismatch { .. }), "{err}");
         assert!(err.to_string().contains("Tmin 460") && err.to_string().contains("Tmin 46 "), "{err}");
+    }
+
+    #[test]
+    fn an_interrupted_creation_is_discarded_not_taken_for_an_index() {
+        let tmp = tempfile::tempdir().unwrap();
+        // What a crash during creation leaves: the lock and a half-built database.
+        fs::write(tmp.path().join(LOCK_FILE), "12345").unwrap();
+        let partial = tmp.path().join(CREATING_DIR);
+        fs::create_dir(&partial).unwrap();
+        fs::write(partial.join("CURRENT"), "MANIFEST-000001\n").unwrap();
+        fs::write(partial.join("000004.log"), b"torn").unwrap();
+        // Readers see no index yet; the next writer creates it cleanly.
+        assert!(matches!(Store::open(tmp.path(), Access::Read, None), Err(StoreError::Missing { .. })));
+        let s = Store::open(tmp.path(), Access::Write, None).unwrap();
+        assert_eq!(s.format().schema_version, SCHEMA_VERSION);
+        assert!(!partial.exists());
+        drop(s);
+        Store::open(tmp.path(), Access::Read, None).unwrap();
     }
 
     #[test]

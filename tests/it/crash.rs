@@ -37,6 +37,7 @@ fn sigkill_at_random_moments_leaves_a_consistent_index_that_catches_up() {
 
     let mut seed = 0x2545_f491_4f6c_dd1d_u64;
     let mut killed_mid_run = 0;
+    let mut created = false;
     for round in 1..=8u64 {
         // Every round changes a third of the files, deletes and creates some,
         // so each run has inserts, updates and deletions to be killed in.
@@ -66,8 +67,16 @@ fn sigkill_at_random_moments_leaves_a_consistent_index_that_catches_up() {
         }
         child.kill().ok(); // SIGKILL
         child.wait().unwrap();
-        env.check();
+        // Killed before the index was first created, there is none yet;
+        // once there is one, it must always be consistent.
+        if env.db.join("db/CURRENT").exists() {
+            env.check();
+            created = true;
+        } else {
+            assert!(!created, "the index disappeared after a kill");
+        }
     }
+    assert!(created);
     assert!(killed_mid_run >= 4, "only {killed_mid_run} of 8 kills landed mid-run (a full run takes {full} ms)");
 
     // Bring the reference to the same tree, then finish the killed index.
@@ -78,4 +87,35 @@ fn sigkill_at_random_moments_leaves_a_consistent_index_that_catches_up() {
         (Store::open(&env.db, Access::Read, None).unwrap(), Store::open(&reference, Access::Read, None).unwrap());
     assert_eq!(files_of(&a), files_of(&b));
     assert_eq!(postings(&a), postings(&b));
+}
+
+/// Kills during the creation of a new index (the first milliseconds of the
+/// first run): whatever is left, the next run creates or opens it and ends
+/// consistent — an interrupted creation never leaves an index that cannot be
+/// opened.
+#[test]
+fn a_kill_while_the_index_is_created_never_bricks_it() {
+    let env = Env::new();
+    for i in 0..50u64 {
+        env.write(&format!("f{i}.txt"), text(i, 500));
+    }
+    // Every 250 µs through the first 10 ms: process start, RocksDB creation,
+    // the format record, the first files.
+    for (k, micros) in (0..40u64).map(|i| i * 250).enumerate() {
+        let db = env.tmp.path().join(format!("db{k}"));
+        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("simd"))
+            .arg("--db")
+            .arg(&db)
+            .args(["--quiet", "index"])
+            .arg(&env.root)
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_micros(micros));
+        child.kill().ok();
+        child.wait().unwrap();
+        let out = env.simd().arg("--db").arg(&db).args(["--format", "json", "index"]).arg(&env.root).output().unwrap();
+        assert!(out.status.success(), "after a kill at {micros} µs: {}", String::from_utf8_lossy(&out.stderr));
+        let check = env.simd().arg("--db").arg(&db).arg("check").output().unwrap();
+        assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stdout));
+    }
 }

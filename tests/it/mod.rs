@@ -3,6 +3,7 @@
 mod bad_input;
 mod crash;
 mod index;
+mod lost;
 mod report;
 mod schema_docs;
 mod tidy;
@@ -53,7 +54,11 @@ impl Env {
     pub fn check(&self) {
         let out = self.simd().arg("check").output().unwrap();
         let text = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success() && text.contains(": consistent"), "simd check: {text}");
+        assert!(
+            out.status.success() && text.contains(": consistent"),
+            "simd check: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 
     pub fn open(&self) -> Store {

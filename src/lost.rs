@@ -1,0 +1,244 @@
+//! Lost-and-found (Broder et al. 1997, "Lost and found", on files): where
+//! does the content last seen at a path live now?
+//!
+//! The answer comes from `history` (ghosts of deleted files with their
+//! content hash and kept chunk list, and move records) and the live index,
+//! best first: a recorded move (chains followed: a → b → c gives c), live
+//! files with the ghost's content hash, then live files ranked by how much of
+//! the ghost's payload they contain. Nothing is re-read from disk.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Component, Path, PathBuf};
+
+use crate::analysis::{self, AnalysisParams};
+use crate::fingerprint::ContentHash;
+use crate::query;
+use crate::scan::path_bytes;
+use crate::store::{ContentChunks, HistoryRecord, Paths, Store, StoreError, TimeNs};
+
+/// How a candidate relates to the lost path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Kind {
+    /// A recorded rename (content unchanged when it happened).
+    Moved,
+    /// A live file with the same content.
+    Identical,
+    /// A live file holding much of the lost content.
+    Similar,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Moved => "moved",
+            Kind::Identical => "identical",
+            Kind::Similar => "similar",
+        }
+    }
+}
+
+/// One place the lost content may be now.
+#[derive(Clone, Debug)]
+pub struct Candidate {
+    pub path: Vec<u8>,
+    pub kind: Kind,
+    /// 1.0 for moves and identical files; containment of the lost content
+    /// in the candidate for similar ones.
+    pub score: f64,
+    pub resemblance: f64,
+    /// Intermediate paths of a chain of moves.
+    pub via: Vec<Vec<u8>>,
+}
+
+/// What is known of one lost path.
+#[derive(Clone, Debug)]
+pub struct LostFile {
+    pub path: Vec<u8>,
+    /// When the path was last seen (its latest history record).
+    pub last_seen: TimeNs,
+    pub content: Option<ContentHash>,
+    pub size: Option<u64>,
+    /// Best first; empty when the content survives nowhere.
+    pub candidates: Vec<Candidate>,
+}
+
+/// The answer to `simd lost PATH`.
+#[derive(Clone, Debug)]
+pub enum Answer {
+    /// PATH is a file in the index now.
+    Live { path: Vec<u8>, content: ContentHash },
+    /// PATH was a file.
+    File(LostFile),
+    /// PATH was a directory: an answer per file that was under it and is gone,
+    /// and where most of them went (destination directory, files, share).
+    Dir { path: Vec<u8>, files: Vec<LostFile>, destinations: Vec<(Vec<u8>, usize)> },
+    /// The index never saw anything at PATH (or its history expired).
+    Unknown { path: Vec<u8> },
+}
+
+/// Makes `p` absolute and lexically normal without touching the file system
+/// beyond the nearest existing ancestor (the path itself is usually gone).
+pub fn absolute(p: &Path) -> std::io::Result<PathBuf> {
+    let abs = if p.is_absolute() { p.to_path_buf() } else { std::env::current_dir()?.join(p) };
+    let mut out = PathBuf::new();
+    for c in abs.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            c => out.push(c),
+        }
+    }
+    // Resolve symlinks in the part that still exists, as the index stores
+    // canonical paths.
+    let mut existing = out.clone();
+    let mut rest = Vec::new();
+    while !existing.exists() {
+        match (existing.file_name().map(|n| n.to_os_string()), existing.parent()) {
+            (Some(name), Some(parent)) => {
+                rest.push(name);
+                existing = parent.to_path_buf();
+            }
+            _ => return Ok(out),
+        }
+    }
+    let mut canon = existing.canonicalize().unwrap_or(existing);
+    for name in rest.into_iter().rev() {
+        canon.push(name);
+    }
+    Ok(canon)
+}
+
+/// Answers for `path` (absolute, as from [`absolute`]).
+pub fn lost(store: &Store, path: &Path, limit: usize) -> Result<Answer, StoreError> {
+    let pb = path_bytes(path);
+    if let Some(id) = store.get::<Paths>(&pb)? {
+        if let Some(rec) = store.get::<crate::store::Files>(&id)? {
+            return Ok(Answer::Live { path: pb, content: rec.content });
+        }
+    }
+    let own: Vec<_> = store.history_of(&pb).collect::<Result<_, _>>()?;
+    if let Some(((_, time), rec)) = own.last() {
+        return Ok(Answer::File(answer_file(store, pb.clone(), *time, rec.clone(), limit)?));
+    }
+    // A directory: every path under it with history and no live file now.
+    let mut latest: BTreeMap<Vec<u8>, (TimeNs, HistoryRecord)> = BTreeMap::new();
+    for item in store.history_under(&pb) {
+        let ((p, time), rec) = item?;
+        latest.insert(p, (time, rec)); // keys are in time order within a path
+    }
+    if latest.is_empty() {
+        return Ok(Answer::Unknown { path: pb });
+    }
+    let mut files = Vec::new();
+    let mut dest: BTreeMap<Vec<u8>, usize> = BTreeMap::new();
+    for (p, (time, rec)) in latest {
+        if store.get::<Paths>(&p)?.is_some() {
+            continue; // back in place
+        }
+        let f = answer_file(store, p, time, rec, limit)?;
+        if let Some(best) = f.candidates.first() {
+            *dest.entry(parent(&best.path).to_vec()).or_default() += 1;
+        }
+        files.push(f);
+    }
+    let mut destinations: Vec<(Vec<u8>, usize)> = dest.into_iter().collect();
+    destinations.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    Ok(Answer::Dir { path: pb, files, destinations })
+}
+
+fn parent(p: &[u8]) -> &[u8] {
+    match p.iter().rposition(|&b| b == b'/') {
+        Some(0) => b"/",
+        Some(i) => &p[..i],
+        None => p,
+    }
+}
+
+/// The answer for one path whose latest history record is `rec`.
+fn answer_file(
+    store: &Store,
+    path: Vec<u8>,
+    last_seen: TimeNs,
+    rec: HistoryRecord,
+    limit: usize,
+) -> Result<LostFile, StoreError> {
+    let mut candidates = Vec::new();
+    let mut via = Vec::new();
+    let mut seen: HashSet<Vec<u8>> = HashSet::from([path.clone()]);
+    let mut rec = rec;
+    // Follow moves: a → b → c. A move chain can end at a live file (the
+    // answer), at a ghost (continue by content), or nowhere.
+    let ghost = loop {
+        match rec {
+            HistoryRecord::Moved { to } => {
+                if store.get::<Paths>(&to)?.is_some() {
+                    candidates.push(Candidate {
+                        path: to,
+                        kind: Kind::Moved,
+                        score: 1.0,
+                        resemblance: 1.0,
+                        via: via.clone(),
+                    });
+                    break None;
+                }
+                if !seen.insert(to.clone()) {
+                    break None; // a cycle of moves; nothing more to learn
+                }
+                let next = store.history_of(&to).last().transpose()?;
+                via.push(to);
+                match next {
+                    Some((_, r)) => rec = r,
+                    None => break None,
+                }
+            }
+            HistoryRecord::Ghost { content, size } => break Some((content, size)),
+        }
+    };
+    let (content, size) = match ghost {
+        Some((c, s)) => (Some(c), Some(s)),
+        None => (None, None),
+    };
+    if let Some(content) = content {
+        let moved: HashSet<Vec<u8>> = candidates.iter().map(|c| c.path.clone()).collect();
+        for n in analysis::names_of(store, &content)? {
+            if !moved.contains(&n.path) {
+                candidates.push(Candidate {
+                    path: n.path,
+                    kind: Kind::Identical,
+                    score: 1.0,
+                    resemblance: 1.0,
+                    via: via.clone(),
+                });
+            }
+        }
+        if let Some(chunks) = store.get::<ContentChunks>(&content)? {
+            // Rank by how much of the lost content each live file holds.
+            let params = AnalysisParams { min_bytes: 1, min_similarity: 2.0, min_containment: 0.0, max_degree: None };
+            let sim = query::similar_to(store, content, &chunks, None, &params, true)?;
+            let mut similar: Vec<Candidate> = sim
+                .hits
+                .into_iter()
+                .filter(|h| !h.identical && h.measures.a_in_b > 0.0)
+                .flat_map(|h| {
+                    let (score, resemblance) = (h.measures.a_in_b, h.measures.resemblance);
+                    let via = via.clone();
+                    h.names.into_iter().map(move |n| Candidate {
+                        path: n.path,
+                        kind: Kind::Similar,
+                        score,
+                        resemblance,
+                        via: via.clone(),
+                    })
+                })
+                .collect();
+            similar.sort_by(|a, b| {
+                b.score.total_cmp(&a.score).then(b.resemblance.total_cmp(&a.resemblance)).then(a.path.cmp(&b.path))
+            });
+            candidates.extend(similar);
+        }
+    }
+    candidates.truncate(limit);
+    Ok(LostFile { path, last_seen, content, size, candidates })
+}

@@ -1,0 +1,147 @@
+//! `simd lost`: moves, renames and deletions seen by successive `simd index`
+//! runs (a delete and a create, connected by the ghost's content).
+
+use std::fs;
+
+use super::{noise, text, Env};
+
+fn lost(env: &Env, path: &std::path::Path) -> serde_json::Value {
+    let out = env.simd().args(["--format", "json", "lost"]).arg(path).assert().success();
+    serde_json::from_slice(&out.get_output().stdout).unwrap()
+}
+
+fn tail(v: &serde_json::Value) -> String {
+    v["path"].as_str().unwrap().rsplit('/').next().unwrap().to_string()
+}
+
+/// `base` with `n` evenly spread 8-byte substitutions.
+fn edit(base: &[u8], n: usize) -> Vec<u8> {
+    let mut v = base.to_vec();
+    for k in 0..n {
+        let at = (k + 1) * v.len() / (n + 1);
+        v[at..at + 8].copy_from_slice(b"EDITED!!");
+    }
+    v
+}
+
+#[test]
+fn renames_moves_edits_copies_and_deletions() {
+    let env = Env::new();
+    let a = env.write("docs/a.txt", text(1, 4000));
+    let b = env.write("docs/b.txt", text(2, 4000));
+    let c = env.write("docs/c.txt", text(3, 4000));
+    let d = env.write("docs/d.txt", text(4, 4000));
+    let e = env.write("docs/e.txt", noise(5, 20_000));
+    let keep = env.write("docs/keep.txt", text(6, 500));
+    env.index();
+    let root = env.root.canonicalize().unwrap();
+
+    fs::rename(&a, env.root.join("docs/a-renamed.txt")).unwrap(); // rename
+    fs::create_dir(env.root.join("archive")).unwrap();
+    fs::rename(&b, env.root.join("archive/b.txt")).unwrap(); // move across directories
+    fs::write(env.root.join("archive/c-v2.txt"), edit(&text(3, 4000), 2)).unwrap(); // move plus edit
+    fs::remove_file(&c).unwrap();
+    fs::copy(&d, env.root.join("archive/d-copy.txt")).unwrap(); // copy, then delete the original
+    fs::remove_file(&d).unwrap();
+    fs::remove_file(&e).unwrap(); // gone for good
+    let s = env.index();
+    assert_eq!(s["removed"], 5);
+
+    let r = lost(&env, &a);
+    assert_eq!(r["state"], "lost");
+    let best = &r["files"][0]["candidates"][0];
+    assert_eq!((best["kind"].as_str(), tail(best).as_str()), (Some("identical"), "a-renamed.txt"), "{r:#}");
+    let r = lost(&env, &b);
+    assert_eq!(r["files"][0]["candidates"][0]["path"], root.join("archive/b.txt").to_str().unwrap());
+    let r = lost(&env, &c);
+    let best = &r["files"][0]["candidates"][0];
+    assert_eq!((best["kind"].as_str(), tail(best).as_str()), (Some("similar"), "c-v2.txt"), "{r:#}");
+    assert!(best["score"].as_f64().unwrap() > 0.5, "{r:#}");
+    let r = lost(&env, &d);
+    assert_eq!(tail(&r["files"][0]["candidates"][0]), "d-copy.txt");
+    // No surviving copy: no candidates, and the last known facts.
+    let r = lost(&env, &e);
+    assert_eq!(r["files"][0]["candidates"].as_array().unwrap().len(), 0, "{r:#}");
+    assert_eq!(r["files"][0]["size"], 20_000);
+    assert!(r["files"][0]["last_seen"].as_str().unwrap().ends_with("UTC"));
+    let text_out = env.simd().arg("lost").arg(&e).assert().success();
+    assert!(String::from_utf8_lossy(&text_out.get_output().stdout).contains("nothing in the index holds its content"));
+    // Live and unknown paths say so.
+    assert_eq!(lost(&env, &keep)["state"], "live");
+    assert_eq!(lost(&env, &env.root.join("docs/never.txt"))["state"], "unknown");
+    // Relative paths work too.
+    let out = env.simd().current_dir(&env.root).args(["--format", "json", "lost", "docs/e.txt"]).assert().success();
+    let r: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(r["state"], "lost");
+}
+
+#[test]
+fn a_chain_of_moves_ends_at_the_newest_place() {
+    let env = Env::new();
+    let a = env.write("a.txt", text(1, 3000));
+    env.index();
+    fs::rename(&a, env.root.join("b.txt")).unwrap();
+    env.index();
+    fs::rename(env.root.join("b.txt"), env.root.join("c.txt")).unwrap();
+    env.index();
+    let r = lost(&env, &a);
+    let cands = r["files"][0]["candidates"].as_array().unwrap();
+    assert_eq!(cands.len(), 1, "{r:#}");
+    assert_eq!(tail(&cands[0]), "c.txt");
+    assert_eq!(tail(&lost(&env, &env.root.join("b.txt"))["files"][0]["candidates"][0]), "c.txt");
+}
+
+#[test]
+fn a_directory_moved_and_partly_edited_says_where_it_went() {
+    let env = Env::new();
+    for i in 0..10u64 {
+        env.write(&format!("old/f{i}.txt"), text(100 + i, 2500));
+    }
+    env.index();
+    fs::rename(env.root.join("old"), env.root.join("new")).unwrap();
+    for i in 0..3u64 {
+        fs::write(env.root.join(format!("new/f{i}.txt")), edit(&text(100 + i, 2500), 1)).unwrap();
+    }
+    env.index();
+    let r = lost(&env, &env.root.join("old"));
+    assert_eq!(r["state"], "lost_directory", "{r:#}");
+    let files = r["files"].as_array().unwrap();
+    assert_eq!(files.len(), 10);
+    for f in files {
+        let name = tail(f);
+        let best = &f["candidates"][0];
+        assert_eq!(tail(best), name, "{f:#}");
+        assert_eq!(
+            best["kind"],
+            if ["f0.txt", "f1.txt", "f2.txt"].contains(&name.as_str()) { "similar" } else { "identical" }
+        );
+    }
+    let dest = &r["destinations"][0];
+    assert_eq!((dest["path"].as_str().unwrap().rsplit('/').next(), dest["files"].as_u64()), (Some("new"), Some(10)));
+}
+
+#[test]
+fn history_expires_by_count_and_takes_unreferenced_chunk_lists_with_it() {
+    let env = Env::new();
+    let paths: Vec<_> = (0..4u64).map(|i| env.write(&format!("f{i}.bin"), noise(i, 10_000))).collect();
+    env.index();
+    for p in &paths {
+        fs::remove_file(p).unwrap();
+    }
+    env.index();
+    let st = |env: &Env| -> serde_json::Value {
+        serde_json::from_slice(&env.simd().args(["--format", "json", "status"]).output().unwrap().stdout).unwrap()
+    };
+    assert_eq!(st(&env)["history"], 4);
+    // A change triggers retention: keep only the newest record.
+    env.write("new.txt", text(9, 100));
+    env.simd().args(["index", "--keep-history", "1"]).arg(&env.root).assert().success();
+    assert_eq!(st(&env)["history"], 1);
+    env.check(); // no chunk list is left without a name or a ghost
+                 // Age: everything older than 0 days goes.
+    env.write("newer.txt", text(10, 100));
+    env.simd().args(["index", "--keep-history-days", "0"]).arg(&env.root).assert().success();
+    assert_eq!(st(&env)["history"], 0);
+    env.check();
+    assert_eq!(lost(&env, &paths[0])["state"], "unknown");
+}
