@@ -113,13 +113,25 @@ pub fn fingerprint_bytes(data: &[u8], params: &ChunkParams) -> Fingerprint {
 /// Fingerprints a stream with one fixed [`READ_BUF`] buffer, reading it
 /// exactly once. `buf` is reused between calls.
 pub fn fingerprint_reader<R: Read>(reader: R, params: &ChunkParams, buf: &mut Vec<u8>) -> io::Result<Fingerprint> {
-    fingerprint_reader_sized(reader, params, buf, READ_BUF)
+    fingerprint_reader_sized(reader.take(u64::MAX), params, buf, READ_BUF)
+}
+
+/// [`fingerprint_reader`] for a file whose size was just stat'ed: reads at
+/// most `size` bytes, sparing the final zero-length read. A file that grew
+/// meanwhile is caught by the caller's second stat, as any change is.
+pub fn fingerprint_file(
+    file: &std::fs::File,
+    size: u64,
+    params: &ChunkParams,
+    buf: &mut Vec<u8>,
+) -> io::Result<Fingerprint> {
+    fingerprint_reader_sized(file.take(size), params, buf, READ_BUF)
 }
 
 /// [`fingerprint_reader`] with a given buffer size (at least two maximal
 /// chunks, so that every refill makes progress).
 fn fingerprint_reader_sized<R: Read>(
-    mut reader: R,
+    mut reader: io::Take<R>,
     params: &ChunkParams,
     buf: &mut Vec<u8>,
     size: usize,
@@ -136,7 +148,11 @@ fn fingerprint_reader_sized<R: Read>(
         while !eof && filled < buf.len() {
             match reader.read(&mut buf[filled..]) {
                 Ok(0) => eof = true,
-                Ok(n) => filled += n,
+                Ok(n) => {
+                    filled += n;
+                    // A `Take` at its limit is at the end: no need to ask again.
+                    eof = reader.limit() == 0;
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
             }
@@ -212,7 +228,7 @@ mod tests {
         ) {
             let p = ChunkParams::for_average(128).unwrap();
             let mut buf = Vec::new();
-            let streamed = fingerprint_reader_sized(Trickle { data: &data, step }, &p, &mut buf, size).unwrap();
+            let streamed = fingerprint_reader_sized(Trickle { data: &data, step }.take(u64::MAX), &p, &mut buf, size).unwrap();
             prop_assert_eq!(streamed, fingerprint_bytes(&data, &p));
         }
     }

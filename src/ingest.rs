@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::bounded;
 
-use crate::fingerprint::{fingerprint_reader, ContentHash, Fingerprint};
+use crate::fingerprint::{fingerprint_file, ContentHash, Fingerprint};
 use crate::scan::{self, is_under, path_bytes, Candidate, SkipReason, Stat, WalkOptions};
 use crate::store::{
     Batch, ChunkContents, ContentChunks, ContentNames, ContentRecord, Counts, FileId, FileRecord, Files, History,
@@ -263,7 +263,7 @@ fn read_candidate(cand: Candidate, params: &crate::chunker::ChunkParams, buf: &m
             Ok(_) => return skip(cand, SkipReason::Special, "not a regular file".into()),
             Err(e) => return skip(cand, SkipReason::Unreadable, e.to_string()),
         };
-        let fp = match fingerprint_reader(&file, params, buf) {
+        let fp = match fingerprint_file(&file, before.len(), params, buf) {
             Ok(fp) => fp,
             Err(e) => return skip(cand, SkipReason::Unreadable, e.to_string()),
         };
@@ -309,7 +309,15 @@ pub struct Writer<'s> {
     /// Ids of files written this run (they count as seen).
     touched: Vec<FileId>,
     changes: u64,
+    /// Contents that gained a name since this writer started, and those that
+    /// lost one: a content in the first set and not the second certainly has
+    /// a name, which spares a prefix seek per file for identical copies.
+    gained: HashSet<ContentHash>,
+    dropped: HashSet<ContentHash>,
 }
+
+/// Bounds the `gained`/`dropped` memo of a long-lived writer.
+const MEMO_MAX: usize = 1 << 20;
 
 /// The uncommitted group and what it changes, for lookups.
 struct Group<'s> {
@@ -369,6 +377,8 @@ impl<'s> Writer<'s> {
             group: Group::new(store, counts, next_id),
             touched: Vec::new(),
             changes: 0,
+            gained: HashSet::new(),
+            dropped: HashSet::new(),
         })
     }
 
@@ -471,6 +481,11 @@ impl<'s> Writer<'s> {
                 put_postings(&mut self.group.batch, &fp.content, &record);
             }
             self.group.add_name(fp.content, id);
+            if self.gained.len() >= MEMO_MAX {
+                self.gained.clear();
+                self.dropped.clear();
+            }
+            self.gained.insert(fp.content);
             if let Some((_, old_rec)) = &old {
                 self.drop_name(id, old_rec, true)?;
             }
@@ -537,6 +552,7 @@ impl<'s> Writer<'s> {
     /// ghost keeps its chunk list reachable for lost-and-found.
     fn drop_name(&mut self, id: FileId, rec: &FileRecord, version_ghost: bool) -> Result<(), StoreError> {
         self.group.remove_name(rec.content, id);
+        self.dropped.insert(rec.content);
         if !self.has_names(&rec.content, Some(id))? {
             self.group.counts.contents -= 1;
             if let Some(record) = self.record(&rec.content)? {
@@ -563,6 +579,9 @@ impl<'s> Writer<'s> {
     /// Whether `content` has a name other than `except`, counting the group's
     /// pending changes.
     fn has_names(&self, content: &ContentHash, except: Option<FileId>) -> Result<bool, StoreError> {
+        if except.is_none() && self.gained.contains(content) && !self.dropped.contains(content) {
+            return Ok(true);
+        }
         if self.group.names_added.get(content).is_some_and(|v| v.iter().any(|&id| Some(id) != except)) {
             return Ok(true);
         }

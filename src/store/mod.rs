@@ -293,7 +293,7 @@ impl Store {
     }
 
     pub fn batch(&self) -> Batch<'_> {
-        Batch { store: self, inner: WriteBatch::default(), ops: 0 }
+        Batch { store: self, inner: WriteBatch::default(), ops: 0, key: Vec::new(), value: Vec::new() }
     }
 
     /// Writes a batch atomically. Not synced: the WAL is in the OS's hands
@@ -453,16 +453,25 @@ pub struct Batch<'a> {
     store: &'a Store,
     inner: WriteBatch,
     ops: usize,
+    // Encoding buffers reused across puts: a batch can hold 100k keys.
+    key: Vec<u8>,
+    value: Vec<u8>,
 }
 
 impl Batch<'_> {
     pub fn put<T: Table>(&mut self, key: &T::Key, value: &T::Value) {
-        self.inner.put_cf(self.store.cf(T::NAME), T::encode_key(key), T::encode_value(value));
+        self.key.clear();
+        self.value.clear();
+        T::write_key(key, &mut self.key);
+        T::write_value(value, &mut self.value);
+        self.inner.put_cf(self.store.cf(T::NAME), &self.key, &self.value);
         self.ops += 1;
     }
 
     pub fn delete<T: Table>(&mut self, key: &T::Key) {
-        self.inner.delete_cf(self.store.cf(T::NAME), T::encode_key(key));
+        self.key.clear();
+        T::write_key(key, &mut self.key);
+        self.inner.delete_cf(self.store.cf(T::NAME), &self.key);
         self.ops += 1;
     }
 

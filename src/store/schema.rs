@@ -36,11 +36,23 @@ pub trait Table {
     fn encode_key(key: &Self::Key) -> Vec<u8>;
     fn decode_key(bytes: &[u8]) -> Result<Self::Key, DecodeError>;
 
+    /// Appends the encoded key to `out` (hot tables override this to avoid
+    /// the allocation of [`Table::encode_key`]).
+    fn write_key(key: &Self::Key, out: &mut Vec<u8>) {
+        out.extend_from_slice(&Self::encode_key(key));
+    }
+
     fn encode_value(value: &Self::Value) -> Vec<u8> {
-        let mut out = vec![Self::VALUE_VERSION];
-        // Serialising plain data into a Vec cannot fail.
-        postcard::to_io(value, &mut out).expect("postcard encodes into a Vec");
+        let mut out = Vec::new();
+        Self::write_value(value, &mut out);
         out
+    }
+
+    /// Appends the version byte and the encoded value to `out`.
+    fn write_value(value: &Self::Value, out: &mut Vec<u8>) {
+        out.push(Self::VALUE_VERSION);
+        // Serialising plain data into a Vec cannot fail.
+        postcard::to_io(value, &mut *out).expect("postcard encodes into a Vec");
     }
 
     fn decode_value(bytes: &[u8]) -> Result<Self::Value, DecodeError> {
@@ -186,6 +198,10 @@ impl Table for Files {
         key.0.to_be_bytes().to_vec()
     }
 
+    fn write_key(key: &FileId, out: &mut Vec<u8>) {
+        out.extend_from_slice(&key.0.to_be_bytes());
+    }
+
     fn decode_key(bytes: &[u8]) -> Result<FileId, DecodeError> {
         Ok(FileId(u64::from_be_bytes(fixed(bytes, "8")?)))
     }
@@ -294,11 +310,15 @@ impl Table for ChunkContents {
     type Key = (ChunkId, ContentHash);
     type Value = Posting;
 
-    fn encode_key(&(chunk, content): &(ChunkId, ContentHash)) -> Vec<u8> {
+    fn encode_key(key: &(ChunkId, ContentHash)) -> Vec<u8> {
         let mut k = Vec::with_capacity(32);
-        k.extend_from_slice(&chunk.0);
-        k.extend_from_slice(&content.0);
+        Self::write_key(key, &mut k);
         k
+    }
+
+    fn write_key(&(chunk, content): &(ChunkId, ContentHash), out: &mut Vec<u8>) {
+        out.extend_from_slice(&chunk.0);
+        out.extend_from_slice(&content.0);
     }
 
     fn decode_key(bytes: &[u8]) -> Result<(ChunkId, ContentHash), DecodeError> {
@@ -323,11 +343,15 @@ impl Table for ContentNames {
     type Key = (ContentHash, FileId);
     type Value = ();
 
-    fn encode_key(&(content, file): &(ContentHash, FileId)) -> Vec<u8> {
+    fn encode_key(key: &(ContentHash, FileId)) -> Vec<u8> {
         let mut k = Vec::with_capacity(24);
-        k.extend_from_slice(&content.0);
-        k.extend_from_slice(&file.0.to_be_bytes());
+        Self::write_key(key, &mut k);
         k
+    }
+
+    fn write_key(&(content, file): &(ContentHash, FileId), out: &mut Vec<u8>) {
+        out.extend_from_slice(&content.0);
+        out.extend_from_slice(&file.0.to_be_bytes());
     }
 
     fn decode_key(bytes: &[u8]) -> Result<(ContentHash, FileId), DecodeError> {
