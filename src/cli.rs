@@ -146,6 +146,29 @@ pub enum Command {
     /// Declare a cluster's shared chunks a template: later reports ignore them
     #[command(subcommand)]
     Template(TemplateCommand),
+    /// Index, then keep the index live from file-system events until stopped (SIGINT/SIGTERM)
+    Watch {
+        /// Directories to watch [default: the roots the index remembers]
+        roots: Vec<PathBuf>,
+        /// Leave out paths matching this glob (gitignore syntax; repeatable)
+        #[arg(long, value_name = "GLOB")]
+        exclude: Vec<String>,
+        /// Do not honour .gitignore, .ignore and .simdignore files
+        #[arg(long)]
+        no_ignore: bool,
+        /// Chunk workers [default: one per core]
+        #[arg(long, default_value_t = 0)]
+        threads: usize,
+        /// Gather a burst of events on a path for this long before handling it
+        #[arg(long, value_name = "MS", default_value_t = 100)]
+        debounce_ms: u64,
+        /// Keep lost-and-found records this many days
+        #[arg(long, value_name = "DAYS", default_value_t = 90)]
+        keep_history_days: u64,
+        /// Keep at most this many lost-and-found records (the newest)
+        #[arg(long, value_name = "N", default_value_t = 100_000)]
+        keep_history: usize,
+    },
     /// Show what the index holds
     Status,
     /// Verify every cross-column-family invariant of the index
@@ -273,9 +296,29 @@ pub fn run(cli: Cli) -> Result<Exit> {
             }
         }
         Command::Template(cmd) => template(&db, cmd, &mut out)?,
+        Command::Watch { roots, exclude, no_ignore, threads, debounce_ms, keep_history_days, keep_history } => {
+            let store = Store::open(&db, Access::Write, None)?;
+            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+                signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
+            }
+            let opts = crate::watch::WatchOptions {
+                index: IndexOptions {
+                    roots,
+                    walk: WalkOptions { excludes: exclude, no_ignore, threads, skip_dirs: Vec::new() },
+                    workers: threads,
+                    progress: false,
+                    retention: ingest::Retention { max_age_days: keep_history_days, max_records: keep_history },
+                },
+                debounce: std::time::Duration::from_millis(debounce_ms),
+                ..Default::default()
+            };
+            crate::watch::watch(&store, &opts, stop)?;
+        }
         Command::Status => {
             let store = Store::open(&db, Access::Read, None)?;
-            let s = crate::status::status(&store)?;
+            let mut s = crate::status::status(&store)?;
+            s.daemon = crate::watch::DaemonState::running(&db);
             match cli.format {
                 Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&s)?)?,
                 _ => print_status(&mut out, &s)?,
@@ -584,6 +627,21 @@ fn print_status(out: &mut impl Write, s: &crate::status::Status) -> std::io::Res
         if s.cache_bytes > 0 { format!(" (+ {} report cache)", human_bytes(s.cache_bytes)) } else { String::new() };
     writeln!(out, "on disk      {}{ratio}{cache}", human_bytes(s.disk_bytes))?;
     writeln!(out, "last update  {}", s.last_update.map_or("never".into(), format_time))?;
+    match &s.daemon {
+        Some(d) => writeln!(
+            out,
+            "daemon       pid {}, {}, {} pending, {} batches, {} files changed, {} rescans{}, last event {}",
+            d.pid,
+            if d.ready { "watching" } else { "starting (reconcile scan)" },
+            d.pending,
+            d.batches,
+            d.changed_files,
+            d.rescans,
+            if d.degraded { ", DEGRADED: inotify limit reached, periodic rescans" } else { "" },
+            d.last_event.map_or("none".into(), format_time)
+        )?,
+        None => writeln!(out, "daemon       not running")?,
+    }
     Ok(())
 }
 

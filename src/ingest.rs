@@ -222,6 +222,50 @@ pub fn index(store: &Store, opts: &IndexOptions) -> Result<Summary, IngestError>
     Ok(summary)
 }
 
+/// Reads `cands` on `workers` threads and applies each result to `writer`
+/// (the daemon's path for a batch of changed files; `index` streams
+/// instead). Commits nothing: the caller decides when.
+pub fn ingest_candidates(
+    writer: &mut Writer<'_>,
+    cands: Vec<Candidate>,
+    workers: usize,
+    summary: &mut Summary,
+) -> Result<(), StoreError> {
+    let params = *writer.store.params();
+    let (cand_tx, cand_rx) = bounded::<Candidate>(QUEUE);
+    let (out_tx, out_rx) = bounded::<Outcome>(QUEUE);
+    let progress = Progress::new(false);
+    std::thread::scope(|s| {
+        for _ in 0..workers.clamp(1, cands.len().max(1)) {
+            let (rx, tx) = (cand_rx.clone(), out_tx.clone());
+            s.spawn(move || {
+                let mut buf = Vec::new();
+                for cand in rx {
+                    if tx.send(read_candidate(cand, &params, &mut buf)).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(out_tx);
+        drop(cand_rx);
+        s.spawn(move || {
+            for c in cands {
+                if cand_tx.send(c).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut result = Ok(());
+        for outcome in out_rx {
+            if result.is_ok() {
+                result = writer.apply(outcome, summary, &progress);
+            }
+        }
+        result
+    })
+}
+
 fn record_skip(summary: &mut Summary, path: PathBuf, reason: SkipReason) {
     let n = summary.skipped.entry(reason).or_default();
     *n += 1;
@@ -403,7 +447,7 @@ impl<'s> Writer<'s> {
             Outcome::Read { cand, stat, fp } => {
                 summary.bytes_read += fp.size;
                 progress.file(fp.size);
-                let is_new = cand.old.is_none();
+                let is_new = self.current(&path_bytes(&cand.path), cand.old.clone()).is_none();
                 let (id, new_content) = self.upsert(&cand.path, stat, &fp, cand.old)?;
                 self.touched.push(id);
                 if is_new {
@@ -422,11 +466,59 @@ impl<'s> Writer<'s> {
                 record_skip(summary, cand.path, reason);
             }
             Outcome::Vanished { cand } => {
-                // Not touched: if the index held it, the removal pass records it.
+                // Not touched: if the index held it, the removal pass (or,
+                // in the daemon, the delete event) records it.
                 record_skip(summary, cand.path, SkipReason::Vanished);
             }
         }
         Ok(())
+    }
+
+    /// The index's record for `path`, counting the open group's changes.
+    pub fn lookup(&self, path: &Path) -> Result<Option<(FileId, FileRecord)>, StoreError> {
+        let pb = path_bytes(path);
+        match self.group.paths.get(&pb) {
+            Some(pending) => Ok(pending.clone()),
+            None => scan::lookup(self.store, path),
+        }
+    }
+
+    /// Records a rename whose content did not change: the file keeps its id
+    /// and content (no re-chunking), and `history` gets a move record at the
+    /// old path. A file the rename replaced at `to` is removed first.
+    pub fn rename(&mut self, id: FileId, rec: &FileRecord, to: &Path, stat: Stat) -> Result<(), StoreError> {
+        let to_bytes = path_bytes(to);
+        if let Some((other, other_rec)) = self.lookup(to)? {
+            if other != id {
+                self.remove(other, &other_rec)?;
+            }
+        }
+        let new = FileRecord {
+            path: to_bytes.clone(),
+            size: stat.size,
+            mtime: stat.mtime,
+            inode: stat.inode,
+            content: rec.content,
+        };
+        self.group.batch.delete::<Paths>(&rec.path);
+        self.group.batch.put::<Paths>(&to_bytes, &id);
+        self.group.batch.put::<Files>(&id, &new);
+        let moved = HistoryRecord::Moved { to: to_bytes.clone() };
+        self.group.batch.put::<History>(&(rec.path.clone(), self.stamp()), &moved);
+        self.group.paths.insert(rec.path.clone(), None);
+        self.group.paths.insert(to_bytes, Some((id, new)));
+        self.end_file()
+    }
+
+    /// Forgets the ids of files written so far (they matter to one scan's
+    /// removal pass only): a long-lived writer calls this between batches.
+    pub fn forget_touched(&mut self) {
+        self.touched.clear();
+    }
+
+    /// Whether anything was written since the writer started.
+    pub fn changed(&self) -> u64 {
+        self.changes
     }
 
     /// The record of `path` as the index will hold it once the group is

@@ -17,6 +17,7 @@ pub mod report;
 pub mod scan;
 pub mod status;
 pub mod store;
+pub mod watch;
 
 /// A path's bytes for a human: UTF-8 as is; otherwise each byte that is not
 /// valid UTF-8 (and each control character) as `\xNN`, so that nothing is lost

@@ -35,6 +35,8 @@ pub struct Status {
     pub cache_bytes: u64,
     pub created: TimeNs,
     pub last_update: Option<TimeNs>,
+    /// The daemon holding the index, if one runs.
+    pub daemon: Option<crate::watch::DaemonState>,
 }
 
 pub fn status(store: &Store) -> Result<Status, StoreError> {
@@ -93,5 +95,6 @@ pub fn status(store: &Store) -> Result<Status, StoreError> {
         cache_bytes: crate::analysis::cache::size(store),
         created: format.created,
         last_update,
+        daemon: None,
     })
 }

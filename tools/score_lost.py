@@ -45,7 +45,9 @@ Modes
       W/tree/renamed-NAME, indexes again, then times `simd lost` on
       --sample old file paths from NAME (seeded sample), on the old
       directory NAME itself, and on the old path of the subdirectory of
-      NAME whose file count is nearest --subdir-files (default 1000).
+      NAME whose file count is nearest --subdir-files (default 1000), and
+      of every --subdir REL given; each directory query runs --dir-repeat
+      times (default 3).
       Top-1 is reported two ways: "moved path" (the first candidate is the
       renamed file) and "same content" (the first candidate has the same
       bytes; identical copies in other directories are right content-wise).
@@ -216,7 +218,8 @@ def prepare_work(work):
 
 
 def run(cmd):
-    r = subprocess.run(cmd)
+    """Runs a set-up command; its output goes to stderr (stdout is the report)."""
+    r = subprocess.run(cmd, stdout=sys.stderr)
     if r.returncode != 0:
         die(f"command failed ({r.returncode}): {' '.join(map(str, cmd))}", 1)
 
@@ -539,7 +542,9 @@ def cmd_move(a):
             cs = f.get("candidates") or []
             if cs and o is not None and json_path(cs[0]) == new + b"/" + o:
                 got_right += 1
-        return {"old": show(old), "new": show(new), "files": nfiles, "ms_runs": runs,
+        empties = sum(1 for p in moved if p.startswith(new + b"/") and os.path.getsize(p) == 0)
+        return {"old": show(old), "new": show(new), "files": nfiles, "empty_files": empties,
+                "ms_runs": runs,
                 "state": ans.get("state"), "files_in_answer": len(ans.get("files", [])),
                 "file_top1_moved_path": got_right, "file_expected": len(expected),
                 "destinations0": show(d0) if d0 else None,
@@ -548,9 +553,15 @@ def cmd_move(a):
 
     log("directory queries")
     dq = [dir_query(old_d, new_d, len(moved))]
-    if sub is not None:
-        sub_rel = rel(sub, new_d)
-        dq.append(dir_query(old_d + b"/" + sub_rel, sub, counts[sub]))
+    subs = [sub] if sub is not None else []
+    for extra in a.subdir or ():
+        d = new_d + b"/" + fsb(extra).strip(b"/")
+        if d not in counts:
+            die(f"--subdir {extra}: no files under it")
+        if d not in subs:
+            subs.append(d)
+    for d in subs:
+        dq.append(dir_query(old_d + b"/" + rel(d, new_d), d, counts[d]))
     with os.scandir(tree) as it:
         n_index = sum(len(files_under(e.path)) if e.is_dir() else 1 for e in it)
     out = {"mode": "move", "src": show(src), "work": show(work), "dir": a.dir,
@@ -573,7 +584,8 @@ def cmd_move(a):
         print(f"  top-1 has the same content: {pct(fq['top1_same_content'], fq['n'])}")
         print(f"  top-1 kinds {top_kinds}, empty {empty}")
         for d in dq:
-            print(f"directory {d['old']} ({d['files']} files): {d['ms_runs']} ms, state {d['state']}, "
+            print(f"directory {d['old']} ({d['files']} files, {d['empty_files']} empty): "
+                  f"{d['ms_runs']} ms, state {d['state']}, "
                   f"{d['files_in_answer']} files in the answer")
             print(f"  file top-1 is the moved path: {pct(d['file_top1_moved_path'], d['file_expected'])}; "
                   f"destinations[0] = {d['destinations0']} ({d['destinations0_files']} files), "
@@ -705,8 +717,10 @@ def cmd_versions(a):
               f"top-1 {pct(out['top1'], len(with_home))}, top-3 {pct(out['top3'], len(with_home))}")
         print(f"no reasonable new home: {len(no_home)} (simd answers nothing for "
               f"{out['no_home_empty_answer']}); empty files: {len(empties)}")
+        print("  (ok: top-1 is a reference home; XX: it is not; --: no reference home)")
         for x in rows:
-            mark = "ok " if x["top1"] else ("-- " if not x["ref_homes"] else "XX ")
+            mark = ("ok " if x["top1"] else "XX ") if x["ref_homes"] else (
+                "(empty) " if x["empty_file"] else "-- ")
             homes = x["ref_homes"][:2] + (["..."] if len(x["ref_homes"]) > 2 else [])
             print(f"  {mark}{x['old']}  ref {homes} J={x['ref_best_j']}  simd: "
                   f"{x['top_kind']} {x['top']} score={x['top_score']} J={x.get('top_j')}  "
@@ -751,6 +765,8 @@ def main(argv=None):
     m.add_argument("--seed", type=int, default=1, metavar="S", help="sample seed (default 1)")
     m.add_argument("--subdir-files", type=int, default=1000, metavar="N",
                    help="also query the subdirectory with the file count nearest N (default 1000)")
+    m.add_argument("--subdir", action="append", metavar="REL",
+                   help="also query this subdirectory of NAME (repeatable)")
     m.add_argument("--dir-repeat", type=int, default=3, metavar="N",
                    help="runs of each directory query (default 3)")
     m.set_defaults(func=cmd_move)

@@ -25,7 +25,7 @@ pub use schema::*;
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error(
-        "{dir}: index in use by pid {pid} (stop it, or send it the command through `simd watch`'s control socket)"
+        "{dir}: index in use by pid {pid}; if that is `simd watch`, it keeps the index current already: stop it (kill -TERM {pid}) to run this command, then start it again"
     )]
     InUse { dir: PathBuf, pid: String },
     #[error("{dir}: not a simd index ({reason}); give --db an empty or new directory")]

@@ -7,6 +7,7 @@ mod lost;
 mod report;
 mod schema_docs;
 mod tidy;
+mod watch;
 
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};

@@ -1,0 +1,447 @@
+//! `simd watch`: the daemon. It reconciles the index with a scan, then
+//! follows file-system events (notify, debounced) into the same writer rules
+//! as `simd index`. This is the only module that imports `notify`.
+//!
+//! **Invariants**: a change is never silently missed (a queue overflow or a
+//! rescan notice triggers a full reconcile; hitting the inotify watch limit
+//! is logged with the sysctl to raise and falls back to periodic rescans);
+//! a rename whose content did not change is recorded as a move without
+//! re-reading the file; SIGINT/SIGTERM stop after committing and flushing.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{unbounded, RecvTimeoutError};
+use notify::event::{EventKind, ModifyKind, RenameMode};
+use notify::RecursiveMode;
+use notify_debouncer_full::{new_debouncer, DebounceEventResult};
+use serde::{Deserialize, Serialize};
+
+use crate::ingest::{self, IndexOptions, IngestError, Summary, Writer};
+use crate::scan::{is_under, path_bytes, Candidate, Stat};
+use crate::store::{Store, StoreError};
+
+/// What `simd watch` is told.
+#[derive(Clone, Debug)]
+pub struct WatchOptions {
+    pub index: IndexOptions,
+    /// How long a burst of events on one path is gathered before it is handled.
+    pub debounce: Duration,
+    /// Rescan period when part of the tree cannot be watched.
+    pub rescan_every: Duration,
+    /// Flush memtables after this long without events (keeps readers' opens cheap).
+    pub flush_idle: Duration,
+}
+
+impl Default for WatchOptions {
+    fn default() -> Self {
+        WatchOptions {
+            index: IndexOptions::default(),
+            debounce: Duration::from_millis(100),
+            rescan_every: Duration::from_secs(300),
+            flush_idle: Duration::from_secs(1),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum WatchError {
+    #[error(transparent)]
+    Ingest(#[from] IngestError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("cannot start watching: {0}")]
+    Notify(#[from] notify::Error),
+    #[error("cannot install signal handlers: {0}")]
+    Signals(std::io::Error),
+}
+
+/// The daemon's state, for `simd status` (written to `daemon.json` in the
+/// index directory after every batch).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct DaemonState {
+    pub pid: u32,
+    pub started: i64,
+    /// The reconcile scan is done and events are being followed.
+    pub ready: bool,
+    pub roots: Vec<String>,
+    pub last_event: Option<i64>,
+    /// Paths waiting in the current batch.
+    pub pending: usize,
+    /// Batches handled, files changed, rescans done.
+    pub batches: u64,
+    pub changed_files: u64,
+    pub rescans: u64,
+    /// Part of the tree is not watched (inotify limit): periodic rescans.
+    pub degraded: bool,
+}
+
+pub fn state_path(dir: &Path) -> PathBuf {
+    dir.join("daemon.json")
+}
+
+impl DaemonState {
+    fn save(&self, dir: &Path) {
+        let path = state_path(dir);
+        let tmp = path.with_extension("json.tmp");
+        let ok = serde_json::to_vec_pretty(self)
+            .map_err(std::io::Error::other)
+            .and_then(|b| std::fs::write(&tmp, b))
+            .and_then(|()| std::fs::rename(&tmp, &path));
+        if let Err(e) = ok {
+            tracing::debug!("{}: {e}", path.display());
+        }
+    }
+
+    /// The running daemon's state, if a daemon holds this index.
+    pub fn running(dir: &Path) -> Option<DaemonState> {
+        let s: DaemonState = serde_json::from_slice(&std::fs::read(state_path(dir)).ok()?).ok()?;
+        let lock_pid = std::fs::read_to_string(dir.join("simd.lock")).ok()?;
+        (lock_pid.trim() == s.pid.to_string() && Path::new(&format!("/proc/{}", s.pid)).exists()).then_some(s)
+    }
+}
+
+/// Decides which paths the daemon follows, as the walk would.
+struct Filter {
+    skip_dirs: Vec<Vec<u8>>,
+    excludes: Option<ignore::overrides::Override>,
+    no_ignore: bool,
+    roots: Vec<PathBuf>,
+    /// Ignore files per directory, loaded on first use.
+    ignores: HashMap<PathBuf, Vec<ignore::gitignore::Gitignore>>,
+}
+
+impl Filter {
+    fn new(roots: &[PathBuf], opts: &IndexOptions, index_dir: &Path) -> Result<Filter, IngestError> {
+        let mut skip_dirs: Vec<Vec<u8>> = opts.walk.skip_dirs.iter().map(|d| path_bytes(d)).collect();
+        if let Ok(own) = index_dir.canonicalize() {
+            skip_dirs.push(path_bytes(&own));
+        }
+        let excludes = if opts.walk.excludes.is_empty() {
+            None
+        } else {
+            let mut b = ignore::overrides::OverrideBuilder::new("/");
+            for g in &opts.walk.excludes {
+                b.add(&format!("!{g}"))?;
+            }
+            Some(b.build()?)
+        };
+        Ok(Filter {
+            skip_dirs,
+            excludes,
+            no_ignore: opts.walk.no_ignore,
+            roots: roots.to_vec(),
+            ignores: HashMap::new(),
+        })
+    }
+
+    fn follows(&mut self, path: &Path, is_dir: bool) -> bool {
+        let pb = path_bytes(path);
+        let Some(root) = self.roots.iter().find(|r| is_under(&pb, &path_bytes(r))).cloned() else { return false };
+        if self.skip_dirs.iter().any(|d| is_under(&pb, d)) || path.components().any(|c| c.as_os_str() == ".git") {
+            return false;
+        }
+        if let Some(ex) = &self.excludes {
+            // Check the path and every parent up to the root, as the walk prunes directories.
+            let mut p = Some(path);
+            while let Some(q) = p.filter(|q| q.starts_with(&root) && *q != root) {
+                // Parents are directories; the path itself is one when `is_dir`.
+                if ex.matched(q, is_dir || q != path).is_ignore() {
+                    return false;
+                }
+                p = q.parent();
+            }
+        }
+        if self.no_ignore {
+            return true;
+        }
+        let mut dir = path.parent();
+        while let Some(d) = dir.filter(|d| d.starts_with(&root)) {
+            let matchers = self.ignores.entry(d.to_path_buf()).or_insert_with(|| {
+                [".gitignore", ".ignore", ".simdignore"]
+                    .iter()
+                    .map(|n| d.join(n))
+                    .filter(|f| f.is_file())
+                    .map(|f| ignore::gitignore::Gitignore::new(f).0)
+                    .collect()
+            });
+            if matchers.iter().any(|m| m.matched_path_or_any_parents(path, is_dir).is_ignore()) {
+                return false;
+            }
+            dir = d.parent();
+        }
+        true
+    }
+
+    /// Forgets cached ignore files (one changed).
+    fn reset(&mut self) {
+        self.ignores.clear();
+    }
+}
+
+/// What one debounced batch asks for.
+#[derive(Default)]
+struct Batch {
+    /// Paths whose state must be compared with the index.
+    check: BTreeSet<PathBuf>,
+    /// Renames (from, to), in order.
+    renames: Vec<(PathBuf, PathBuf)>,
+    rescan: bool,
+}
+
+fn classify(events: Vec<notify_debouncer_full::DebouncedEvent>) -> Batch {
+    let mut b = Batch::default();
+    for ev in events {
+        if ev.need_rescan() {
+            b.rescan = true;
+        }
+        match ev.kind {
+            EventKind::Access(_) => {}
+            EventKind::Modify(ModifyKind::Name(RenameMode::Both)) if ev.paths.len() == 2 => {
+                b.renames.push((ev.paths[0].clone(), ev.paths[1].clone()));
+            }
+            _ => b.check.extend(ev.paths.iter().cloned()),
+        }
+    }
+    b
+}
+
+/// Runs the daemon until `stop` is set (SIGINT/SIGTERM in the binary).
+pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Result<(), WatchError> {
+    let dir = store.dir().to_path_buf();
+    let mut state = DaemonState { pid: std::process::id(), started: ingest::now_ns(), ..DaemonState::default() };
+    state.save(&dir);
+
+    // Events from the start of the reconcile on are kept, so nothing that
+    // changes during the scan is missed.
+    let (tx, rx) = unbounded::<DebounceEventResult>();
+    let mut debouncer = new_debouncer(opts.debounce, None, tx)?;
+    let summary = ingest::index(store, &opts.index)?;
+    let roots = summary.roots.clone();
+    state.roots = roots.iter().map(|r| r.display().to_string()).collect();
+    for root in &roots {
+        if let Err(e) = debouncer.watch(root, RecursiveMode::Recursive) {
+            if matches!(e.kind, notify::ErrorKind::MaxFilesWatch) {
+                tracing::error!(
+                    "{}: the inotify watch limit is reached: part of the tree is not watched and is rescanned every {} s; \
+                     raise the limit with `sysctl fs.inotify.max_user_watches=1048576` (and in /etc/sysctl.d) and restart",
+                    root.display(),
+                    opts.rescan_every.as_secs()
+                );
+                state.degraded = true;
+            } else {
+                return Err(e.into());
+            }
+        }
+    }
+    tracing::info!(
+        "watching {} ({} new, {} changed, {} removed at start)",
+        state.roots.join(", "),
+        summary.new,
+        summary.changed,
+        summary.removed
+    );
+    state.ready = true;
+    state.save(&dir);
+
+    let mut filter = Filter::new(&roots, &opts.index, &dir)?;
+    let mut writer = Writer::new(store)?;
+    let workers = if opts.index.workers == 0 { ingest::available_cores() } else { opts.index.workers };
+    let mut dirty = false;
+    let mut last_activity = Instant::now();
+    let mut last_rescan = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        let batch = match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(Ok(events)) => classify(events),
+            Ok(Err(errors)) => {
+                for e in &errors {
+                    tracing::warn!("file-system events: {e}; rescanning");
+                }
+                Batch { rescan: true, ..Batch::default() }
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                if dirty && last_activity.elapsed() >= opts.flush_idle {
+                    store.flush()?;
+                    dirty = false;
+                }
+                if state.degraded && last_rescan.elapsed() >= opts.rescan_every {
+                    Batch { rescan: true, ..Batch::default() }
+                } else {
+                    continue;
+                }
+            }
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
+        last_activity = Instant::now();
+        state.last_event = Some(ingest::now_ns());
+        state.pending = batch.check.len() + batch.renames.len();
+        state.save(&dir);
+        if batch.rescan {
+            // Everything pending is written first: the scan reads the index.
+            writer.commit()?;
+            tracing::info!("rescanning");
+            let s = ingest::index(store, &opts.index)?;
+            state.rescans += 1;
+            state.changed_files += s.new + s.changed + s.removed;
+            last_rescan = Instant::now();
+            filter.reset();
+            // The scan ran its own writer: start afresh from the index.
+            writer = Writer::new(store)?;
+        } else {
+            let before = writer.changed();
+            apply(store, &mut writer, &mut filter, batch, workers)?;
+            writer.commit()?;
+            writer.forget_touched();
+            state.changed_files += writer.changed() - before;
+            dirty |= writer.changed() > before;
+        }
+        state.batches += 1;
+        state.pending = rx.len();
+        state.save(&dir);
+    }
+    tracing::info!("stopping: committing and flushing");
+    writer.commit()?;
+    store.flush()?;
+    let _ = std::fs::remove_file(state_path(&dir));
+    Ok(())
+}
+
+/// Handles one batch: renames first (they may make checks unnecessary), then
+/// every path whose state must be compared with the index.
+fn apply(
+    store: &Store,
+    writer: &mut Writer<'_>,
+    filter: &mut Filter,
+    batch: Batch,
+    workers: usize,
+) -> Result<(), StoreError> {
+    let mut check = batch.check;
+    for (from, to) in batch.renames {
+        rename(store, writer, filter, &from, &to, &mut check)?;
+    }
+    if check.iter().any(|p| p.file_name().is_some_and(|n| n == ".gitignore" || n == ".ignore" || n == ".simdignore")) {
+        filter.reset();
+    }
+    let mut cands = Vec::new();
+    for path in check {
+        examine(store, writer, filter, &path, &mut cands)?;
+    }
+    let mut summary = Summary::default();
+    ingest::ingest_candidates(writer, cands, workers, &mut summary)
+}
+
+/// A rename seen as one event: files whose content did not change move
+/// without being read; anything else is checked.
+fn rename(
+    store: &Store,
+    writer: &mut Writer<'_>,
+    filter: &mut Filter,
+    from: &Path,
+    to: &Path,
+    check: &mut BTreeSet<PathBuf>,
+) -> Result<(), StoreError> {
+    let Ok(meta) = std::fs::symlink_metadata(to) else {
+        check.insert(from.to_path_buf());
+        return Ok(());
+    };
+    // (old path, new path) pairs: the file itself, or every indexed file under a directory.
+    let mut pairs = Vec::new();
+    if meta.is_dir() {
+        for item in store.paths_under(&path_bytes(from)) {
+            let (old, _) = item?;
+            let suffix = &old[path_bytes(from).len()..];
+            let mut new = path_bytes(to);
+            new.extend_from_slice(suffix);
+            pairs.push((crate::scan::bytes_path(&old), crate::scan::bytes_path(&new)));
+        }
+        // Files in the new place that the index did not have under the old one.
+        check.insert(to.to_path_buf());
+    } else {
+        pairs.push((from.to_path_buf(), to.to_path_buf()));
+    }
+    for (old, new) in pairs {
+        let moved = match (writer.lookup(&old)?, std::fs::symlink_metadata(&new)) {
+            (Some((id, rec)), Ok(m)) if m.is_file() && filter.follows(&new, false) => {
+                let stat = Stat::of(&m);
+                // Same size and inode (rename keeps the inode): the content did not change.
+                if stat.size == rec.size && stat.inode == rec.inode && stat.mtime == rec.mtime {
+                    writer.rename(id, &rec, &new, stat)?;
+                    true
+                } else {
+                    false
+                }
+            }
+            _ => false,
+        };
+        if !moved {
+            check.insert(old);
+            check.insert(new);
+        }
+    }
+    Ok(())
+}
+
+/// Compares one path with the index: queues it for reading when it is new or
+/// changed, removes what is gone (a file, or everything under a directory),
+/// and walks a directory that appeared.
+fn examine(
+    store: &Store,
+    writer: &mut Writer<'_>,
+    filter: &mut Filter,
+    path: &Path,
+    cands: &mut Vec<Candidate>,
+) -> Result<(), StoreError> {
+    let meta = std::fs::symlink_metadata(path);
+    let is_dir = meta.as_ref().is_ok_and(|m| m.is_dir());
+    let is_file = meta.as_ref().is_ok_and(|m| m.is_file());
+    if !is_dir {
+        // Whatever the index held under this path as a directory is gone.
+        let under: Vec<Vec<u8>> =
+            store.paths_under(&path_bytes(path)).map(|r| r.map(|(p, _)| p)).collect::<Result<_, _>>()?;
+        for p in under {
+            if let Some((id, rec)) = writer.lookup(&crate::scan::bytes_path(&p))? {
+                writer.remove(id, &rec)?;
+            }
+        }
+    }
+    let old = writer.lookup(path)?;
+    if is_file && filter.follows(path, false) {
+        let m = meta.expect("is_file implies metadata");
+        let stat = Stat::of(&m);
+        if !old.as_ref().is_some_and(|(_, rec)| stat.matches(rec)) {
+            cands.push(Candidate { path: path.to_path_buf(), stat, old });
+        }
+        return Ok(());
+    }
+    // Not a regular file any more (gone, a FIFO, a symlink, ignored): out of the index.
+    if let Some((id, rec)) = old {
+        writer.remove(id, &rec)?;
+    }
+    if is_dir && filter.follows(path, true) {
+        let mut stack = vec![path.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            let Ok(entries) = std::fs::read_dir(&d) else { continue };
+            for e in entries.flatten() {
+                let p = e.path();
+                match e.file_type() {
+                    Ok(t) if t.is_dir() && filter.follows(&p, true) => stack.push(p),
+                    Ok(t) if t.is_dir() => {}
+                    Ok(t) if t.is_file() => {
+                        if let (true, Ok(m)) = (filter.follows(&p, false), e.metadata()) {
+                            let stat = Stat::of(&m);
+                            let old = writer.lookup(&p)?;
+                            if !old.as_ref().is_some_and(|(_, rec)| stat.matches(rec)) {
+                                cands.push(Candidate { path: p, stat, old });
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    Ok(())
+}

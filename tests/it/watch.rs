@@ -1,0 +1,175 @@
+//! `simd watch` with the real daemon process and the real notify watcher on
+//! a temp dir: after every kind of change, the live index converges to what
+//! a fresh `simd index` of the same tree holds.
+
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use super::{files_of, noise, text, Env};
+use simd::store::{Access, ChunkContents, History, HistoryRecord, Store};
+
+struct Daemon(Child);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start(env: &Env) -> Daemon {
+    let child = Command::new(assert_cmd::cargo::cargo_bin("simd"))
+        .arg("--db")
+        .arg(&env.db)
+        .args(["watch", "--debounce-ms", "50"])
+        .arg(&env.root)
+        .spawn()
+        .unwrap();
+    let d = Daemon(child);
+    let until = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < until {
+        if simd::watch::DaemonState::running(&env.db).is_some_and(|s| s.ready) {
+            return d;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("the daemon did not become ready");
+}
+
+/// (files, postings) of an index, for comparison.
+fn state(db: &std::path::Path) -> Option<(Vec<(Vec<u8>, String)>, Vec<String>)> {
+    let s = Store::open(db, Access::Read, None).ok()?;
+    let postings = s.scan::<ChunkContents>().map(|r| format!("{:?}", r.unwrap())).collect();
+    Some((files_of(&s), postings))
+}
+
+/// Waits until the live index equals a fresh index of the same tree.
+fn converges(env: &Env, what: &str) {
+    let fresh = env.tmp.path().join("fresh");
+    let _ = std::fs::remove_dir_all(&fresh);
+    env.simd().arg("--db").arg(&fresh).args(["--quiet", "index"]).arg(&env.root).assert().success();
+    let want = state(&fresh).unwrap();
+    let until = Instant::now() + Duration::from_secs(20);
+    let mut got = None;
+    while Instant::now() < until {
+        got = state(&env.db);
+        if got.as_ref() == Some(&want) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Show only the differences: trees here hold thousands of files.
+    let (live_files, live_postings) = got.unwrap_or_default();
+    let only = |a: &[(Vec<u8>, String)], b: &[(Vec<u8>, String)]| -> Vec<String> {
+        a.iter()
+            .filter(|x| !b.contains(x))
+            .take(10)
+            .map(|(p, c)| format!("{} {c}", String::from_utf8_lossy(p)))
+            .collect()
+    };
+    panic!(
+        "after {what}: the live index did not converge: {} live files, {} fresh; {} vs {} postings\nonly live: {:?}\nonly fresh: {:?}",
+        live_files.len(),
+        want.0.len(),
+        live_postings.len(),
+        want.1.len(),
+        only(&live_files, &want.0),
+        only(&want.0, &live_files)
+    );
+}
+
+#[test]
+fn the_live_index_follows_every_kind_of_change() {
+    let env = Env::new();
+    for i in 0..20u64 {
+        env.write(&format!("docs/d{i}.txt"), text(i, 800));
+    }
+    let daemon = start(&env);
+    converges(&env, "start");
+
+    env.write("docs/new.txt", text(100, 900));
+    converges(&env, "create");
+
+    let p = env.root.join("docs/d1.txt");
+    let mut body = std::fs::read(&p).unwrap();
+    body.extend_from_slice(&text(101, 200));
+    std::fs::write(&p, &body).unwrap();
+    converges(&env, "append");
+
+    std::fs::write(env.root.join("docs/d2.txt"), noise(102, 5000)).unwrap();
+    converges(&env, "overwrite");
+
+    std::fs::rename(env.root.join("docs/d3.txt"), env.root.join("docs/d3-renamed.txt")).unwrap();
+    converges(&env, "rename");
+    // The rename is a move record, not a delete and a re-read.
+    let old = env.root.canonicalize().unwrap().join("docs/d3.txt");
+    let s = Store::open(&env.db, Access::Read, None).unwrap();
+    let hist: Vec<_> = s.history_of(old.to_str().unwrap().as_bytes()).map(|r| r.unwrap().1).collect();
+    assert!(matches!(hist.last(), Some(HistoryRecord::Moved { to }) if to.ends_with(b"d3-renamed.txt")), "{hist:?}");
+    drop(s);
+
+    // The destination exists (and is watched) before the move: a directory
+    // created an instant before is not watched yet, and its half of the
+    // rename would be seen as new files (which converge too, read again).
+    std::fs::create_dir_all(env.root.join("archive")).unwrap();
+    env.write("archive/readme.txt", text(104, 50));
+    converges(&env, "a new directory");
+    std::fs::rename(env.root.join("docs"), env.root.join("archive/docs-2024")).unwrap();
+    converges(&env, "directory move");
+    let s = Store::open(&env.db, Access::Read, None).unwrap();
+    let moves = s.scan::<History>().filter(|r| matches!(r.as_ref().unwrap().1, HistoryRecord::Moved { .. })).count();
+    assert!(moves >= 21, "a moved directory moves its files: {moves} move records");
+    drop(s);
+
+    std::fs::remove_file(env.root.join("archive/docs-2024/d4.txt")).unwrap();
+    converges(&env, "delete");
+
+    let q = env.write("quick.txt", text(103, 100));
+    std::fs::remove_file(&q).unwrap();
+    converges(&env, "create and delete quickly");
+
+    for i in 0..2000u64 {
+        env.write(&format!("burst/b{}/f{i}.txt", i % 20), text(1000 + i, 60));
+    }
+    converges(&env, "a burst of 2000 files");
+
+    let fifo = env.root.join("archive/docs-2024/d5.txt");
+    std::fs::remove_file(&fifo).unwrap();
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    converges(&env, "a file replaced by a FIFO");
+
+    // SIGTERM: a clean stop, exit 0.
+    let mut daemon = daemon;
+    assert!(Command::new("kill").arg("-TERM").arg(daemon.0.id().to_string()).status().unwrap().success());
+    let status = daemon.0.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    env.check();
+}
+
+#[test]
+fn kill_9_and_restart_catches_up_and_readers_work_meanwhile() {
+    let env = Env::new();
+    for i in 0..50u64 {
+        env.write(&format!("f{i}.txt"), text(i, 500));
+    }
+    let mut daemon = start(&env);
+    // Readers work while the daemon holds the index; a writer is told who holds it.
+    env.simd().arg("status").assert().success();
+    env.simd().arg("report").assert().success();
+    let out = env.simd().arg("index").arg(&env.root).assert().failure();
+    let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(err.contains(&format!("in use by pid {}", daemon.0.id())) && err.contains("kill -TERM"), "{err}");
+    let status = env.simd().arg("status").assert().success();
+    assert!(String::from_utf8_lossy(&status.get_output().stdout).contains("watching"));
+
+    daemon.0.kill().unwrap(); // SIGKILL
+    daemon.0.wait().unwrap();
+    // Changes while nothing runs.
+    for i in 0..10u64 {
+        std::fs::remove_file(env.root.join(format!("f{i}.txt"))).unwrap();
+    }
+    env.write("while-down.txt", text(500, 500));
+    let _daemon = start(&env);
+    converges(&env, "kill -9 and restart");
+    env.check();
+}
