@@ -36,8 +36,11 @@ fn start(env: &Env) -> Daemon {
     panic!("the daemon did not become ready");
 }
 
-/// (files, postings) of an index, for comparison.
-fn state(db: &std::path::Path) -> Option<(Vec<(Vec<u8>, String)>, Vec<String>)> {
+/// (path, content) of every file, and every posting, of an index.
+type IndexState = (Vec<(Vec<u8>, String)>, Vec<String>);
+
+/// The state of an index, for comparison.
+fn state(db: &std::path::Path) -> Option<IndexState> {
     let s = Store::open(db, Access::Read, None).ok()?;
     let postings = s.scan::<ChunkContents>().map(|r| format!("{:?}", r.unwrap())).collect();
     Some((files_of(&s), postings))
