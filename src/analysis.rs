@@ -41,7 +41,7 @@ pub struct AnalysisParams {
 impl Default for AnalysisParams {
     /// Defaults chosen from measured precision and recall: `docs/accuracy.md`.
     fn default() -> Self {
-        AnalysisParams { min_bytes: 500, min_similarity: 0.3, min_containment: 0.6, max_degree: None }
+        AnalysisParams { min_bytes: 100, min_similarity: 0.3, min_containment: 0.6, max_degree: None }
     }
 }
 
@@ -147,6 +147,8 @@ impl LinkKind {
 pub struct Name {
     pub path: Vec<u8>,
     pub size: u64,
+    /// Ids grow as files are first indexed: a higher id is a newer name.
+    pub id: FileId,
 }
 
 /// Identical files: one content, several names.
@@ -475,7 +477,7 @@ pub fn names_of(store: &Store, content: &ContentHash) -> Result<Vec<Name>, Store
     let mut names = Vec::with_capacity(ids.len());
     for id in ids {
         if let Some(rec) = store.get::<Files>(&id)? {
-            names.push(Name { path: rec.path, size: rec.size });
+            names.push(Name { path: rec.path, size: rec.size, id });
         }
     }
     names.sort_by(|a, b| a.path.cmp(&b.path));
@@ -624,7 +626,8 @@ pub mod cache {
     use super::{analyse, Analysis, AnalysisParams};
     use crate::store::{Store, StoreError};
 
-    const VERSION: u8 = 1;
+    // 2: names carry their file id.
+    const VERSION: u8 = 2;
 
     fn path(dir: &Path) -> PathBuf {
         dir.join("analysis.cache")

@@ -50,7 +50,7 @@ pub enum Format {
 /// Link thresholds, shared by `report`, `similar` and `template mark`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct Thresholds {
-    /// A link needs at least this many bytes in common [default: 500]
+    /// A link needs at least this many bytes in common [default: 100]
     #[arg(long, value_name = "BYTES")]
     pub min_bytes: Option<u64>,
     /// ... and resemblance at least this (0..1) [default: 0.3]

@@ -7,10 +7,10 @@
 //! files with the ghost's content hash, then live files ranked by how much of
 //! the ghost's payload they contain. Nothing is re-read from disk.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Component, Path, PathBuf};
 
-use crate::analysis::{self, AnalysisParams};
+use crate::analysis::{self, AnalysisParams, Name};
 use crate::fingerprint::ContentHash;
 use crate::query;
 use crate::scan::path_bytes;
@@ -110,8 +110,58 @@ pub fn absolute(p: &Path) -> std::io::Result<PathBuf> {
     Ok(canon)
 }
 
+/// A live file holding part of a lost content: (path, containment of the
+/// lost content in it, resemblance).
+type Holder = (Vec<u8>, f64, f64);
+
+/// One `lost` query's memo: a directory's files often share contents (empty
+/// files, identical copies), and each content is looked up once.
+struct Ctx<'s> {
+    store: &'s Store,
+    limit: usize,
+    names: HashMap<ContentHash, Vec<Name>>,
+    similar: HashMap<ContentHash, Vec<Holder>>,
+}
+
+impl Ctx<'_> {
+    fn names(&mut self, content: &ContentHash) -> Result<&Vec<Name>, StoreError> {
+        if !self.names.contains_key(content) {
+            let n = analysis::names_of(self.store, content)?;
+            self.names.insert(*content, n);
+        }
+        Ok(&self.names[content])
+    }
+
+    /// Live files holding part of `content`, as (path, containment, resemblance), best first.
+    fn similar(&mut self, content: &ContentHash) -> Result<&Vec<Holder>, StoreError> {
+        if !self.similar.contains_key(content) {
+            let mut out = Vec::new();
+            if let Some(chunks) = self.store.get::<ContentChunks>(content)? {
+                let params =
+                    AnalysisParams { min_bytes: 1, min_similarity: 2.0, min_containment: 0.0, max_degree: None };
+                let sim = query::similar_to(self.store, *content, &chunks, None, &params, true)?;
+                for h in sim.hits.into_iter().filter(|h| !h.identical && h.measures.a_in_b > 0.0) {
+                    for n in h.names {
+                        out.push((n.path, h.measures.a_in_b, h.measures.resemblance));
+                    }
+                }
+                out.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.2.total_cmp(&a.2)).then(a.0.cmp(&b.0)));
+                out.truncate(self.limit);
+            }
+            self.similar.insert(*content, out);
+        }
+        Ok(&self.similar[content])
+    }
+}
+
+/// How many trailing path components two paths share.
+fn common_suffix(a: &[u8], b: &[u8]) -> usize {
+    a.rsplit(|&c| c == b'/').zip(b.rsplit(|&c| c == b'/')).take_while(|(x, y)| x == y).count()
+}
+
 /// Answers for `path` (absolute, as from [`absolute`]).
 pub fn lost(store: &Store, path: &Path, limit: usize) -> Result<Answer, StoreError> {
+    let mut ctx = Ctx { store, limit, names: HashMap::new(), similar: HashMap::new() };
     let pb = path_bytes(path);
     if let Some(id) = store.get::<Paths>(&pb)? {
         if let Some(rec) = store.get::<crate::store::Files>(&id)? {
@@ -120,7 +170,7 @@ pub fn lost(store: &Store, path: &Path, limit: usize) -> Result<Answer, StoreErr
     }
     let own: Vec<_> = store.history_of(&pb).collect::<Result<_, _>>()?;
     if let Some(((_, time), rec)) = own.last() {
-        return Ok(Answer::File(answer_file(store, pb.clone(), *time, rec.clone(), limit)?));
+        return Ok(Answer::File(answer_file(&mut ctx, pb.clone(), *time, rec.clone())?));
     }
     // A directory: every path under it with history and no live file now.
     let mut latest: BTreeMap<Vec<u8>, (TimeNs, HistoryRecord)> = BTreeMap::new();
@@ -137,9 +187,17 @@ pub fn lost(store: &Store, path: &Path, limit: usize) -> Result<Answer, StoreErr
         if store.get::<Paths>(&p)?.is_some() {
             continue; // back in place
         }
-        let f = answer_file(store, p, time, rec, limit)?;
+        let f = answer_file(&mut ctx, p, time, rec)?;
         if let Some(best) = f.candidates.first() {
-            *dest.entry(parent(&best.path).to_vec()).or_default() += 1;
+            // Where the directory went: the answer minus the file's path
+            // inside the directory (a moved tree keeps its inside), else the
+            // answer's own directory.
+            let inside = &f.path[pb.len()..]; // starts with '/'
+            let to = match best.path.strip_suffix(inside) {
+                Some(d) if !d.is_empty() => d,
+                _ => parent(&best.path),
+            };
+            *dest.entry(to.to_vec()).or_default() += 1;
         }
         files.push(f);
     }
@@ -158,12 +216,12 @@ fn parent(p: &[u8]) -> &[u8] {
 
 /// The answer for one path whose latest history record is `rec`.
 fn answer_file(
-    store: &Store,
+    ctx: &mut Ctx<'_>,
     path: Vec<u8>,
     last_seen: TimeNs,
     rec: HistoryRecord,
-    limit: usize,
 ) -> Result<LostFile, StoreError> {
+    let store = ctx.store;
     let mut candidates = Vec::new();
     let mut via = Vec::new();
     let mut seen: HashSet<Vec<u8>> = HashSet::from([path.clone()]);
@@ -201,44 +259,52 @@ fn answer_file(
         None => (None, None),
     };
     if let Some(content) = content {
-        let moved: HashSet<Vec<u8>> = candidates.iter().map(|c| c.path.clone()).collect();
-        for n in analysis::names_of(store, &content)? {
-            if !moved.contains(&n.path) {
-                candidates.push(Candidate {
-                    path: n.path,
-                    kind: Kind::Identical,
-                    score: 1.0,
-                    resemblance: 1.0,
-                    via: via.clone(),
-                });
-            }
-        }
-        if let Some(chunks) = store.get::<ContentChunks>(&content)? {
-            // Rank by how much of the lost content each live file holds.
-            let params = AnalysisParams { min_bytes: 1, min_similarity: 2.0, min_containment: 0.0, max_degree: None };
-            let sim = query::similar_to(store, content, &chunks, None, &params, true)?;
-            let mut similar: Vec<Candidate> = sim
-                .hits
-                .into_iter()
-                .filter(|h| !h.identical && h.measures.a_in_b > 0.0)
-                .flat_map(|h| {
-                    let (score, resemblance) = (h.measures.a_in_b, h.measures.resemblance);
-                    let via = via.clone();
-                    h.names.into_iter().map(move |n| Candidate {
-                        path: n.path,
-                        kind: Kind::Similar,
-                        score,
-                        resemblance,
-                        via: via.clone(),
-                    })
-                })
-                .collect();
-            similar.sort_by(|a, b| {
-                b.score.total_cmp(&a.score).then(b.resemblance.total_cmp(&a.resemblance)).then(a.path.cmp(&b.path))
-            });
-            candidates.extend(similar);
+        let last = via.last().unwrap_or(&path).clone();
+        let limit = ctx.limit;
+        let mut same: Vec<&Name> =
+            ctx.names(&content)?.iter().filter(|n| !candidates.iter().any(|c: &Candidate| c.path == n.path)).collect();
+        // Identical copies: which one is the file that moved? The one whose
+        // path ends the same way (name, then parent directories: a moved
+        // directory keeps its inside), then the newest (it appeared when
+        // this one went).
+        same.sort_by_cached_key(|n| {
+            (std::cmp::Reverse(common_suffix(&n.path, &last)), std::cmp::Reverse(n.id), n.path.clone())
+        });
+        let identical: Vec<Candidate> = same
+            .into_iter()
+            .take(limit)
+            .map(|n| Candidate {
+                path: n.path.clone(),
+                kind: Kind::Identical,
+                score: 1.0,
+                resemblance: 1.0,
+                via: via.clone(),
+            })
+            .collect();
+        candidates.extend(identical);
+        // Live files holding much of the content, when it survives nowhere
+        // whole (the search costs a postings scan per chunk).
+        if candidates.is_empty() {
+            let similar = ctx.similar(&content)?.clone();
+            candidates.extend(similar.into_iter().map(|(p, score, resemblance)| Candidate {
+                path: p,
+                kind: Kind::Similar,
+                score,
+                resemblance,
+                via: via.clone(),
+            }));
         }
     }
-    candidates.truncate(limit);
+    candidates.truncate(ctx.limit);
     Ok(LostFile { path, last_seen, content, size, candidates })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn common_suffix_counts_components() {
+        assert_eq!(super::common_suffix(b"/a/x/tests/s/__init__.py", b"/b/tests/s/__init__.py"), 3);
+        assert_eq!(super::common_suffix(b"/a/report.txt", b"/b/report.txt"), 1);
+        assert_eq!(super::common_suffix(b"/a/report.txt", b"/a/other.txt"), 0);
+    }
 }

@@ -11,6 +11,14 @@ fn main() -> ExitCode {
     match cli::run(cli) {
         Ok(Exit::Ok) => ExitCode::SUCCESS,
         Ok(Exit::Inconsistent) => ExitCode::from(3),
+        // The reader went away (`simd report | head`): not an error.
+        Err(e)
+            if e.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            }) =>
+        {
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             eprintln!("simd: {}", chain(&e));
             ExitCode::FAILURE

@@ -190,6 +190,8 @@ struct Batch {
     /// Renames (from, to), in order.
     renames: Vec<(PathBuf, PathBuf)>,
     rescan: bool,
+    /// A second look at new directories: schedules no further look.
+    settle: bool,
 }
 
 fn classify(events: Vec<notify_debouncer_full::DebouncedEvent>) -> Batch {
@@ -251,6 +253,9 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
     let mut writer = Writer::new(store)?;
     let workers = if opts.index.workers == 0 { ingest::available_cores() } else { opts.index.workers };
     let mut dirty = false;
+    // New directories are walked again once things settle: files written
+    // into one before notify's watch on it existed raise no events.
+    let mut recheck: Vec<PathBuf> = Vec::new();
     let mut last_activity = Instant::now();
     let mut last_rescan = Instant::now();
     while !stop.load(Ordering::Relaxed) {
@@ -262,8 +267,15 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                 }
                 Batch { rescan: true, ..Batch::default() }
             }
+            Err(RecvTimeoutError::Timeout) if !recheck.is_empty() && last_activity.elapsed() >= opts.flush_idle => {
+                Batch { check: recheck.drain(..).collect(), settle: true, ..Batch::default() }
+            }
             Err(RecvTimeoutError::Timeout) => {
                 if dirty && last_activity.elapsed() >= opts.flush_idle {
+                    let expired = writer.expire_history(opts.index.retention, ingest::now_ns())?;
+                    if expired > 0 {
+                        tracing::info!("{expired} lost-and-found records expired");
+                    }
                     store.flush()?;
                     dirty = false;
                 }
@@ -292,6 +304,10 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
             writer = Writer::new(store)?;
         } else {
             let before = writer.changed();
+            if !batch.settle {
+                recheck.extend(batch.check.iter().filter(|p| p.is_dir()).cloned());
+                recheck.extend(batch.renames.iter().map(|(_, to)| to.clone()).filter(|p| p.is_dir()));
+            }
             apply(store, &mut writer, &mut filter, batch, workers)?;
             writer.commit()?;
             writer.forget_touched();
@@ -329,6 +345,12 @@ fn apply(
     for path in check {
         examine(store, writer, filter, &path, &mut cands)?;
     }
+    // One candidate per path: a file can be named by its own event and by
+    // the walk of its new directory. Its index record was looked up before
+    // the batch's writes, which stay correct only if no other candidate
+    // writes the same path (the group may commit in between).
+    let mut queued = std::collections::HashSet::new();
+    cands.retain(|c| queued.insert(c.path.clone()));
     let mut summary = Summary::default();
     ingest::ingest_candidates(writer, cands, workers, &mut summary)
 }

@@ -145,3 +145,25 @@ fn history_expires_by_count_and_takes_unreferenced_chunk_lists_with_it() {
     env.check();
     assert_eq!(lost(&env, &paths[0])["state"], "unknown");
 }
+
+#[test]
+fn a_moved_file_with_copies_elsewhere_is_found_at_its_new_place_first() {
+    let env = Env::new();
+    let body = text(42, 2000);
+    // Older copies of the same content, under the same name and another.
+    env.write("keep/report.txt", &body);
+    env.write("aaa/copy-of-report.txt", &body);
+    let old = env.write("old/report.txt", &body);
+    env.index();
+    fs::create_dir(env.root.join("zzz")).unwrap();
+    fs::rename(&old, env.root.join("zzz/report.txt")).unwrap();
+    env.index();
+    let r = lost(&env, &old);
+    let c = r["files"][0]["candidates"].as_array().unwrap();
+    assert_eq!(c.len(), 3, "{r:#}");
+    // Same name and newest first (it appeared when the old one went), then
+    // the older same-name copy, then the other name.
+    assert!(c[0]["path"].as_str().unwrap().ends_with("/zzz/report.txt"), "{r:#}");
+    assert!(c[1]["path"].as_str().unwrap().ends_with("/keep/report.txt"), "{r:#}");
+    assert!(c[2]["path"].as_str().unwrap().ends_with("/aaa/copy-of-report.txt"), "{r:#}");
+}
