@@ -47,6 +47,43 @@ pub enum Format {
     Csv,
 }
 
+/// What to scan and how, shared by `index` and `watch`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ScanArgs {
+    /// Leave out paths matching this glob (gitignore syntax; repeatable)
+    #[arg(long, value_name = "GLOB")]
+    pub exclude: Vec<String>,
+    /// Do not honour .gitignore, .ignore and .simdignore files
+    #[arg(long)]
+    pub no_ignore: bool,
+    /// Chunk workers [default: one per core]
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
+    /// Keep lost-and-found records this many days
+    #[arg(long, value_name = "DAYS", default_value_t = 90)]
+    pub keep_history_days: u64,
+    /// Keep at most this many lost-and-found records (the newest)
+    #[arg(long, value_name = "N", default_value_t = 100_000)]
+    pub keep_history: usize,
+}
+
+impl ScanArgs {
+    pub fn index_options(self, roots: Vec<PathBuf>, progress: bool) -> IndexOptions {
+        IndexOptions {
+            roots,
+            walk: WalkOptions {
+                excludes: self.exclude,
+                no_ignore: self.no_ignore,
+                threads: self.threads,
+                skip_dirs: Vec::new(),
+            },
+            workers: self.threads,
+            progress,
+            retention: ingest::Retention { max_age_days: self.keep_history_days, max_records: self.keep_history },
+        }
+    }
+}
+
 /// Link thresholds, shared by `report`, `similar` and `template mark`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct Thresholds {
@@ -91,21 +128,8 @@ pub enum Command {
         /// Average chunk size in bytes, fixed when the index is created [default: 1000]
         #[arg(long, value_name = "BYTES")]
         avg_chunk: Option<u32>,
-        /// Leave out paths matching this glob (gitignore syntax; repeatable)
-        #[arg(long, value_name = "GLOB")]
-        exclude: Vec<String>,
-        /// Do not honour .gitignore, .ignore and .simdignore files
-        #[arg(long)]
-        no_ignore: bool,
-        /// Chunk workers [default: one per core]
-        #[arg(long, default_value_t = 0)]
-        threads: usize,
-        /// Keep lost-and-found records this many days
-        #[arg(long, value_name = "DAYS", default_value_t = 90)]
-        keep_history_days: u64,
-        /// Keep at most this many lost-and-found records (the newest)
-        #[arg(long, value_name = "N", default_value_t = 100_000)]
-        keep_history: usize,
+        #[command(flatten)]
+        scan: ScanArgs,
     },
     /// Identical-file sets, then clusters of similar files with their links
     Report {
@@ -150,24 +174,11 @@ pub enum Command {
     Watch {
         /// Directories to watch [default: the roots the index remembers]
         roots: Vec<PathBuf>,
-        /// Leave out paths matching this glob (gitignore syntax; repeatable)
-        #[arg(long, value_name = "GLOB")]
-        exclude: Vec<String>,
-        /// Do not honour .gitignore, .ignore and .simdignore files
-        #[arg(long)]
-        no_ignore: bool,
-        /// Chunk workers [default: one per core]
-        #[arg(long, default_value_t = 0)]
-        threads: usize,
         /// Gather a burst of events on a path for this long before handling it
         #[arg(long, value_name = "MS", default_value_t = 100)]
         debounce_ms: u64,
-        /// Keep lost-and-found records this many days
-        #[arg(long, value_name = "DAYS", default_value_t = 90)]
-        keep_history_days: u64,
-        /// Keep at most this many lost-and-found records (the newest)
-        #[arg(long, value_name = "N", default_value_t = 100_000)]
-        keep_history: usize,
+        #[command(flatten)]
+        scan: ScanArgs,
     },
     /// Show what the index holds
     Status,
@@ -219,16 +230,10 @@ pub fn run(cli: Cli) -> Result<Exit> {
     // Reports can run to many thousand lines: buffer, and flush once at the end.
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     match cli.command {
-        Command::Index { roots, avg_chunk, exclude, no_ignore, threads, keep_history_days, keep_history } => {
+        Command::Index { roots, avg_chunk, scan } => {
             let params = avg_chunk.map(ChunkParams::for_average).transpose()?;
             let store = Store::open(&db, Access::Write, params)?;
-            let opts = IndexOptions {
-                roots,
-                walk: WalkOptions { excludes: exclude, no_ignore, threads, skip_dirs: Vec::new() },
-                workers: threads,
-                progress: !cli.quiet && std::io::stderr().is_terminal(),
-                retention: ingest::Retention { max_age_days: keep_history_days, max_records: keep_history },
-            };
+            let opts = scan.index_options(roots, !cli.quiet && std::io::stderr().is_terminal());
             let summary = ingest::index(&store, &opts)?;
             if !cli.quiet {
                 match cli.format {
@@ -296,20 +301,14 @@ pub fn run(cli: Cli) -> Result<Exit> {
             }
         }
         Command::Template(cmd) => template(&db, cmd, &mut out)?,
-        Command::Watch { roots, exclude, no_ignore, threads, debounce_ms, keep_history_days, keep_history } => {
+        Command::Watch { roots, debounce_ms, scan } => {
             let store = Store::open(&db, Access::Write, None)?;
             let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
             for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
                 signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
             }
             let opts = crate::watch::WatchOptions {
-                index: IndexOptions {
-                    roots,
-                    walk: WalkOptions { excludes: exclude, no_ignore, threads, skip_dirs: Vec::new() },
-                    workers: threads,
-                    progress: false,
-                    retention: ingest::Retention { max_age_days: keep_history_days, max_records: keep_history },
-                },
+                index: scan.index_options(roots, false),
                 debounce: std::time::Duration::from_millis(debounce_ms),
                 ..Default::default()
             };

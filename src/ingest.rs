@@ -146,19 +146,7 @@ pub fn index(store: &Store, opts: &IndexOptions) -> Result<Summary, IngestError>
 
     let mut summary = Summary { roots: roots.clone(), ..Summary::default() };
     let walked = std::thread::scope(|s| -> Result<scan::WalkOutcome, IngestError> {
-        for _ in 0..workers {
-            let (rx, tx) = (cand_rx.clone(), out_tx.clone());
-            s.spawn(move || {
-                let mut buf = Vec::new();
-                for cand in rx {
-                    if tx.send(read_candidate(cand, &params, &mut buf)).is_err() {
-                        break;
-                    }
-                }
-            });
-        }
-        drop(out_tx);
-        drop(cand_rx);
+        spawn_readers(s, workers, cand_rx, out_tx, params);
         let walker = s.spawn(|| {
             let r = scan::walk(store, &roots, &walk_opts, &cand_tx);
             drop(cand_tx);
@@ -236,19 +224,7 @@ pub fn ingest_candidates(
     let (out_tx, out_rx) = bounded::<Outcome>(QUEUE);
     let progress = Progress::new(false);
     std::thread::scope(|s| {
-        for _ in 0..workers.clamp(1, cands.len().max(1)) {
-            let (rx, tx) = (cand_rx.clone(), out_tx.clone());
-            s.spawn(move || {
-                let mut buf = Vec::new();
-                for cand in rx {
-                    if tx.send(read_candidate(cand, &params, &mut buf)).is_err() {
-                        break;
-                    }
-                }
-            });
-        }
-        drop(out_tx);
-        drop(cand_rx);
+        spawn_readers(s, workers.clamp(1, cands.len().max(1)), cand_rx, out_tx, params);
         s.spawn(move || {
             for c in cands {
                 if cand_tx.send(c).is_err() {
@@ -264,6 +240,30 @@ pub fn ingest_candidates(
         }
         result
     })
+}
+
+/// Starts `workers` threads that read candidates from `rx` and send what
+/// they found to `tx`; they end when `rx` is closed and drained (or `tx`'s
+/// receiver is gone). Takes the channel ends so that they close with the
+/// threads.
+fn spawn_readers<'scope>(
+    s: &'scope std::thread::Scope<'scope, '_>,
+    workers: usize,
+    rx: crossbeam_channel::Receiver<Candidate>,
+    tx: crossbeam_channel::Sender<Outcome>,
+    params: crate::chunker::ChunkParams,
+) {
+    for _ in 0..workers {
+        let (rx, tx) = (rx.clone(), tx.clone());
+        s.spawn(move || {
+            let mut buf = Vec::new();
+            for cand in rx {
+                if tx.send(read_candidate(cand, &params, &mut buf)).is_err() {
+                    break;
+                }
+            }
+        });
+    }
 }
 
 fn record_skip(summary: &mut Summary, path: PathBuf, reason: SkipReason) {
