@@ -419,8 +419,11 @@ fn examine(
     let meta = std::fs::symlink_metadata(path);
     let is_dir = meta.as_ref().is_ok_and(|m| m.is_dir());
     let is_file = meta.as_ref().is_ok_and(|m| m.is_file());
-    if !is_dir {
-        // Whatever the index held under this path as a directory is gone.
+    if meta.is_err() {
+        // Gone: whatever the index held under this path as a directory is
+        // gone too (a directory moved out of the roots raises one event,
+        // not one per file). A path that exists as a file had its former
+        // children reported by their own events.
         let under: Vec<Vec<u8>> =
             store.paths_under(&path_bytes(path)).map(|r| r.map(|(p, _)| p)).collect::<Result<_, _>>()?;
         for p in under {

@@ -4,6 +4,14 @@ answers for it (issue 4's bar: median < 250 ms on a 50k+ file tree,
 debounce included).
 
 Usage: tools/bench_watch.py --simd BIN --db IDX --tree TREE [--edits 50]
+       tools/bench_watch.py --simd BIN --db IDX --tree TREE --churn 0.10
+
+With --churn F, instead: appends a line to a fraction F of the tree's files
+(every 1/F-th file in sorted order), then waits until the daemon has handled
+that many changed files (daemon.json's changed_files), and prints the
+throughput (bytes of the rewritten files per second, from the first write to
+the last file handled) beside `simd index`'s first-run throughput on a copy
+of the same files measured just before (bar: churn >= 80 % of it).
 
 TREE must be a scratch copy (the script writes files into TREE/.simd-bench-*;
 never point it at real data). IDX is an index of TREE (made by `simd index`
@@ -22,8 +30,26 @@ def main():
     ap.add_argument("--db", required=True)
     ap.add_argument("--tree", required=True)
     ap.add_argument("--edits", type=int, default=50)
+    ap.add_argument("--churn", type=float)
     a = ap.parse_args()
     tree = os.path.realpath(a.tree)
+    if a.churn:
+        files = sorted(os.path.join(r, f) for r, _, fs in os.walk(tree) for f in fs
+                       if os.path.isfile(os.path.join(r, f)) and not os.path.islink(os.path.join(r, f)))
+        step = max(1, round(1 / a.churn))
+        churn = files[::step]
+        nbytes = sum(os.path.getsize(f) for f in churn)
+        # Baseline: a first index of the same files (in a fresh index).
+        import shutil, tempfile
+        base = tempfile.mkdtemp()
+        try:
+            t = time.time()
+            subprocess.run([a.simd, "--db", os.path.join(base, "idx"), "--quiet", "index", tree], check=True)
+            first = time.time() - t
+            total = sum(os.path.getsize(f) for f in files)
+        finally:
+            shutil.rmtree(base)
+        print(f"simd index, first run: {total/1e6:.0f} MB in {first:.2f} s = {total/1e6/first:.0f} MB/s")
     d = subprocess.Popen([a.simd, "--db", a.db, "watch", tree], stderr=subprocess.DEVNULL)
     try:
         state = os.path.join(a.db, "daemon.json")
@@ -38,6 +64,20 @@ def main():
                 sys.exit("daemon not ready after 600 s")
             time.sleep(0.05)
         print(f"daemon ready after {time.time() - t0:.1f} s", file=sys.stderr)
+        if a.churn:
+            before = json.load(open(state))["changed_files"]
+            t = time.time()
+            for f in churn:
+                with open(f, "ab") as h:
+                    h.write(b"\n# churn\n")
+            while json.load(open(state))["changed_files"] - before < len(churn):
+                if time.time() - t > 600:
+                    sys.exit("churn not absorbed after 600 s")
+                time.sleep(0.02)
+            took = time.time() - t
+            print(f"churn: {len(churn)} files, {nbytes/1e6:.0f} MB absorbed in {took:.2f} s = {nbytes/1e6/took:.0f} MB/s "
+                  f"({100 * (nbytes/took) / (total/first):.0f} % of the first-run throughput)")
+            return
         work = os.path.join(tree, f".simd-bench-{os.getpid()}")
         os.makedirs(work)
         time.sleep(1)
