@@ -510,10 +510,13 @@ impl<'s> Writer<'s> {
         self.end_file()
     }
 
-    /// Forgets the ids of files written so far (they matter to one scan's
-    /// removal pass only): a long-lived writer calls this between batches.
+    /// Forgets what only one scan needs (the ids of files written, for its
+    /// removal pass, and the gained/dropped memo): a long-lived writer calls
+    /// this between batches so that its memory stays flat.
     pub fn forget_touched(&mut self) {
         self.touched.clear();
+        self.gained.clear();
+        self.dropped.clear();
     }
 
     /// Whether anything was written since the writer started.

@@ -6,6 +6,10 @@ debounce included).
 Usage: tools/bench_watch.py --simd BIN --db IDX --tree TREE [--edits 50]
        tools/bench_watch.py --simd BIN --db IDX --tree TREE --churn 0.10
 
+With --soak SECONDS, instead: for that long, appends a line to 20 files
+every second (round robin over the tree) and prints the daemon's RSS and CPU
+time every 30 s (bar: RSS flat).
+
 With --churn F, instead: appends a line to a fraction F of the tree's files
 (every 1/F-th file in sorted order), then waits until the daemon has handled
 that many changed files (daemon.json's changed_files), and prints the
@@ -31,6 +35,7 @@ def main():
     ap.add_argument("--tree", required=True)
     ap.add_argument("--edits", type=int, default=50)
     ap.add_argument("--churn", type=float)
+    ap.add_argument("--soak", type=int)
     a = ap.parse_args()
     tree = os.path.realpath(a.tree)
     if a.churn:
@@ -64,6 +69,25 @@ def main():
                 sys.exit("daemon not ready after 600 s")
             time.sleep(0.05)
         print(f"daemon ready after {time.time() - t0:.1f} s", file=sys.stderr)
+        if a.soak:
+            files = sorted(os.path.join(r, f) for r, _, fs in os.walk(tree) for f in fs
+                           if os.path.isfile(os.path.join(r, f)) and not os.path.islink(os.path.join(r, f)))
+            def sample():
+                rss = next(l.split()[1] for l in open(f"/proc/{d.pid}/status") if l.startswith("VmRSS"))
+                st = open(f"/proc/{d.pid}/stat").read().split(")")[-1].split()
+                return int(rss) // 1024, (int(st[11]) + int(st[12])) / os.sysconf("SC_CLK_TCK")
+            t0, k, last = time.time(), 0, 0
+            while time.time() - t0 < a.soak:
+                for _ in range(20):
+                    with open(files[k % len(files)], "ab") as h:
+                        h.write(b"\n# soak\n")
+                    k += 1
+                if time.time() - last >= 30:
+                    rss, cpu = sample()
+                    print(f"t={time.time()-t0:5.0f} s  files touched {k:6d}  RSS {rss} MB  CPU {cpu:.1f} s", flush=True)
+                    last = time.time()
+                time.sleep(1)
+            return
         if a.churn:
             before = json.load(open(state))["changed_files"]
             t = time.time()
