@@ -289,19 +289,50 @@ impl UnionFind {
     }
 }
 
-/// The live contents (those with a name), sorted, with their number of names.
-fn live_contents(store: &Store) -> Result<(Vec<ContentHash>, Vec<u32>), StoreError> {
-    let (mut contents, mut copies) = (Vec::new(), Vec::new());
+/// The live contents (those with a name), sorted, with the ids of their
+/// names, from one scan of `content_names`.
+fn live_contents(store: &Store) -> Result<(Vec<ContentHash>, Vec<Vec<FileId>>), StoreError> {
+    let (mut contents, mut ids): (Vec<ContentHash>, Vec<Vec<FileId>>) = (Vec::new(), Vec::new());
     for item in store.scan::<ContentNames>() {
-        let ((content, _), ()) = item?;
+        let ((content, id), ()) = item?;
         if contents.last() == Some(&content) {
-            *copies.last_mut().expect("pushed with contents") += 1;
+            ids.last_mut().expect("pushed with contents").push(id);
         } else {
             contents.push(content);
-            copies.push(1);
+            ids.push(vec![id]);
         }
     }
-    Ok((contents, copies))
+    Ok((contents, ids))
+}
+
+/// Every file's path and size by id, from one scan of `files`: a report
+/// names most files, and one sequential pass is far cheaper than a point
+/// lookup per name.
+struct FileTable(HashMap<FileId, (Vec<u8>, u64)>);
+
+impl FileTable {
+    fn load(store: &Store) -> Result<FileTable, StoreError> {
+        let mut m = HashMap::new();
+        for item in store.scan::<Files>() {
+            let (id, rec) = item?;
+            m.insert(id, (rec.path, rec.size));
+        }
+        Ok(FileTable(m))
+    }
+
+    fn bytes(&self) -> u64 {
+        self.0.values().map(|(_, size)| size).sum()
+    }
+
+    /// The names of these ids, sorted by path.
+    fn names(&self, ids: &[FileId]) -> Vec<Name> {
+        let mut names: Vec<Name> = ids
+            .iter()
+            .filter_map(|id| self.0.get(id).map(|(path, size)| Name { path: path.clone(), size: *size, id: *id }))
+            .collect();
+        names.sort_by(|a, b| a.path.cmp(&b.path));
+        names
+    }
 }
 
 /// The template chunks.
@@ -495,7 +526,7 @@ pub fn counts(store: &Store) -> Result<Counts, StoreError> {
 /// Runs the whole analysis on the index as it is now.
 pub fn analyse(store: &Store, params: &AnalysisParams, threads: usize) -> Result<Analysis, StoreError> {
     let sequence = store.sequence();
-    let (contents, copies) = live_contents(store)?;
+    let (contents, ids) = live_contents(store)?;
     let cutoff = params.max_degree.unwrap_or_else(|| auto_cutoff(contents.len() as u64));
     let templates = templates(store)?;
     let part = partition(store, &contents, &templates, cutoff)?;
@@ -525,6 +556,7 @@ pub fn analyse(store: &Store, params: &AnalysisParams, threads: usize) -> Result
         return Err(e);
     }
     let raw = results.into_inner().expect("threads joined");
+    let files = FileTable::load(store)?;
 
     let mut clusters = Vec::with_capacity(raw.len());
     for rc in raw {
@@ -532,7 +564,7 @@ pub fn analyse(store: &Store, params: &AnalysisParams, threads: usize) -> Result
         let mut members = Vec::with_capacity(rc.members.len());
         for &(ci, size, payload) in &rc.members {
             let content = contents[ci as usize];
-            members.push(Member { content, size, payload, names: names_of(store, &content)? });
+            members.push(Member { content, size, payload, names: files.names(&ids[ci as usize]) });
         }
         let links = rc.links.into_iter().map(|(a, b, measures, kind)| Link { a, b, measures, kind }).collect();
         clusters.push(Cluster { id, members, links });
@@ -540,9 +572,9 @@ pub fn analyse(store: &Store, params: &AnalysisParams, threads: usize) -> Result
     clusters.sort_by(|a, b| (b.files(), b.bytes()).cmp(&(a.files(), a.bytes())).then_with(|| a.id.cmp(&b.id)));
 
     let mut identical = Vec::new();
-    for (i, &n) in copies.iter().enumerate() {
-        if n > 1 {
-            let names = names_of(store, &contents[i])?;
+    for (i, names) in ids.iter().enumerate() {
+        if names.len() > 1 {
+            let names = files.names(names);
             let size = names.first().map_or(0, |n| n.size);
             identical.push(IdenticalSet { content: contents[i], size, names });
         }
@@ -550,7 +582,7 @@ pub fn analyse(store: &Store, params: &AnalysisParams, threads: usize) -> Result
     identical.sort_by(|a, b| b.wasted().cmp(&a.wasted()).then_with(|| a.content.cmp(&b.content)));
 
     let totals = counts(store)?;
-    let bytes = store.scan::<Files>().map(|r| r.map(|(_, f)| f.size)).sum::<Result<u64, _>>()?;
+    let bytes = files.bytes();
     Ok(Analysis {
         sequence,
         params: *params,
