@@ -113,6 +113,10 @@ pub fn canonical_roots(roots: &[PathBuf]) -> Result<Vec<PathBuf>, IngestError> {
             out.push(c);
         }
     }
+    // A root inside another would be walked twice: each file under it would
+    // be looked up and written twice within one run.
+    let all = out.clone();
+    out.retain(|r| !all.iter().any(|o| o != r && r.starts_with(o)));
     Ok(out)
 }
 
@@ -137,6 +141,7 @@ pub fn index(store: &Store, opts: &IndexOptions) -> Result<Summary, IngestError>
 
     let mut writer = Writer::new(store)?;
     writer.remember_roots(&roots, remembered)?;
+    walk_opts.index_empty = writer.counts.files == 0;
 
     let progress = Progress::new(opts.progress);
     let workers = if opts.workers == 0 { available_cores() } else { opts.workers };

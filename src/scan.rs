@@ -29,6 +29,9 @@ pub struct WalkOptions {
     pub threads: usize,
     /// Directories never entered (the index itself).
     pub skip_dirs: Vec<PathBuf>,
+    /// The index held no files when the scan began: every file is new, and
+    /// the two lookups per file are skipped.
+    pub index_empty: bool,
 }
 
 /// The stat fields that decide whether a file changed.
@@ -181,7 +184,8 @@ pub fn walk(
             };
             let stat = Stat::of(&meta);
             let path = entry.into_path();
-            match lookup(store, &path) {
+            let found = if opts.index_empty { Ok(None) } else { lookup(store, &path) };
+            match found {
                 Ok(Some((id, rec))) if stat.matches(&rec) => {
                     local.out.unchanged.push(id);
                     local.out.unchanged_bytes += rec.size;

@@ -145,3 +145,25 @@ fn status_text_names_the_figures() {
         assert!(t.contains(needle), "missing {needle:?} in\n{t}");
     }
 }
+
+#[test]
+fn nested_roots_are_walked_once() {
+    let env = Env::new();
+    for i in 0..30 {
+        env.write(&format!("a/b/f{i}.txt"), text(i, 300));
+    }
+    env.write("a/top.txt", text(99, 300));
+    let out = env
+        .simd()
+        .args(["--format", "json", "index"])
+        .arg(env.root.join("a"))
+        .arg(env.root.join("a/b"))
+        .arg(env.root.join("a/./b"))
+        .assert()
+        .success();
+    let s: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(s["new"].as_u64(), Some(31), "{s}");
+    assert_eq!(s["roots"].as_array().unwrap().len(), 1, "{s}");
+    env.check();
+    assert_eq!(env.files().len(), 31);
+}
