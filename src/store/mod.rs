@@ -330,11 +330,6 @@ impl Store {
     pub fn disk_size(&self) -> u64 {
         dir_size(&self.dir.join(DB_DIR))
     }
-
-    /// A CF's approximate number of keys (RocksDB's own estimate).
-    pub fn estimate_keys<T: Table>(&self) -> u64 {
-        self.db.property_int_value_cf(self.cf(T::NAME), "rocksdb.estimate-num-keys").ok().flatten().unwrap_or(0)
-    }
 }
 
 /// Creates an empty index database in `dir/db`: built in `dir/db.creating`
