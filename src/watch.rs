@@ -372,6 +372,10 @@ fn rename(
     // (old path, new path) pairs: the file itself, or every indexed file under a directory.
     let mut pairs = Vec::new();
     if meta.is_dir() {
+        // The prefix scan reads the index, not the open group: write what is
+        // pending first (an earlier rename in this batch may have moved files
+        // here).
+        writer.commit()?;
         for item in store.paths_under(&path_bytes(from)) {
             let (old, _) = item?;
             let suffix = &old[path_bytes(from).len()..];
@@ -424,6 +428,7 @@ fn examine(
         // gone too (a directory moved out of the roots raises one event,
         // not one per file). A path that exists as a file had its former
         // children reported by their own events.
+        writer.commit()?; // the scan below reads the index, not the open group
         let under: Vec<Vec<u8>> =
             store.paths_under(&path_bytes(path)).map(|r| r.map(|(p, _)| p)).collect::<Result<_, _>>()?;
         for p in under {

@@ -125,6 +125,12 @@ fn the_live_index_follows_every_kind_of_change() {
     assert!(moves >= 21, "a moved directory moves its files: {moves} move records");
     drop(s);
 
+    // Renamed twice within one debounce window: both renames in one batch.
+    std::fs::rename(env.root.join("archive/docs-2024"), env.root.join("archive/tmp-name")).unwrap();
+    std::fs::rename(env.root.join("archive/tmp-name"), env.root.join("archive/docs-2024")).unwrap();
+    converges(&env, "a directory renamed twice at once");
+    env.check();
+
     std::fs::remove_file(env.root.join("archive/docs-2024/d4.txt")).unwrap();
     converges(&env, "delete");
 
