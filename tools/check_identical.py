@@ -10,7 +10,9 @@ links as duplicates like simd does) and `simd report --format json`, then
 compares the two partitions of files into groups of identical content.
 Symlinks are skipped by both. Exit status 0 when the groups are equal.
 """
-import argparse, base64, json, os, subprocess, sys
+import argparse, json, os, subprocess, sys
+
+from score import simd_path  # {"path": s} | {"path_b64": b} -> bytes
 
 
 def jdupes_groups(tree):
@@ -29,9 +31,7 @@ def jdupes_groups(tree):
 
 def simd_groups(simd, db):
     r = json.loads(subprocess.run([simd, "--db", db, "--format", "json", "report"], capture_output=True, check=True).stdout)
-    def p(f):
-        return f["path"].encode() if "path" in f else base64.b64decode(f["path_b64"])
-    return {frozenset(p(f) for f in s["files"]) for s in r["identical"]}
+    return {frozenset(simd_path(f) for f in s["files"]) for s in r["identical"]}
 
 
 def main():

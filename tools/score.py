@@ -107,6 +107,9 @@ import time
 from collections import Counter, defaultdict
 from concurrent.futures import ThreadPoolExecutor
 
+# The truth files' path convention (str, or {"path_b64": ...}) is gen_corpus.py's.
+from gen_corpus import path_from_json as path_unjson, path_to_json as path_json
+
 TOOLS = os.path.dirname(os.path.abspath(__file__))
 CACHE_FORMAT = "simd-score-reference/1"
 SIZE_STRATA = [("< 3 KB", 0, 3000), ("3-10 KB", 3000, 10000), (">= 10 KB", 10000, None)]
@@ -121,19 +124,6 @@ def log(msg: str) -> None:
 def die(msg: str, code: int = 2):
     print(f"score.py: error: {msg}", file=sys.stderr)
     sys.exit(code)
-
-
-def path_json(p: bytes):
-    try:
-        return p.decode("utf-8")
-    except UnicodeDecodeError:
-        return {"path_b64": base64.b64encode(p).decode("ascii")}
-
-
-def path_unjson(v) -> bytes:
-    if isinstance(v, str):
-        return v.encode("utf-8")
-    return base64.b64decode(v["path_b64"])
 
 
 def simd_path(obj: dict) -> bytes:
