@@ -19,10 +19,7 @@ use md5::{Digest, Md5};
 use serde::{Deserialize, Serialize};
 
 use crate::fingerprint::{ChunkId, ContentHash};
-use crate::store::{
-    ChunkContents, ContentChunks, ContentNames, Counts, FileId, Files, Meta, MetaKey, MetaValue, Store, StoreError,
-    Templates,
-};
+use crate::store::{ChunkContents, ContentChunks, ContentNames, FileId, Files, Store, StoreError, Templates};
 
 /// Thresholds of an analysis.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -515,14 +512,6 @@ pub fn names_of(store: &Store, content: &ContentHash) -> Result<Vec<Name>, Store
     Ok(names)
 }
 
-/// The writer's totals (files, live contents).
-pub fn counts(store: &Store) -> Result<Counts, StoreError> {
-    Ok(match store.get::<Meta>(&MetaKey::Counts)? {
-        Some(MetaValue::Counts(c)) => c,
-        _ => Counts::default(),
-    })
-}
-
 /// Runs the whole analysis on the index as it is now.
 pub fn analyse(store: &Store, params: &AnalysisParams, threads: usize) -> Result<Analysis, StoreError> {
     let sequence = store.sequence();
@@ -581,7 +570,7 @@ pub fn analyse(store: &Store, params: &AnalysisParams, threads: usize) -> Result
     }
     identical.sort_by(|a, b| b.wasted().cmp(&a.wasted()).then_with(|| a.content.cmp(&b.content)));
 
-    let totals = counts(store)?;
+    let totals = store.counts()?;
     let bytes = files.bytes();
     Ok(Analysis {
         sequence,

@@ -335,9 +335,7 @@ fn ctime(m: &std::fs::Metadata) -> (i64, i64) {
     (m.ctime(), m.ctime_nsec())
 }
 
-pub fn now_ns() -> TimeNs {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as TimeNs).unwrap_or(0)
-}
+pub use crate::store::now_ns;
 
 /// Files written in one atomic write at most: bounds the batch's memory and
 /// how much a crash can undo (the next scan redoes it).
@@ -415,10 +413,7 @@ impl<'s> Writer<'s> {
             Some(MetaValue::NextFileId(n)) => n,
             _ => 1,
         };
-        let counts = match store.get::<Meta>(&MetaKey::Counts)? {
-            Some(MetaValue::Counts(c)) => c,
-            _ => Counts::default(),
-        };
+        let counts = store.counts()?;
         Ok(Writer {
             store,
             next_id,

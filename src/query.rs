@@ -96,7 +96,7 @@ pub fn similar_to(
     params: &AnalysisParams,
     all: bool,
 ) -> Result<Similar, StoreError> {
-    let contents = analysis::counts(store)?.contents;
+    let contents = store.counts()?.contents;
     let mut ignored = Ignored {
         store,
         templates: analysis::templates(store)?,

@@ -76,10 +76,6 @@ const BLOCK_CACHE: usize = 16 << 20;
 const WRITE_BUFFER_TOTAL: usize = 32 << 20;
 const WRITE_BUFFER_PER_CF: usize = 8 << 20;
 
-fn now_ns() -> TimeNs {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as TimeNs).unwrap_or(0)
-}
-
 impl Store {
     /// Opens the index at `dir`. A writer creates it when `dir` is missing or
     /// empty, with `params` (default: ~1 KB chunks); an existing index must
@@ -308,6 +304,14 @@ impl Store {
     /// Syncs the WAL to disk.
     pub fn sync(&self) -> Result<()> {
         self.db.flush_wal(true).map_err(|e| self.rocks(e))
+    }
+
+    /// The writer's totals (files, live contents), zero for a new index.
+    pub fn counts(&self) -> Result<Counts> {
+        Ok(match self.get::<Meta>(&MetaKey::Counts)? {
+            Some(MetaValue::Counts(c)) => c,
+            _ => Counts::default(),
+        })
     }
 
     /// Writes every memtable to SST files and drops the WAL they came from.

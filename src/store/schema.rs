@@ -77,6 +77,11 @@ impl std::fmt::Display for FileId {
 /// Nanoseconds since the Unix epoch.
 pub type TimeNs = i64;
 
+/// Now, in nanoseconds since the Unix epoch (0 if the clock is before it).
+pub fn now_ns() -> TimeNs {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as TimeNs).unwrap_or(0)
+}
+
 fn fixed<const N: usize>(bytes: &[u8], what: &'static str) -> Result<[u8; N], DecodeError> {
     bytes.try_into().map_err(|_| DecodeError::KeyLength { found: bytes.len(), expected: what })
 }
