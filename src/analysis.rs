@@ -4,8 +4,12 @@
 //!
 //! It reads only the index, never a file. It depends on "a content is a
 //! multiset of weighted feature ids" ([`Features`]), not on how the features
-//! were cut, so other extractors (shingles, paragraph fingerprints) can plug
-//! in beside TTTD chunks.
+//! were cut: a content has two, its TTTD chunks and a sample of its word
+//! shingles ([`crate::sketch`]). Two contents are in one part when they share
+//! a non-ignored chunk or a posted sketch sample, and a pair is a link when
+//! either measure passes the thresholds (chunks see long shared runs and a
+//! small file inside a large one; shingles see text with scattered edits,
+//! which leave no 1 KB chunk intact).
 //!
 //! Memory is O(contents) for the partition plus O(one component) for links:
 //! postings are streamed in key order (RocksDB is the disk-based sort), and a
@@ -19,14 +23,19 @@ use md5::{Digest, Md5};
 use serde::{Deserialize, Serialize};
 
 use crate::fingerprint::{ChunkId, ContentHash};
-use crate::store::{ChunkContents, ContentChunks, ContentNames, FileId, Files, Store, StoreError, Templates};
+use crate::sketch::{Estimate, Sketch};
+use crate::store::{
+    ChunkContents, ContentChunks, ContentNames, FileId, Files, SketchContents, Store, StoreError, TemplateSamples,
+    Templates,
+};
 
 /// Thresholds of an analysis.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AnalysisParams {
-    /// A link needs at least this many bytes in common.
+    /// A link needs at least this many bytes in common (counted in chunks, or
+    /// estimated from the word sketch as containment × size),
     pub min_bytes: u64,
-    /// ... and resemblance at least this,
+    /// ... and resemblance at least this (in chunks or in word shingles),
     pub min_similarity: f64,
     /// ... or the smaller file this much inside the larger (a `contains` link).
     pub min_containment: f64,
@@ -38,7 +47,7 @@ pub struct AnalysisParams {
 impl Default for AnalysisParams {
     /// Defaults chosen from measured precision and recall: `docs/accuracy.md`.
     fn default() -> Self {
-        AnalysisParams { min_bytes: 100, min_similarity: 0.3, min_containment: 0.6, max_degree: None }
+        AnalysisParams { min_bytes: 100, min_similarity: 0.5, min_containment: 0.8, max_degree: None }
     }
 }
 
@@ -49,11 +58,13 @@ pub fn auto_cutoff(contents: u64) -> u64 {
     (contents / 2).clamp(100, 1000)
 }
 
-/// A content as the analysis sees it: its non-ignored chunks, sorted by id,
-/// each with its length and occurrence count.
+/// A content as the analysis sees it: its size, its non-ignored chunks,
+/// sorted by id, each with its length and occurrence count, and its sketch.
 #[derive(Clone, Debug, Default)]
 pub struct Features {
+    pub size: u64,
     pub chunks: Vec<(ChunkId, u32, u32)>,
+    pub sketch: Sketch,
 }
 
 impl Features {
@@ -82,7 +93,8 @@ impl Features {
     }
 }
 
-/// The similarity measures of a pair, from common bytes and payloads.
+/// The similarity measures of a pair: in chunks (common bytes over
+/// payloads, DESIGN.md's definitions) and in word shingles (estimated).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Measures {
     pub common: u64,
@@ -91,9 +103,14 @@ pub struct Measures {
     pub a_in_b: f64,
     /// c(B in A) = common / payload B.
     pub b_in_a: f64,
+    /// Word-shingle resemblance and containments, from the sketches.
+    pub words: Estimate,
+    /// Bytes in common estimated from the words: c(A in B) × size of A.
+    pub words_common: u64,
 }
 
 impl Measures {
+    /// Chunk measures alone (the word estimate left at zero).
     pub fn new(common: u64, payload_a: u64, payload_b: u64) -> Measures {
         let ratio = |n: u64, d: u64| if d == 0 { 0.0 } else { n as f64 / d as f64 };
         Measures {
@@ -101,21 +118,45 @@ impl Measures {
             resemblance: ratio(common, (payload_a + payload_b).saturating_sub(common)),
             a_in_b: ratio(common, payload_a),
             b_in_a: ratio(common, payload_b),
+            words: Estimate::default(),
+            words_common: 0,
         }
     }
 
-    /// How much the smaller side is inside the larger.
+    /// Both measures of a pair, given its chunk common bytes and payloads.
+    pub fn with_words(common: u64, a: (&Sketch, u64, u64), b: (&Sketch, u64, u64)) -> Measures {
+        let words = a.0.estimate(b.0);
+        let words_common = (words.a_in_b * a.2 as f64).max(words.b_in_a * b.2 as f64) as u64;
+        Measures { words, words_common, ..Measures::new(common, a.1, b.1) }
+    }
+
+    /// How much the smaller side is inside the larger, in chunks.
     pub fn containment(&self) -> f64 {
         self.a_in_b.max(self.b_in_a)
     }
 
-    /// The link kind under `p`, or None when the pair is not a link.
+    /// The larger of the two resemblances.
+    pub fn best_resemblance(&self) -> f64 {
+        self.resemblance.max(self.words.resemblance)
+    }
+
+    /// The larger of the two containments of A in B.
+    pub fn best_a_in_b(&self) -> f64 {
+        self.a_in_b.max(self.words.a_in_b)
+    }
+
+    /// The link kind under `p`, or None when the pair is not a link: the
+    /// chunk measures or the word measures pass.
     pub fn kind(&self, p: &AnalysisParams) -> Option<LinkKind> {
-        if self.common < p.min_bytes.max(1) {
-            None
-        } else if self.resemblance >= p.min_similarity {
+        let min = p.min_bytes.max(1);
+        let chunks = self.common >= min;
+        // One shared sample is a resemblance estimate; a containment needs two.
+        let words = self.words_common >= min && self.words.shared >= 1;
+        if (chunks && self.resemblance >= p.min_similarity) || (words && self.words.resemblance >= p.min_similarity) {
             Some(LinkKind::Similar)
-        } else if self.containment() >= p.min_containment {
+        } else if (chunks && self.containment() >= p.min_containment)
+            || (words && self.words.shared >= 2 && self.words.containment() >= p.min_containment)
+        {
             Some(LinkKind::Contains)
         } else {
             None
@@ -332,15 +373,26 @@ impl FileTable {
     }
 }
 
-/// The template chunks.
-pub fn templates(store: &Store) -> Result<HashSet<ChunkId>, StoreError> {
-    store.scan::<Templates>().map(|r| r.map(|(id, _)| id)).collect()
+/// Features that take no part in analysis: template chunks and samples,
+/// and (once partitioned) over-common chunks.
+#[derive(Clone, Debug, Default)]
+pub struct Ignored {
+    pub chunks: HashSet<ChunkId>,
+    pub samples: HashSet<u32>,
+}
+
+/// The template chunks and sketch samples.
+pub fn templates(store: &Store) -> Result<Ignored, StoreError> {
+    Ok(Ignored {
+        chunks: store.scan::<Templates>().map(|r| r.map(|(id, _)| id)).collect::<Result<_, _>>()?,
+        samples: store.scan::<TemplateSamples>().map(|r| r.map(|(s, _)| s)).collect::<Result<_, _>>()?,
+    })
 }
 
 /// The partition of the live contents by shared non-ignored chunks.
 struct Partition {
     components: Vec<Vec<u32>>,
-    ignored: HashSet<ChunkId>,
+    ignored: Ignored,
     common_chunks: u64,
     common_bytes: u64,
     template_chunks: u64,
@@ -352,13 +404,13 @@ struct Partition {
 fn partition(
     store: &Store,
     contents: &[ContentHash],
-    templates: &HashSet<ChunkId>,
+    templates: &Ignored,
     cutoff: u64,
 ) -> Result<Partition, StoreError> {
     let mut uf = UnionFind::new(contents.len());
     let mut p = Partition {
         components: Vec::new(),
-        ignored: HashSet::new(),
+        ignored: Ignored { chunks: HashSet::new(), samples: templates.samples.clone() },
         common_chunks: 0,
         common_bytes: 0,
         template_chunks: 0,
@@ -368,14 +420,14 @@ fn partition(
     let mut group: Vec<u32> = Vec::new();
     let mut group_bytes = 0u64;
     let flush = |chunk: ChunkId, group: &mut Vec<u32>, bytes: u64, uf: &mut UnionFind, p: &mut Partition| {
-        if templates.contains(&chunk) {
+        if templates.chunks.contains(&chunk) {
             p.template_chunks += 1;
             p.template_bytes += bytes;
-            p.ignored.insert(chunk);
+            p.ignored.chunks.insert(chunk);
         } else if group.len() as u64 > cutoff {
             p.common_chunks += 1;
             p.common_bytes += bytes;
-            p.ignored.insert(chunk);
+            p.ignored.chunks.insert(chunk);
         } else {
             for w in group.windows(2) {
                 uf.union(w[0], w[1]);
@@ -402,19 +454,38 @@ fn partition(
     if let Some(c) = current {
         flush(c, &mut group, group_bytes, &mut uf, &mut p);
     }
+    // The same over the posted sketch samples.
+    let mut current: Option<u32> = None;
+    let join = |group: &mut Vec<u32>, uf: &mut UnionFind, sample: Option<u32>| {
+        let template = sample.is_some_and(|s| templates.samples.contains(&s));
+        if group.len() as u64 <= cutoff && !template {
+            for w in group.windows(2) {
+                uf.union(w[0], w[1]);
+            }
+        }
+        group.clear();
+    };
+    for item in store.scan::<SketchContents>() {
+        let ((sample, content), ()) = item?;
+        if current != Some(sample) {
+            join(&mut group, &mut uf, current);
+            current = Some(sample);
+        }
+        if let Ok(i) = contents.binary_search(&content) {
+            group.push(i as u32);
+        }
+    }
+    join(&mut group, &mut uf, current);
     p.components = uf.groups();
     Ok(p)
 }
 
-/// Loads a content's features (its chunk list without ignored chunks).
-pub fn features(
-    store: &Store,
-    content: &ContentHash,
-    ignored: &HashSet<ChunkId>,
-) -> Result<(u64, Features), StoreError> {
-    let rec = store.get::<ContentChunks>(content)?.unwrap_or(crate::store::ContentRecord { size: 0, runs: Vec::new() });
-    let chunks = rec.chunk_counts().into_iter().filter(|(id, _, _)| !ignored.contains(id)).collect();
-    Ok((rec.size, Features { chunks }))
+/// Loads a content's features: its chunk list and sketch without ignored
+/// chunks and samples.
+pub fn features(store: &Store, content: &ContentHash, ignored: &Ignored) -> Result<Features, StoreError> {
+    let rec = store.get::<ContentChunks>(content)?.unwrap_or_default();
+    let chunks = rec.chunk_counts().into_iter().filter(|(id, _, _)| !ignored.chunks.contains(id)).collect();
+    Ok(Features { size: rec.size, chunks, sketch: rec.sketch.without(&ignored.samples) })
 }
 
 /// A cluster before names are attached: contents as dense indices.
@@ -428,22 +499,26 @@ fn analyse_component(
     store: &Store,
     contents: &[ContentHash],
     component: &[u32],
-    ignored: &HashSet<ChunkId>,
+    ignored: &Ignored,
+    cutoff: u64,
     params: &AnalysisParams,
 ) -> Result<Vec<RawCluster>, StoreError> {
     let mut feats = Vec::with_capacity(component.len());
-    let mut sizes = Vec::with_capacity(component.len());
     for &c in component {
-        let (size, f) = features(store, &contents[c as usize], ignored)?;
-        sizes.push(size);
-        feats.push(f);
+        feats.push(features(store, &contents[c as usize], ignored)?);
     }
+    let sizes: Vec<u64> = feats.iter().map(|f| f.size).collect();
     let payloads: Vec<u64> = feats.iter().map(Features::payload).collect();
-    // Inverted index of the component: chunk → local members holding it.
+    // Inverted indexes of the component: chunk (and posted sample) → local
+    // members holding it.
     let mut holders: HashMap<ChunkId, Vec<u32>> = HashMap::new();
+    let mut sample_holders: HashMap<u32, Vec<u32>> = HashMap::new();
     for (i, f) in feats.iter().enumerate() {
         for &(id, _, _) in &f.chunks {
             holders.entry(id).or_default().push(i as u32);
+        }
+        for &s in f.sketch.posted() {
+            sample_holders.entry(s).or_default().push(i as u32);
         }
     }
     let n = component.len();
@@ -453,8 +528,14 @@ fn analyse_component(
     let mut candidates = Vec::new();
     for i in 0..n {
         candidates.clear();
-        for &(id, _, _) in &feats[i].chunks {
-            for &j in &holders[&id] {
+        let by_chunk = feats[i].chunks.iter().map(|c| &holders[&c.0]);
+        let by_sample = feats[i].sketch.posted().iter().map(|s| &sample_holders[s]);
+        for held in by_chunk.chain(by_sample) {
+            // Samples as common as the chunk cutoff join no part: skip them here too.
+            if held.len() as u64 > cutoff {
+                continue;
+            }
+            for &j in held {
                 let j = j as usize;
                 if j > i && stamp[j] != i {
                     stamp[j] = i;
@@ -463,7 +544,9 @@ fn analyse_component(
             }
         }
         for &j in &candidates {
-            let m = Measures::new(feats[i].common(&feats[j]), payloads[i], payloads[j]);
+            let (a, b) = (&feats[i], &feats[j]);
+            let m =
+                Measures::with_words(a.common(b), (&a.sketch, payloads[i], a.size), (&b.sketch, payloads[j], b.size));
             if let Some(kind) = m.kind(params) {
                 links.push((i, j, m, kind));
                 uf.union(i as u32, j as u32);
@@ -531,7 +614,7 @@ pub fn analyse(store: &Store, params: &AnalysisParams, threads: usize) -> Result
             s.spawn(|| loop {
                 let k = next.fetch_add(1, Ordering::Relaxed);
                 let Some(&ci) = order.get(k) else { break };
-                match analyse_component(store, &contents, &part.components[ci], &part.ignored, params) {
+                match analyse_component(store, &contents, &part.components[ci], &part.ignored, cutoff, params) {
                     Ok(mut r) => results.lock().expect("no panics holding the lock").append(&mut r),
                     Err(e) => {
                         *error.lock().expect("no panics holding the lock") = Some(e);
@@ -596,7 +679,7 @@ mod tests {
     fn f(chunks: &[(u8, u32, u32)]) -> Features {
         let mut c: Vec<_> = chunks.iter().map(|&(id, len, n)| (ChunkId([id; 16]), len, n)).collect();
         c.sort();
-        Features { chunks: c }
+        Features { chunks: c, ..Default::default() }
     }
 
     #[test]
@@ -647,8 +730,8 @@ pub mod cache {
     use super::{analyse, Analysis, AnalysisParams};
     use crate::store::{Store, StoreError};
 
-    // 2: names carry their file id.
-    const VERSION: u8 = 2;
+    // 2: names carry their file id. 3: links carry word measures.
+    const VERSION: u8 = 3;
 
     fn path(dir: &Path) -> PathBuf {
         dir.join("analysis.cache")
@@ -709,7 +792,7 @@ pub mod marks {
 
     use super::{cluster_id_str, features, Analysis};
     use crate::fingerprint::ChunkId;
-    use crate::store::{Store, StoreError, TemplateMark, Templates};
+    use crate::store::{Store, StoreError, TemplateMark, TemplateSamples, Templates};
 
     #[derive(Debug, thiserror::Error)]
     pub enum MarkError {
@@ -726,10 +809,12 @@ pub mod marks {
         pub cluster: String,
         pub chunks: u64,
         pub bytes: u64,
+        pub samples: u64,
     }
 
-    /// The chunks of a cluster held by at least `min_share` of its distinct
-    /// contents, marked as template chunks in one batch.
+    /// The chunks and sketch samples of a cluster held by at least
+    /// `min_share` of its distinct contents, marked as template features in
+    /// one batch.
     pub fn mark(store: &Store, analysis: &Analysis, id: &str, min_share: f64) -> Result<Marked, MarkError> {
         let id = id.to_ascii_lowercase();
         let found: Vec<_> = analysis.clusters.iter().filter(|c| c.id_str().starts_with(&id)).collect();
@@ -739,11 +824,15 @@ pub mod marks {
             many => return Err(MarkError::Ambiguous(id, many.len())),
         };
         let mut held: HashMap<ChunkId, (u32, usize)> = HashMap::new();
+        let mut held_samples: HashMap<u32, usize> = HashMap::new();
         let none = Default::default();
         for m in &cluster.members {
-            let (_, f) = features(store, &m.content, &none)?;
+            let f = features(store, &m.content, &none)?;
             for (chunk, len, _) in f.chunks {
                 held.entry(chunk).or_insert((len, 0)).1 += 1;
+            }
+            for s in f.sketch.samples {
+                *held_samples.entry(s).or_default() += 1;
             }
         }
         let need = ((cluster.members.len() as f64) * min_share).ceil().max(2.0) as usize;
@@ -757,9 +846,16 @@ pub mod marks {
                 bytes += u64::from(len);
             }
         }
+        let mut samples = 0;
+        for (s, n) in held_samples {
+            if n >= need {
+                batch.put::<TemplateSamples>(&s, &TemplateMark { marked: now, cluster: cluster.id, len: 0 });
+                samples += 1;
+            }
+        }
         store.write(batch)?;
         store.sync()?;
-        Ok(Marked { cluster: cluster.id_str(), chunks, bytes })
+        Ok(Marked { cluster: cluster.id_str(), chunks, bytes, samples })
     }
 
     /// Removes the marks made from a cluster (a unique id prefix), or all
@@ -767,13 +863,20 @@ pub mod marks {
     pub fn unmark(store: &Store, id: &str) -> Result<u64, StoreError> {
         let id = id.to_ascii_lowercase();
         let mut batch = store.batch();
+        let of = |mark: &TemplateMark| id == "all" || cluster_id_str(mark.cluster).starts_with(&id);
         for item in store.scan::<Templates>() {
             let (chunk, mark) = item?;
-            if id == "all" || cluster_id_str(mark.cluster).starts_with(&id) {
+            if of(&mark) {
                 batch.delete::<Templates>(&chunk);
             }
         }
         let n = batch.len() as u64;
+        for item in store.scan::<TemplateSamples>() {
+            let (sample, mark) = item?;
+            if of(&mark) {
+                batch.delete::<TemplateSamples>(&sample);
+            }
+        }
         store.write(batch)?;
         store.sync()?;
         Ok(n)

@@ -20,7 +20,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use crate::fingerprint::{ChunkId, ContentHash};
 use crate::store::{
     ChunkContents, ContentChunks, ContentNames, FileId, Files, History, HistoryRecord, Meta, MetaKey, MetaValue, Paths,
-    Posting, Store, StoreError,
+    Posting, SketchContents, Store, StoreError,
 };
 
 /// What the checker found.
@@ -108,6 +108,7 @@ pub fn check(store: &Store) -> Result<CheckReport, StoreError> {
 
     // content_chunks ↔ chunk_contents
     let mut expected: HashMap<(ChunkId, ContentHash), Posting> = HashMap::new();
+    let mut expected_samples: HashSet<(u32, ContentHash)> = HashSet::new();
     let mut contents = 0;
     for item in store.scan::<ContentChunks>() {
         let (content, rec) = item?;
@@ -120,6 +121,7 @@ pub fn check(store: &Store) -> Result<CheckReport, StoreError> {
             for (chunk, len, count) in rec.chunk_counts() {
                 expected.insert((chunk, content), Posting { count, len });
             }
+            expected_samples.extend(rec.sketch.posted().iter().map(|&s| (s, content)));
         } else if !ghosts.contains(&content) {
             problem(format!("content {content}: chunk list kept with no name and no ghost"));
         }
@@ -138,6 +140,18 @@ pub fn check(store: &Store) -> Result<CheckReport, StoreError> {
     }
     for (chunk, content) in expected.keys() {
         problem(format!("content {content}: posting for chunk {chunk} missing"));
+    }
+
+    // content_chunks' sketches ↔ sketch_contents
+    for item in store.scan::<SketchContents>() {
+        let ((sample, content), ()) = item?;
+        postings += 1;
+        if !expected_samples.remove(&(sample, content)) {
+            problem(format!("sketch posting {sample:08x} in {content}: not a posted sample of a live content"));
+        }
+    }
+    for (sample, content) in &expected_samples {
+        problem(format!("content {content}: sketch posting for sample {sample:08x} missing"));
     }
 
     // meta

@@ -534,10 +534,11 @@ fn template(db: &std::path::Path, cmd: TemplateCommand, out: &mut impl Write) ->
             let marked = marks::mark(&store, &analysis, &cluster, min_share)?;
             writeln!(
                 out,
-                "cluster {}: marked {} chunks ({}) as template; later reports ignore them",
+                "cluster {}: marked {} chunks ({}) and {} word samples as template; later reports ignore them",
                 marked.cluster,
                 marked.chunks,
-                human_bytes(marked.bytes)
+                human_bytes(marked.bytes),
+                marked.samples
             )?;
         }
         TemplateCommand::Unmark { cluster } => {

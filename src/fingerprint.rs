@@ -13,6 +13,7 @@ use md5::{Digest, Md5};
 use serde::{Deserialize, Serialize};
 
 use crate::chunker::{find_cut, ChunkParams};
+use crate::sketch::{Shingler, Sketch};
 
 /// MD5 of a chunk's bytes.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -57,6 +58,8 @@ pub struct Fingerprint {
     pub size: u64,
     /// The file's chunks in order, consecutive repeats merged.
     pub runs: Vec<ChunkRun>,
+    /// A sample of its word shingles.
+    pub sketch: Sketch,
 }
 
 impl Fingerprint {
@@ -71,15 +74,17 @@ struct Builder {
     content: Md5,
     size: u64,
     runs: Vec<ChunkRun>,
+    shingles: Shingler,
 }
 
 impl Builder {
     fn new() -> Self {
-        Builder { content: Md5::new(), size: 0, runs: Vec::new() }
+        Builder { content: Md5::new(), size: 0, runs: Vec::new(), shingles: Shingler::new() }
     }
 
     fn push(&mut self, chunk: &[u8]) {
         let id = ChunkId(Md5::digest(chunk).into());
+        self.shingles.feed(chunk);
         let len = chunk.len() as u32;
         self.content.update(id.0);
         self.content.update(len.to_be_bytes());
@@ -91,7 +96,12 @@ impl Builder {
     }
 
     fn finish(self) -> Fingerprint {
-        Fingerprint { content: ContentHash(self.content.finalize().into()), size: self.size, runs: self.runs }
+        Fingerprint {
+            content: ContentHash(self.content.finalize().into()),
+            size: self.size,
+            runs: self.runs,
+            sketch: self.shingles.finish(),
+        }
     }
 }
 

@@ -19,7 +19,7 @@ use crate::fingerprint::{fingerprint_file, ContentHash, Fingerprint};
 use crate::scan::{self, is_under, path_bytes, Candidate, SkipReason, Stat, WalkOptions};
 use crate::store::{
     Batch, ChunkContents, ContentChunks, ContentNames, ContentRecord, Counts, FileId, FileRecord, Files, History,
-    HistoryRecord, Meta, MetaKey, MetaValue, Paths, Posting, Store, StoreError, TimeNs,
+    HistoryRecord, Meta, MetaKey, MetaValue, Paths, Posting, SketchContents, Store, StoreError, TimeNs,
 };
 
 /// How many times a file that changes while being read is read again.
@@ -567,7 +567,7 @@ impl<'s> Writer<'s> {
                     Some(r) => r,
                     None => {
                         new_chunks = true;
-                        let r = ContentRecord { size: fp.size, runs: fp.runs.clone() };
+                        let r = ContentRecord { size: fp.size, runs: fp.runs.clone(), sketch: fp.sketch.clone() };
                         self.group.batch.put::<ContentChunks>(&fp.content, &r);
                         self.group.records.insert(fp.content, r.clone());
                         r
@@ -653,6 +653,9 @@ impl<'s> Writer<'s> {
             if let Some(record) = self.record(&rec.content)? {
                 for (chunk, _, _) in record.chunk_counts() {
                     self.group.batch.delete::<ChunkContents>(&(chunk, rec.content));
+                }
+                for &sample in record.sketch.posted() {
+                    self.group.batch.delete::<SketchContents>(&(sample, rec.content));
                 }
             }
             if version_ghost {
@@ -766,6 +769,9 @@ impl<'s> Writer<'s> {
 fn put_postings(b: &mut Batch<'_>, content: &ContentHash, record: &ContentRecord) {
     for (chunk, len, count) in record.chunk_counts() {
         b.put::<ChunkContents>(&(chunk, *content), &Posting { count, len });
+    }
+    for &sample in record.sketch.posted() {
+        b.put::<SketchContents>(&(sample, *content), &());
     }
 }
 

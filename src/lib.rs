@@ -15,6 +15,7 @@ pub mod lost;
 pub mod query;
 pub mod report;
 pub mod scan;
+pub mod sketch;
 pub mod status;
 pub mod store;
 pub mod watch;

@@ -140,9 +140,9 @@ impl Ctx<'_> {
                 let params =
                     AnalysisParams { min_bytes: 1, min_similarity: 2.0, min_containment: 0.0, max_degree: None };
                 let sim = query::similar_to(self.store, *content, &chunks, None, &params, true)?;
-                for h in sim.hits.into_iter().filter(|h| !h.identical && h.measures.a_in_b > 0.0) {
+                for h in sim.hits.into_iter().filter(|h| !h.identical && h.measures.best_a_in_b() > 0.0) {
                     for n in h.names {
-                        out.push((n.path, h.measures.a_in_b, h.measures.resemblance));
+                        out.push((n.path, h.measures.best_a_in_b(), h.measures.best_resemblance()));
                     }
                 }
                 out.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.2.total_cmp(&a.2)).then(a.0.cmp(&b.0)));

@@ -1,12 +1,12 @@
 //! Queries against the live index: `similar` (Broder's on-the-fly
 //! resemblance: a file, indexed or not, against everything indexed).
 //!
-//! A query chunks its input with the index's own parameters, looks up the
-//! postings of each of its chunks, and measures only the contents that share
-//! something with it: work grows with the query and its candidates, not with
-//! the repository.
+//! A query chunks and sketches its input with the index's own parameters,
+//! looks up the postings of each of its chunks and sketch samples, and
+//! measures only the contents that share something with it: work grows with
+//! the query and its candidates, not with the repository.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::io::Read;
 
 use crate::analysis::{self, auto_cutoff, AnalysisParams, LinkKind, Measures, Name};
@@ -35,8 +35,8 @@ pub struct Similar {
     pub size: u64,
     pub payload: u64,
     pub chunks: u64,
-    /// Best first: identical, then by the larger of resemblance and the two
-    /// containments, then by bytes in common.
+    /// Best first: identical, then by the largest of the resemblances and
+    /// containments (chunks or words), then by bytes in common.
     pub hits: Vec<Hit>,
 }
 
@@ -44,14 +44,14 @@ pub struct Similar {
 /// more than `cutoff` contents.
 struct Ignored<'a> {
     store: &'a Store,
-    templates: HashSet<ChunkId>,
+    templates: analysis::Ignored,
     cutoff: u64,
     memo: HashMap<ChunkId, bool>,
 }
 
 impl Ignored<'_> {
     fn is_ignored(&mut self, chunk: &ChunkId) -> Result<bool, StoreError> {
-        if self.templates.contains(chunk) {
+        if self.templates.chunks.contains(chunk) {
             return Ok(true);
         }
         if let Some(&v) = self.memo.get(chunk) {
@@ -82,12 +82,12 @@ pub fn similar(
     all: bool,
 ) -> Result<Similar, QueryError> {
     let fp = fingerprint_reader(reader, store.params(), &mut Vec::new()).map_err(QueryError::Read)?;
-    let query = ContentRecord { size: fp.size, runs: fp.runs };
+    let query = ContentRecord { size: fp.size, runs: fp.runs, sketch: fp.sketch };
     Ok(similar_to(store, fp.content, &query, own_path, params, all)?)
 }
 
-/// Indexed contents similar to a chunk list (a file just read, or a ghost's
-/// kept chunk list), best first.
+/// Indexed contents similar to a content record (a file just read, or a
+/// ghost's kept record), best first.
 pub fn similar_to(
     store: &Store,
     content: ContentHash,
@@ -120,6 +120,24 @@ pub fn similar_to(
         }
     }
 
+    // Contents sharing a posted sketch sample; a sample posted by more
+    // contents than the cutoff is as uninformative as a common chunk.
+    let sketch = query.sketch.without(&ignored.templates.samples);
+    for &sample in &sketch.samples {
+        let mut holders = Vec::new();
+        for item in store.sketch_postings(sample) {
+            holders.push(item?.0 .1);
+            if holders.len() as u64 > ignored.cutoff {
+                break;
+            }
+        }
+        if holders.len() as u64 <= ignored.cutoff {
+            for h in holders {
+                common.entry(h).or_default();
+            }
+        }
+    }
+
     let mut hits = Vec::new();
     for (holder, shared) in common {
         let Some(rec) = store.get::<ContentChunks>(&holder)? else { continue };
@@ -129,7 +147,11 @@ pub fn similar_to(
                 their_payload += u64::from(len) * u64::from(count);
             }
         }
-        let measures = Measures::new(shared, payload, their_payload);
+        let measures = Measures::with_words(
+            shared,
+            (&sketch, payload, query.size),
+            (&rec.sketch.without(&ignored.templates.samples), their_payload, rec.size),
+        );
         let identical = holder == content;
         let kind = measures.kind(params);
         if !(identical || all || kind.is_some()) {
@@ -152,11 +174,14 @@ pub fn similar_to(
             names.retain(|n| n.path != own);
         }
         if !names.is_empty() {
-            let measures = Measures { common: 0, resemblance: 1.0, a_in_b: 1.0, b_in_a: 1.0 };
+            let measures = Measures { resemblance: 1.0, a_in_b: 1.0, b_in_a: 1.0, ..Measures::new(0, 0, 0) };
             hits.push(Hit { content, size: 0, payload: 0, names, measures, identical: true, kind: None });
         }
     }
-    let score = |h: &Hit| h.measures.resemblance.max(h.measures.containment());
+    let score = |h: &Hit| {
+        let m = &h.measures;
+        m.best_resemblance().max(m.containment()).max(m.words.containment())
+    };
     hits.sort_by(|a, b| {
         b.identical
             .cmp(&a.identical)

@@ -113,6 +113,14 @@ struct JsonLink {
     resemblance: f64,
     a_in_b: f64,
     b_in_a: f64,
+    words: JsonWords,
+}
+
+#[derive(Serialize)]
+struct JsonWords {
+    resemblance: f64,
+    a_in_b: f64,
+    b_in_a: f64,
 }
 
 /// Writes the report as JSON (schema: `docs/report-json.md`), streaming:
@@ -178,6 +186,11 @@ pub fn write_json(out: &mut dyn Write, a: &Analysis, view: &View) -> io::Result<
                         resemblance: round(l.measures.resemblance),
                         a_in_b: round(l.measures.a_in_b),
                         b_in_a: round(l.measures.b_in_a),
+                        words: JsonWords {
+                            resemblance: round(l.measures.words.resemblance),
+                            a_in_b: round(l.measures.words.a_in_b),
+                            b_in_a: round(l.measures.words.b_in_a),
+                        },
                     })
                     .collect(),
             })
@@ -198,7 +211,11 @@ fn csv_field(s: &str) -> String {
 
 pub fn write_csv(out: &mut dyn Write, a: &Analysis, view: &View) -> io::Result<()> {
     let (_, clusters) = view.select(a);
-    writeln!(out, "cluster,a,b,kind,common_bytes,resemblance,a_in_b,b_in_a,a_size,b_size,a_copies,b_copies")?;
+    writeln!(
+        out,
+        "cluster,a,b,kind,common_bytes,resemblance,a_in_b,b_in_a,\
+         words_resemblance,words_a_in_b,words_b_in_a,a_size,b_size,a_copies,b_copies"
+    )?;
     for c in clusters {
         for l in &c.links {
             let (ma, mb) = (&c.members[l.a], &c.members[l.b]);
@@ -206,7 +223,7 @@ pub fn write_csv(out: &mut dyn Write, a: &Analysis, view: &View) -> io::Result<(
                 |m: &crate::analysis::Member| m.names.first().map(|n| crate::report_path(&n.path)).unwrap_or_default();
             writeln!(
                 out,
-                "{},{},{},{},{},{:.4},{:.4},{:.4},{},{},{},{}",
+                "{},{},{},{},{},{:.4},{:.4},{:.4},{:.4},{:.4},{:.4},{},{},{},{}",
                 c.id_str(),
                 csv_field(&first(ma)),
                 csv_field(&first(mb)),
@@ -215,6 +232,9 @@ pub fn write_csv(out: &mut dyn Write, a: &Analysis, view: &View) -> io::Result<(
                 l.measures.resemblance,
                 l.measures.a_in_b,
                 l.measures.b_in_a,
+                l.measures.words.resemblance,
+                l.measures.words.a_in_b,
+                l.measures.words.b_in_a,
                 ma.size,
                 mb.size,
                 ma.names.len(),
@@ -306,7 +326,8 @@ pub fn write_text(out: &mut dyn Write, a: &Analysis, view: &View) -> io::Result<
         for l in &c.links {
             writeln!(
                 out,
-                "      [{}]–[{}] {:<8} {} in common, resemblance {}, [{}] in [{}] {}, [{}] in [{}] {}",
+                "      [{}]–[{}] {:<8} {} in common, resemblance {}, [{}] in [{}] {}, [{}] in [{}] {}; \
+                 in words: resemblance {}, {} and {}",
                 l.a + 1,
                 l.b + 1,
                 l.kind.as_str(),
@@ -317,7 +338,10 @@ pub fn write_text(out: &mut dyn Write, a: &Analysis, view: &View) -> io::Result<
                 pct(l.measures.a_in_b),
                 l.b + 1,
                 l.a + 1,
-                pct(l.measures.b_in_a)
+                pct(l.measures.b_in_a),
+                pct(l.measures.words.resemblance),
+                pct(l.measures.words.a_in_b),
+                pct(l.measures.words.b_in_a)
             )?;
         }
     }

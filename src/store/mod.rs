@@ -258,6 +258,11 @@ impl Store {
         self.scan_prefix_raw::<ChunkContents>(chunk.0.to_vec())
     }
 
+    /// Sketch postings of one sample: the contents that posted it.
+    pub fn sketch_postings(&self, sample: u32) -> TableIter<'_, SketchContents> {
+        self.scan_prefix_raw::<SketchContents>(sample.to_be_bytes().to_vec())
+    }
+
     /// The files holding one content.
     pub fn names(&self, content: &ContentHash) -> TableIter<'_, ContentNames> {
         self.scan_prefix_raw::<ContentNames>(content.0.to_vec())

@@ -7,10 +7,11 @@ use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
 use crate::chunker::ChunkParams;
 use crate::fingerprint::{ChunkId, ChunkRun, ContentHash};
+use crate::sketch::Sketch;
 
 /// The on-disk schema version of the whole index. Bump it (and log the change
 /// in `schema/README.md`) whenever any CF's bytes change meaning.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Why bytes read from a CF could not be decoded.
 #[derive(Debug, thiserror::Error)]
@@ -239,12 +240,13 @@ impl Table for Paths {
 
 // ---------------------------------------------------------------- content_chunks
 
-/// A distinct content: its size and chunk list.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// A distinct content: its size, chunk list and word-shingle sketch.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ContentRecord {
     pub size: u64,
     /// Chunks in file order, consecutive repeats merged into runs.
     pub runs: Vec<ChunkRun>,
+    pub sketch: Sketch,
 }
 
 impl ContentRecord {
@@ -272,13 +274,13 @@ impl ContentRecord {
 ///
 /// ```text
 /// key:   content hash (16 bytes)
-/// value: 0x01 ‖ postcard(ContentRecord)
+/// value: 0x02 ‖ postcard(ContentRecord)
 /// ```
 pub struct ContentChunks;
 
 impl Table for ContentChunks {
     const NAME: &'static str = "content_chunks";
-    const VALUE_VERSION: u8 = 1;
+    const VALUE_VERSION: u8 = 2;
     type Key = ContentHash;
     type Value = ContentRecord;
 
@@ -329,6 +331,41 @@ impl Table for ChunkContents {
     fn decode_key(bytes: &[u8]) -> Result<(ChunkId, ContentHash), DecodeError> {
         let b: [u8; 32] = fixed(bytes, "32")?;
         Ok((ChunkId(fixed(&b[..16], "16")?), ContentHash(fixed(&b[16..], "16")?)))
+    }
+}
+
+// ---------------------------------------------------------------- sketch_contents
+
+/// `sketch_contents`: postings of the sketches' posted samples, sample →
+/// contents holding it: how contents that share no chunk but much text
+/// find each other.
+///
+/// ```text
+/// key:   sample (u32 BE, 4 bytes) ‖ content hash (16 bytes)
+/// value: 0x01 ‖ postcard(())   (i.e. the single byte 0x01)
+/// ```
+pub struct SketchContents;
+
+impl Table for SketchContents {
+    const NAME: &'static str = "sketch_contents";
+    const VALUE_VERSION: u8 = 1;
+    type Key = (u32, ContentHash);
+    type Value = ();
+
+    fn encode_key(key: &(u32, ContentHash)) -> Vec<u8> {
+        let mut k = Vec::with_capacity(20);
+        Self::write_key(key, &mut k);
+        k
+    }
+
+    fn write_key(&(sample, content): &(u32, ContentHash), out: &mut Vec<u8>) {
+        out.extend_from_slice(&sample.to_be_bytes());
+        out.extend_from_slice(&content.0);
+    }
+
+    fn decode_key(bytes: &[u8]) -> Result<(u32, ContentHash), DecodeError> {
+        let b: [u8; 20] = fixed(bytes, "20")?;
+        Ok((u32::from_be_bytes(fixed(&b[..4], "4")?), ContentHash(fixed(&b[4..], "16")?)))
     }
 }
 
@@ -399,6 +436,33 @@ impl Table for Templates {
     }
 }
 
+// ---------------------------------------------------------------- template_samples
+
+/// `template_samples`: sketch samples marked with a template, so that the
+/// word measures ignore the template's text as the chunk measures ignore its
+/// chunks.
+///
+/// ```text
+/// key:   sample (u32 BE, 4 bytes)
+/// value: 0x01 ‖ postcard(TemplateMark)   (len is 0)
+/// ```
+pub struct TemplateSamples;
+
+impl Table for TemplateSamples {
+    const NAME: &'static str = "template_samples";
+    const VALUE_VERSION: u8 = 1;
+    type Key = u32;
+    type Value = TemplateMark;
+
+    fn encode_key(key: &u32) -> Vec<u8> {
+        key.to_be_bytes().to_vec()
+    }
+
+    fn decode_key(bytes: &[u8]) -> Result<u32, DecodeError> {
+        Ok(u32::from_be_bytes(fixed(bytes, "4")?))
+    }
+}
+
 // ---------------------------------------------------------------- history
 
 /// What happened at a path that is gone.
@@ -448,14 +512,16 @@ impl Table for History {
 }
 
 /// Every CF's name, in the order they are created.
-pub const ALL_CFS: [&str; 8] = [
+pub const ALL_CFS: [&str; 10] = [
     Meta::NAME,
     Files::NAME,
     Paths::NAME,
     ContentChunks::NAME,
     ChunkContents::NAME,
+    SketchContents::NAME,
     ContentNames::NAME,
     Templates::NAME,
+    TemplateSamples::NAME,
     History::NAME,
 ];
 
@@ -479,6 +545,8 @@ mod tests {
             let _ = ContentChunks::decode_key(&bytes);
             let _ = ContentChunks::decode_value(&bytes);
             let _ = ChunkContents::decode_key(&bytes);
+            let _ = SketchContents::decode_key(&bytes);
+            let _ = TemplateSamples::decode_key(&bytes);
             let _ = ChunkContents::decode_value(&bytes);
             let _ = ContentNames::decode_key(&bytes);
             let _ = ContentNames::decode_value(&bytes);
@@ -499,6 +567,14 @@ mod tests {
             let (a, b) = ((ChunkId(c1), ContentHash(h1)), (ChunkId(c2), ContentHash(h2)));
             let (ka, kb) = (ChunkContents::encode_key(&a), ChunkContents::encode_key(&b));
             prop_assert_eq!(ChunkContents::decode_key(&ka).unwrap(), a);
+            prop_assert_eq!(a.cmp(&b), ka.cmp(&kb));
+        }
+
+        #[test]
+        fn sketch_posting_keys_round_trip_in_order(s1 in any::<u32>(), h1 in id16(), s2 in any::<u32>(), h2 in id16()) {
+            let (a, b) = ((s1, ContentHash(h1)), (s2, ContentHash(h2)));
+            let (ka, kb) = (SketchContents::encode_key(&a), SketchContents::encode_key(&b));
+            prop_assert_eq!(SketchContents::decode_key(&ka).unwrap(), a);
             prop_assert_eq!(a.cmp(&b), ka.cmp(&kb));
         }
 
@@ -546,6 +622,7 @@ mod tests {
                 ChunkRun { id: a, len: 4, count: 2 },
                 ChunkRun { id: b, len: 5, count: 3 },
             ],
+            sketch: Default::default(),
         };
         assert_eq!(rec.chunk_counts(), vec![(a, 4, 2), (b, 5, 4)]);
     }

@@ -83,9 +83,19 @@ fn thresholds_limit_under_and_out_shape_the_report() {
     let env = Env::new();
     corpus(&env);
     env.index();
-    // Nothing resembles anything at 100 %, and containment alone no longer links.
+    // At 100 %, only pairs one of which is wholly inside the other (in chunks
+    // or in the word sample) still link: small.txt in big-with-small.txt.
+    let all = json(&env, &["report", "--min-similarity", "0.01", "--min-containment", "0.01"]);
     let r = json(&env, &["report", "--min-similarity", "1", "--min-containment", "1"]);
-    assert_eq!(r["clusters"].as_array().unwrap().len(), 0);
+    let links = |r: &serde_json::Value| -> Vec<serde_json::Value> {
+        r["clusters"].as_array().unwrap().iter().flat_map(|c| c["links"].as_array().unwrap().clone()).collect()
+    };
+    assert!(links(&r).len() < links(&all).len(), "{r:#}");
+    assert!(r["clusters"].as_array().unwrap().iter().any(|c| c["files"] == 2), "small in big: {r:#}");
+    for l in links(&r) {
+        let whole = |m: &serde_json::Value| m["a_in_b"] == 1.0 || m["b_in_a"] == 1.0;
+        assert!(l["kind"] == "contains" && (whole(&l) || whole(&l["words"])), "{l}");
+    }
     assert_eq!(r["identical"].as_array().unwrap().len(), 1, "identical sets do not depend on thresholds");
     // A huge min-bytes drops every link.
     let r = json(&env, &["report", "--min-bytes", "10000000"]);
