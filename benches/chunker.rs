@@ -1,11 +1,13 @@
 //! Chunker throughput on random and on text data (target ≥ 1 GB/s per core),
 //! and the full fingerprint (TTTD + MD5 per chunk + content hash) beside it,
-//! with plain MD5 over the same bytes as the baseline measured in the same run.
+//! with plain MD5 over the same bytes as the baseline measured in the same run,
+//! and the word-shingle sketch (in one large file and in 4 KB files).
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use md5::{Digest, Md5};
 use simd::chunker::{chunk_lengths, ChunkParams};
 use simd::fingerprint::fingerprint_bytes;
+use simd::sketch::sketch_bytes;
 
 const SIZE: usize = 16 << 20;
 
@@ -70,6 +72,11 @@ fn bench(c: &mut Criterion) {
         g.bench_with_input(BenchmarkId::new("tttd", name), &data, |b, d| b.iter(|| chunk_lengths(d, &params)));
         g.bench_with_input(BenchmarkId::new("tttd+md5", name), &data, |b, d| b.iter(|| fingerprint_bytes(d, &params)));
         g.bench_with_input(BenchmarkId::new("md5-baseline", name), &data, |b, d| b.iter(|| Md5::digest(d)));
+        g.bench_with_input(BenchmarkId::new("sketch", name), &data, |b, d| b.iter(|| sketch_bytes(d)));
+        // Most files of a document tree are small: every shingle is kept.
+        g.bench_with_input(BenchmarkId::new("sketch-4k-files", name), &data, |b, d| {
+            b.iter(|| d.chunks(4096).map(|f| sketch_bytes(f).samples.len()).sum::<usize>())
+        });
     }
     g.finish();
 }

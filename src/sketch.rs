@@ -18,10 +18,9 @@
 //! containment estimate the real ones without bias.
 //!
 //! The sketch is built in the same single read as the chunks, in bounded
-//! memory (at most 2K+1 samples are held, whatever the file's size), and the
-//! result depends only on the set of shingles, not on how the bytes arrived.
-
-use std::collections::HashSet;
+//! memory (at most 4 × [`MAX_SAMPLES`] samples are held, whatever the file's
+//! size), and the result depends only on the set of shingles, not on how the
+//! bytes arrived.
 
 use serde::{Deserialize, Serialize};
 
@@ -188,27 +187,83 @@ static SPACE: [bool; 256] = space_table();
 
 const M: u64 = 0x9e37_79b9_7f4a_7c15;
 
-/// The splitmix64 finaliser: every input bit reaches every output bit.
-fn mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
 /// Builds a sketch from a stream of bytes, fed in pieces of any size.
+///
+/// This runs over every byte a reader reads, beside TTTD and MD5, so it is
+/// written for speed: whitespace is found 64 bytes at a time as a bit mask
+/// (no branch per byte), a word of under 8 bytes is hashed with one load,
+/// and samples are collected in a vector that is sorted and thinned now and
+/// then rather than kept in a hash set.
 pub struct Shingler {
-    /// The word being read: its hash over whole 8-byte blocks, the pending
-    /// bytes of the last block, and its length.
-    word: u64,
-    block: u64,
-    pending: u32,
-    word_len: u64,
-    in_word: bool,
+    /// A word cut by the end of a piece: its hash state so far.
+    partial: Option<WordState>,
     /// The last `WORDS` word hashes, oldest first once full.
     window: [u64; WORDS],
     words: u64,
     level: u8,
-    kept: HashSet<u32>,
+    /// Samples of level ≥ `level`, unsorted, possibly repeated.
+    kept: Vec<u32>,
+}
+
+/// A word's hash over whole 8-byte blocks, the pending bytes of its last
+/// block (little-endian), and its length.
+#[derive(Clone, Copy, Default)]
+struct WordState {
+    acc: u64,
+    block: u64,
+    len: u64,
+}
+
+impl WordState {
+    fn feed(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            let pending = self.len % 8;
+            self.block |= u64::from(b) << (8 * pending);
+            self.len += 1;
+            if pending == 7 {
+                self.acc = (self.acc ^ self.block).wrapping_mul(M).rotate_left(29);
+                self.block = 0;
+            }
+        }
+    }
+
+    fn finish(&self) -> u64 {
+        // A block of under 8 bytes leaves its top byte free for the length,
+        // so "a" and "a\0" differ in the high bits the sample is taken from.
+        (self.acc ^ self.block ^ (self.len << 56)).wrapping_mul(M)
+    }
+}
+
+/// The hash of the word `data[start..end]` (any length), equal to feeding
+/// its bytes to an empty [`WordState`] in any pieces. Bytes after `end` in
+/// `data` let the last partial block be read in one masked load.
+fn word_hash(data: &[u8], start: usize, end: usize) -> u64 {
+    let mut s = WordState::default();
+    let mut at = start;
+    while end - at >= 8 {
+        let b = u64::from_le_bytes(data[at..at + 8].try_into().expect("8 bytes"));
+        s.acc = (s.acc ^ b).wrapping_mul(M).rotate_left(29);
+        at += 8;
+    }
+    s.len = (at - start) as u64;
+    let rest = end - at;
+    if rest > 0 && at + 8 <= data.len() {
+        let b = u64::from_le_bytes(data[at..at + 8].try_into().expect("8 bytes"));
+        s.block = b & ((1u64 << (8 * rest)) - 1);
+        s.len += rest as u64;
+    } else {
+        s.feed(&data[at..end]);
+    }
+    s.finish()
+}
+
+/// Whitespace bits of up to 64 bytes: bit k set when `bytes[k]` is a space.
+fn space_mask(bytes: &[u8]) -> u64 {
+    let mut m = 0u64;
+    for (k, &b) in bytes.iter().enumerate() {
+        m |= u64::from(SPACE[b as usize]) << k;
+    }
+    m
 }
 
 impl Default for Shingler {
@@ -219,47 +274,59 @@ impl Default for Shingler {
 
 impl Shingler {
     pub fn new() -> Shingler {
-        Shingler {
-            word: 0,
-            block: 0,
-            pending: 0,
-            word_len: 0,
-            in_word: false,
-            window: [0; WORDS],
-            words: 0,
-            level: 0,
-            kept: HashSet::new(),
-        }
+        Shingler { partial: None, window: [0; WORDS], words: 0, level: 0, kept: Vec::new() }
     }
 
     /// Feeds the next bytes of the content.
     pub fn feed(&mut self, data: &[u8]) {
-        for &b in data {
-            if SPACE[b as usize] {
-                if self.in_word {
-                    self.end_word();
+        // Where the current word started in `data`, if it did (else it is
+        // carried in `partial`, or there is no current word).
+        let mut start: Option<usize> = None;
+        let mut in_word = self.partial.is_some();
+        let mut base = 0;
+        for block in data.chunks(64) {
+            let space = space_mask(block);
+            let n = block.len();
+            let valid = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
+            // Bits where the byte's kind differs from the byte before it.
+            let prev = (space << 1) | u64::from(!in_word);
+            let mut changes = (space ^ prev) & valid;
+            while changes != 0 {
+                let at = base + changes.trailing_zeros() as usize;
+                changes &= changes - 1;
+                if in_word {
+                    self.word_done(data, start, at);
+                    start = None;
+                } else {
+                    start = Some(at);
                 }
-            } else {
-                self.in_word = true;
-                self.block |= u64::from(b) << (8 * self.pending);
-                self.pending += 1;
-                self.word_len += 1;
-                if self.pending == 8 {
-                    self.word = (self.word ^ self.block).wrapping_mul(M).rotate_left(29);
-                    self.block = 0;
-                    self.pending = 0;
-                }
+                in_word = !in_word;
             }
+            in_word = if n == 0 { in_word } else { space >> (n - 1) & 1 == 0 };
+            base += n;
+        }
+        if in_word {
+            // The word goes on in the next piece: keep its hash state.
+            let mut st = self.partial.take().unwrap_or_default();
+            st.feed(&data[start.unwrap_or(0)..]);
+            self.partial = Some(st);
         }
     }
 
-    fn end_word(&mut self) {
-        let h = mix((self.word ^ self.block).wrapping_mul(M) ^ self.word_len);
-        self.word = 0;
-        self.block = 0;
-        self.pending = 0;
-        self.word_len = 0;
-        self.in_word = false;
+    /// A word ended at `end` in `data` (it began at `start`, or in an earlier piece).
+    fn word_done(&mut self, data: &[u8], start: Option<usize>, end: usize) {
+        let h = match (start, self.partial.take()) {
+            (Some(s), _) => word_hash(data, s, end),
+            (None, Some(mut st)) => {
+                st.feed(&data[..end]);
+                st.finish()
+            }
+            (None, None) => unreachable!("a word ends only after it began"),
+        };
+        self.push_word(h);
+    }
+
+    fn push_word(&mut self, h: u64) {
         self.window.copy_within(1.., 0);
         self.window[WORDS - 1] = h;
         self.words += 1;
@@ -270,20 +337,31 @@ impl Shingler {
     }
 
     fn offer(&mut self, sample: u32) {
-        if level_of(sample) < self.level || !self.kept.insert(sample) {
-            return;
+        if level_of(sample) >= self.level {
+            self.kept.push(sample);
+            if self.kept.len() >= 4 * MAX_SAMPLES {
+                self.compact();
+            }
         }
+    }
+
+    /// Sorts and dedups the samples, raising the level until they fit.
+    fn compact(&mut self) {
+        self.kept.sort_unstable();
+        self.kept.dedup();
         while self.kept.len() > MAX_SAMPLES {
             self.level += 1;
-            let level = self.level;
-            self.kept.retain(|&s| level_of(s) >= level);
+            // Samples of the new level are a prefix: smaller numbers.
+            let bound = if self.level >= 32 { 1 } else { 1u32 << (32 - u32::from(self.level)) };
+            let n = self.kept.partition_point(|&s| s < bound);
+            self.kept.truncate(n);
         }
     }
 
     /// The sketch of everything fed.
     pub fn finish(mut self) -> Sketch {
-        if self.in_word {
-            self.end_word();
+        if let Some(st) = self.partial.take() {
+            self.push_word(st.finish());
         }
         // A content of 1..WORDS-1 words has its whole word sequence as its
         // one shingle (as the reference scorer does).
@@ -294,20 +372,24 @@ impl Shingler {
             let s = shingle_sample(&seq[..n]);
             self.offer(s);
         }
-        let mut samples: Vec<u32> = self.kept.into_iter().collect();
-        samples.sort_unstable();
-        Sketch { level: self.level, samples }
+        self.compact();
+        Sketch { level: self.level, samples: self.kept }
     }
 }
 
-/// The sample of one shingle (a sequence of word hashes): the top 32 bits
-/// of an order-dependent mix.
+/// Odd constants weighting the words of a shingle by position, so that the
+/// sample depends on their order.
+const C: [u64; WORDS] = [0xc2b2_ae3d_27d4_eb4f, 0x1656_67b1_9e37_79f9, 0xd6e8_feb8_6659_fd93, 0xa076_1d64_78bd_642f];
+
+/// The sample of one shingle (a sequence of at most [`WORDS`] word hashes):
+/// a position-weighted sum (the products are independent, so a CPU does them
+/// side by side) folded once more, top 32 bits.
 fn shingle_sample(words: &[u64]) -> u32 {
     let mut h = words.len() as u64;
-    for &w in words {
-        h = (h ^ w).wrapping_mul(M).rotate_left(27);
+    for (w, c) in words.iter().zip(C) {
+        h = h.wrapping_add(w.wrapping_mul(c));
     }
-    (mix(h) >> 32) as u32
+    ((h ^ (h >> 32)).wrapping_mul(M) >> 32) as u32
 }
 
 /// The sketch of an in-memory content.
@@ -321,6 +403,13 @@ pub fn sketch_bytes(data: &[u8]) -> Sketch {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// The splitmix64 finaliser: every input bit reaches every output bit.
+    fn mix(mut z: u64) -> u64 {
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
 
     fn words(n: usize, seed: u64) -> Vec<u8> {
         let mut out = Vec::new();
