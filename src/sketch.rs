@@ -32,10 +32,10 @@ pub const WORDS: usize = 4;
 /// thresholds; measured in `docs/accuracy.md`.
 pub const MAX_SAMPLES: usize = 512;
 
-/// Samples [`POST_SHIFT`] levels above a content's own are posted in the
-/// `sketch_contents` index (1/8 of its samples), to find candidates; the
+/// The smallest [`POSTED`] samples of a content (those of the highest
+/// levels) are posted in the `sketch_contents` index, to find candidates; the
 /// whole sketch is kept with the content to measure them.
-pub const POST_SHIFT: u8 = 3;
+pub const POSTED: usize = 16;
 
 /// A content's sample of its shingle set.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -67,9 +67,11 @@ impl Sketch {
         &self.samples[..n]
     }
 
-    /// The samples posted in the index to find candidates.
+    /// The samples posted in the index to find candidates: a bottom-k
+    /// sample of the shingle set, so two similar contents post many of the
+    /// same ones.
     pub fn posted(&self) -> &[u32] {
-        self.at(self.level.saturating_add(POST_SHIFT))
+        &self.samples[..self.samples.len().min(POSTED)]
     }
 
     /// The sketch without some samples (a template's): still a uniform
@@ -486,12 +488,14 @@ mod tests {
     }
 
     #[test]
-    fn posted_samples_are_the_highest_levels() {
+    fn posted_samples_are_the_smallest() {
         let s = sketch_bytes(&words(50_000, 5));
         let posted = s.posted();
-        assert!(!posted.is_empty() && posted.len() < s.samples.len() / 4);
-        assert!(posted.iter().all(|&x| level_of(x) >= s.level + POST_SHIFT));
-        assert_eq!(s.samples.iter().filter(|&&x| level_of(x) >= s.level + POST_SHIFT).count(), posted.len());
+        assert_eq!(posted.len(), POSTED);
+        let max = *posted.last().unwrap();
+        assert_eq!(s.samples.iter().filter(|&&x| x <= max).count(), POSTED);
+        let small = sketch_bytes(b"just a few words here and there");
+        assert_eq!(small.posted(), &small.samples[..], "a small content posts all");
     }
 
     proptest! {
