@@ -365,6 +365,11 @@ fn similar_json(a: &query::Similar) -> serde_json::Value {
             "resemblance": h.measures.resemblance,
             "query_in_file": h.measures.a_in_b,
             "file_in_query": h.measures.b_in_a,
+            "words": {
+                "resemblance": h.measures.words.resemblance,
+                "query_in_file": h.measures.words.a_in_b,
+                "file_in_query": h.measures.words.b_in_a,
+            },
             "files": h.names.iter().map(|n| report::JsonPath(&n.path)).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
     })
@@ -384,14 +389,18 @@ fn print_similar(out: &mut impl Write, file: &std::path::Path, a: &query::Simila
         let kind = if h.identical { "identical" } else { h.kind.map_or("shares", |k| k.as_str()) };
         writeln!(
             out,
-            "  {:<9} {}  ({}; {} in common, resemblance {:.0}%, query in file {:.0}%, file in query {:.0}%)",
+            "  {:<9} {}  ({}; {} in common, resemblance {:.0}%, query in file {:.0}%, file in query {:.0}%; \
+             in words {:.0}%, {:.0}%, {:.0}%)",
             kind,
             crate::report_path(&h.names[0].path),
             human_bytes(h.size),
             human_bytes(h.measures.common),
             100.0 * h.measures.resemblance,
             100.0 * h.measures.a_in_b,
-            100.0 * h.measures.b_in_a
+            100.0 * h.measures.b_in_a,
+            100.0 * h.measures.words.resemblance,
+            100.0 * h.measures.words.a_in_b,
+            100.0 * h.measures.words.b_in_a
         )?;
         for n in h.names.iter().skip(1) {
             writeln!(out, "            = {}", crate::report_path(&n.path))?;
