@@ -350,6 +350,9 @@ const GROUP_OPS: usize = 100_000;
 /// changes of the files before it.
 pub struct Writer<'s> {
     store: &'s Store,
+    /// The first file id of the current pass: ghosts record it (see
+    /// [`HistoryRecord::Ghost`]).
+    pass_start: u64,
     next_id: u64,
     counts: Counts,
     group: Group<'s>,
@@ -416,6 +419,7 @@ impl<'s> Writer<'s> {
         let counts = store.counts()?;
         Ok(Writer {
             store,
+            pass_start: next_id,
             next_id,
             counts,
             group: Group::new(store, counts, next_id),
@@ -424,6 +428,12 @@ impl<'s> Writer<'s> {
             gained: HashSet::new(),
             dropped: HashSet::new(),
         })
+    }
+
+    /// Starts a new pass (a daemon batch): files created from now on count
+    /// as appeared after the files this pass finds gone.
+    pub fn begin_pass(&mut self) {
+        self.pass_start = self.group.next_id;
     }
 
     fn remember_roots(&mut self, roots: &[PathBuf], mut known: Vec<Vec<u8>>) -> Result<(), StoreError> {
@@ -597,7 +607,7 @@ impl<'s> Writer<'s> {
         self.group.counts.files -= 1;
         self.drop_name(id, rec, false)?;
         // The ghost for lost-and-found, even when copies of the content live on.
-        let ghost = HistoryRecord::Ghost { content: rec.content, size: rec.size };
+        let ghost = HistoryRecord::Ghost { content: rec.content, size: rec.size, since: FileId(self.pass_start) };
         self.group.batch.put::<History>(&(rec.path.clone(), self.stamp()), &ghost);
         self.group.paths.insert(rec.path.clone(), None);
         self.end_file()
@@ -659,7 +669,8 @@ impl<'s> Writer<'s> {
                 }
             }
             if version_ghost {
-                let ghost = HistoryRecord::Ghost { content: rec.content, size: rec.size };
+                let ghost =
+                    HistoryRecord::Ghost { content: rec.content, size: rec.size, since: FileId(self.pass_start) };
                 self.group.batch.put::<History>(&(rec.path.clone(), self.stamp()), &ghost);
             }
         }

@@ -2,10 +2,13 @@
 //! does the content last seen at a path live now?
 //!
 //! The answer comes from `history` (ghosts of deleted files with their
-//! content hash and kept chunk list, and move records) and the live index,
-//! best first: a recorded move (chains followed: a → b → c gives c), live
-//! files with the ghost's content hash, then live files ranked by how much of
-//! the ghost's payload they contain. Nothing is re-read from disk.
+//! content hash and kept chunk list and sketch, and move records) and the
+//! live index: a recorded move (chains followed: a → b → c gives c), live
+//! files with the ghost's content hash, and live files ranked by how much of
+//! the ghost they contain (in chunks or in words). Files that appeared when
+//! the path went come before those that were there already ([`Rank`]), so a
+//! file moved and then edited is found before an old copy. Nothing is
+//! re-read from disk.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Component, Path, PathBuf};
@@ -14,7 +17,7 @@ use crate::analysis::{self, AnalysisParams, Name};
 use crate::fingerprint::ContentHash;
 use crate::query;
 use crate::scan::path_bytes;
-use crate::store::{ContentChunks, HistoryRecord, Paths, Store, StoreError, TimeNs};
+use crate::store::{ContentChunks, FileId, HistoryRecord, Paths, Store, StoreError, TimeNs};
 
 /// How a candidate relates to the lost path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -110,9 +113,9 @@ pub fn absolute(p: &Path) -> std::io::Result<PathBuf> {
     Ok(canon)
 }
 
-/// A live file holding part of a lost content: (path, containment of the
+/// A live file holding part of a lost content: (name, containment of the
 /// lost content in it, resemblance).
-type Holder = (Vec<u8>, f64, f64);
+type Holder = (Name, f64, f64);
 
 /// One `lost` query's memo: a directory's files often share contents (empty
 /// files, identical copies), and each content is looked up once.
@@ -142,11 +145,12 @@ impl Ctx<'_> {
                 let sim = query::similar_to(self.store, *content, &chunks, None, &params, true)?;
                 for h in sim.hits.into_iter().filter(|h| !h.identical && h.measures.best_a_in_b() > 0.0) {
                     for n in h.names {
-                        out.push((n.path, h.measures.best_a_in_b(), h.measures.best_resemblance()));
+                        out.push((n, h.measures.best_a_in_b(), h.measures.best_resemblance()));
                     }
                 }
-                out.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.2.total_cmp(&a.2)).then(a.0.cmp(&b.0)));
-                out.truncate(self.limit);
+                out.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.2.total_cmp(&a.2)).then(a.0.path.cmp(&b.0.path)));
+                // Enough for the ranking to reorder: new files come first.
+                out.truncate(self.limit.max(32));
             }
             self.similar.insert(*content, out);
         }
@@ -157,6 +161,14 @@ impl Ctx<'_> {
 /// How many trailing path components two paths share.
 fn common_suffix(a: &[u8], b: &[u8]) -> usize {
     a.rsplit(|&c| c == b'/').zip(b.rsplit(|&c| c == b'/')).take_while(|(x, y)| x == y).count()
+}
+
+/// How close two paths are: first the trailing components they share (the
+/// name, then the inside of a moved directory), then the leading ones (where
+/// in the tree: a directory renamed in place keeps its parents).
+fn closeness(a: &[u8], b: &[u8]) -> (usize, usize) {
+    let prefix = a.split(|&c| c == b'/').zip(b.split(|&c| c == b'/')).take_while(|(x, y)| x == y).count();
+    (common_suffix(a, b), prefix)
 }
 
 /// Answers for `path` (absolute, as from [`absolute`]).
@@ -214,6 +226,39 @@ fn parent(p: &[u8]) -> &[u8] {
     }
 }
 
+/// The order of candidates, best first. Which file is where the lost one
+/// went? One that appeared in the pass that found it gone (or later) rather
+/// than one that was there before: an identical new file first, then a new
+/// file holding at least half of it (moved, then edited), then identical
+/// copies that were already there, then the rest. Within the first three
+/// classes the path closest to the lost one ([`closeness`]) comes first (a
+/// file moved and edited usually keeps its name), then the higher score;
+/// among the rest the higher score first. Last, the newest.
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+struct Rank {
+    class: u8,
+    /// (closeness, score) or (score, closeness), score in thousandths.
+    key: std::cmp::Reverse<(u64, u64, u64)>,
+    id: std::cmp::Reverse<FileId>,
+}
+
+impl Rank {
+    fn new(kind: Kind, score: f64, n: &Name, since: FileId, last: &[u8]) -> Rank {
+        let new = n.id >= since;
+        let class = match kind {
+            Kind::Moved => 0,
+            Kind::Identical if new => 1,
+            Kind::Similar if new && score >= 0.5 => 2,
+            Kind::Identical => 3,
+            Kind::Similar => 4,
+        };
+        let (suffix, prefix) = closeness(&n.path, last);
+        let (suffix, prefix, score) = (suffix as u64, prefix as u64, (score * 1000.0) as u64);
+        let key = if class < 4 { (suffix, prefix, score) } else { (score, suffix, prefix) };
+        Rank { class, key: std::cmp::Reverse(key), id: std::cmp::Reverse(n.id) }
+    }
+}
+
 /// The answer for one path whose latest history record is `rec`.
 fn answer_file(
     ctx: &mut Ctx<'_>,
@@ -251,49 +296,37 @@ fn answer_file(
                     None => break None,
                 }
             }
-            HistoryRecord::Ghost { content, size } => break Some((content, size)),
+            HistoryRecord::Ghost { content, size, since } => break Some((content, size, since)),
         }
     };
-    let (content, size) = match ghost {
-        Some((c, s)) => (Some(c), Some(s)),
-        None => (None, None),
+    let (content, size, since) = match ghost {
+        Some((c, s, since)) => (Some(c), Some(s), since),
+        None => (None, None, FileId(0)),
     };
     if let Some(content) = content {
         let last = via.last().unwrap_or(&path).clone();
-        let limit = ctx.limit;
-        let mut same: Vec<&Name> =
-            ctx.names(&content)?.iter().filter(|n| !candidates.iter().any(|c: &Candidate| c.path == n.path)).collect();
-        // Identical copies: which one is the file that moved? The one whose
-        // path ends the same way (name, then parent directories: a moved
-        // directory keeps its inside), then the newest (it appeared when
-        // this one went).
-        same.sort_by_cached_key(|n| {
-            (std::cmp::Reverse(common_suffix(&n.path, &last)), std::cmp::Reverse(n.id), n.path.clone())
-        });
-        let identical: Vec<Candidate> = same
-            .into_iter()
-            .take(limit)
-            .map(|n| Candidate {
-                path: n.path.clone(),
-                kind: Kind::Identical,
-                score: 1.0,
-                resemblance: 1.0,
-                via: via.clone(),
-            })
+        let same: Vec<Name> = ctx
+            .names(&content)?
+            .iter()
+            .filter(|n| !candidates.iter().any(|c: &Candidate| c.path == n.path))
+            .cloned()
             .collect();
-        candidates.extend(identical);
-        // Live files holding much of the content, when it survives nowhere
-        // whole (the search costs a postings scan per chunk).
-        if candidates.is_empty() {
-            let similar = ctx.similar(&content)?.clone();
-            candidates.extend(similar.into_iter().map(|(p, score, resemblance)| Candidate {
-                path: p,
-                kind: Kind::Similar,
-                score,
-                resemblance,
-                via: via.clone(),
-            }));
+        // Live files holding much of the content. The search costs a
+        // postings scan per chunk and sample, so it is skipped when a copy
+        // that appeared with the loss already answers.
+        let similar = if same.iter().any(|n| n.id >= since) { Vec::new() } else { ctx.similar(&content)?.clone() };
+        let mut ranked: Vec<(Rank, Candidate)> = Vec::with_capacity(same.len() + similar.len());
+        for n in same {
+            let rank = Rank::new(Kind::Identical, 1.0, &n, since, &last);
+            let c = Candidate { path: n.path, kind: Kind::Identical, score: 1.0, resemblance: 1.0, via: via.clone() };
+            ranked.push((rank, c));
         }
+        for (n, score, resemblance) in similar {
+            let rank = Rank::new(Kind::Similar, score, &n, since, &last);
+            ranked.push((rank, Candidate { path: n.path, kind: Kind::Similar, score, resemblance, via: via.clone() }));
+        }
+        ranked.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.path.cmp(&b.1.path)));
+        candidates.extend(ranked.into_iter().map(|(_, c)| c));
     }
     candidates.truncate(ctx.limit);
     Ok(LostFile { path, last_seen, content, size, candidates })

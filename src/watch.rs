@@ -308,6 +308,7 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                 recheck.extend(batch.check.iter().filter(|p| p.is_dir()).cloned());
                 recheck.extend(batch.renames.iter().map(|(_, to)| to.clone()).filter(|p| p.is_dir()));
             }
+            writer.begin_pass();
             apply(store, &mut writer, &mut filter, batch, workers)?;
             writer.commit()?;
             writer.forget_touched();

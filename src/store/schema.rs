@@ -469,8 +469,11 @@ impl Table for TemplateSamples {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum HistoryRecord {
     /// The file was deleted (or left the roots); its content is kept for
-    /// lost-and-found while this record lives.
-    Ghost { content: ContentHash, size: u64 },
+    /// lost-and-found while this record lives. `since` is the first file id
+    /// handed out by the pass (an index run, a daemon batch) that saw it go:
+    /// a live file with an id at least `since` appeared no earlier, so it may
+    /// be where the file went; a lower id was there before.
+    Ghost { content: ContentHash, size: u64, since: FileId },
     /// The file was renamed to `to` with unchanged content.
     Moved { to: Vec<u8> },
 }
@@ -479,7 +482,7 @@ pub enum HistoryRecord {
 ///
 /// ```text
 /// key:   path bytes ‖ 0x00 ‖ time ns (i64 BE, 8 bytes)
-/// value: 0x01 ‖ postcard(HistoryRecord)
+/// value: 0x02 ‖ postcard(HistoryRecord)
 /// ```
 ///
 /// Unix paths never contain NUL, so `path ‖ 0x00` is an exact prefix for one
@@ -488,7 +491,7 @@ pub struct History;
 
 impl Table for History {
     const NAME: &'static str = "history";
-    const VALUE_VERSION: u8 = 1;
+    const VALUE_VERSION: u8 = 2;
     type Key = (Vec<u8>, TimeNs);
     type Value = HistoryRecord;
 

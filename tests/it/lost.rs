@@ -167,3 +167,29 @@ fn a_moved_file_with_copies_elsewhere_is_found_at_its_new_place_first() {
     assert!(c[1]["path"].as_str().unwrap().ends_with("/keep/report.txt"), "{r:#}");
     assert!(c[2]["path"].as_str().unwrap().ends_with("/aaa/copy-of-report.txt"), "{r:#}");
 }
+
+#[test]
+fn a_file_moved_and_edited_beats_older_copies_and_older_versions() {
+    let env = Env::new();
+    let body = text(43, 3000);
+    // An older identical copy under another name, and an older version.
+    env.write("backup/notes-2023.txt", &body);
+    env.write("drafts/notes-draft.txt", edit(&body, 3));
+    let old = env.write("old/notes.txt", &body);
+    env.index();
+    fs::remove_file(&old).unwrap();
+    // Moved and edited with words changed every few hundred bytes: no chunk
+    // survives, the word sketch still sees most of it.
+    let edited: Vec<u8> = String::from_utf8(body.clone()).unwrap().replace("version", "release").into_bytes();
+    env.write("new/notes.txt", &edited);
+    env.index();
+    let r = lost(&env, &old);
+    let c = r["files"][0]["candidates"].as_array().unwrap();
+    // The file that appeared when the old one went comes first, then the
+    // copy that was already there, then the old draft.
+    assert_eq!(c[0]["kind"], "similar", "{r:#}");
+    assert!(c[0]["path"].as_str().unwrap().ends_with("/new/notes.txt"), "{r:#}");
+    assert_eq!(c[1]["kind"], "identical", "{r:#}");
+    assert!(c[1]["path"].as_str().unwrap().ends_with("/backup/notes-2023.txt"), "{r:#}");
+    assert!(c[2]["path"].as_str().unwrap().ends_with("/drafts/notes-draft.txt"), "{r:#}");
+}

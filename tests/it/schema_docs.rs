@@ -48,7 +48,10 @@ fn examples() -> Vec<(&'static str, u8, String, String)> {
         example::<ContentNames>((content, file), ()),
         example::<Templates>(c1, TemplateMark { marked: T, cluster: 7, len: 1000 }),
         example::<TemplateSamples>(0x0400_0005, TemplateMark { marked: T, cluster: 7, len: 0 }),
-        example::<History>((b"/docs/old.txt".to_vec(), T), HistoryRecord::Ghost { content, size: 1234 }),
+        example::<History>(
+            (b"/docs/old.txt".to_vec(), T),
+            HistoryRecord::Ghost { content, size: 1234, since: FileId(40) },
+        ),
     ]
 }
 
