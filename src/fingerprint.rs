@@ -74,17 +74,21 @@ struct Builder {
     content: Md5,
     size: u64,
     runs: Vec<ChunkRun>,
-    shingles: Shingler,
+    /// None while the sketch is deferred to the end (the whole content is in
+    /// the buffer).
+    shingles: Option<Shingler>,
 }
 
 impl Builder {
     fn new() -> Self {
-        Builder { content: Md5::new(), size: 0, runs: Vec::new(), shingles: Shingler::new() }
+        Builder { content: Md5::new(), size: 0, runs: Vec::new(), shingles: Some(Shingler::new()) }
     }
 
     fn push(&mut self, chunk: &[u8]) {
         let id = ChunkId(Md5::digest(chunk).into());
-        self.shingles.feed(chunk);
+        if let Some(s) = &mut self.shingles {
+            s.feed(chunk);
+        }
         let len = chunk.len() as u32;
         self.content.update(id.0);
         self.content.update(len.to_be_bytes());
@@ -95,13 +99,14 @@ impl Builder {
         }
     }
 
-    fn finish(self) -> Fingerprint {
-        Fingerprint {
-            content: ContentHash(self.content.finalize().into()),
-            size: self.size,
-            runs: self.runs,
-            sketch: self.shingles.finish(),
-        }
+    /// The fingerprint; `whole` is the content when the sketch was deferred.
+    fn finish(self, whole: &[u8], known: &dyn Fn(&ContentHash) -> Option<Sketch>) -> Fingerprint {
+        let content = ContentHash(self.content.finalize().into());
+        let sketch = match self.shingles {
+            Some(s) => s.finish(),
+            None => known(&content).unwrap_or_else(|| crate::sketch::sketch_bytes(whole)),
+        };
+        Fingerprint { content, size: self.size, runs: self.runs, sketch }
     }
 }
 
@@ -117,25 +122,32 @@ pub fn fingerprint_bytes(data: &[u8], params: &ChunkParams) -> Fingerprint {
         b.push(&rest[..cut]);
         rest = &rest[cut..];
     }
-    b.finish()
+    b.finish(&[], &|_| None)
 }
 
 /// Fingerprints a stream with one fixed [`READ_BUF`] buffer, reading it
 /// exactly once. `buf` is reused between calls.
 pub fn fingerprint_reader<R: Read>(reader: R, params: &ChunkParams, buf: &mut Vec<u8>) -> io::Result<Fingerprint> {
-    fingerprint_reader_sized(reader.take(u64::MAX), params, buf, READ_BUF)
+    fingerprint_reader_sized(reader.take(u64::MAX), params, buf, READ_BUF, &|_| None)
 }
 
 /// [`fingerprint_reader`] for a file whose size was just stat'ed: reads at
 /// most `size` bytes, sparing the final zero-length read. A file that grew
 /// meanwhile is caught by the caller's second stat, as any change is.
+///
+/// `known` gives the sketch of a content the index already holds: a sketch
+/// is a function of the content, so for a file that fits in the buffer (the
+/// sketch is then made after the content hash is known) an identical copy
+/// costs a lookup instead of shingling. Larger files are sketched as they
+/// stream.
 pub fn fingerprint_file(
     file: &std::fs::File,
     size: u64,
     params: &ChunkParams,
     buf: &mut Vec<u8>,
+    known: &dyn Fn(&ContentHash) -> Option<Sketch>,
 ) -> io::Result<Fingerprint> {
-    fingerprint_reader_sized(file.take(size), params, buf, READ_BUF)
+    fingerprint_reader_sized(file.take(size), params, buf, READ_BUF, known)
 }
 
 /// [`fingerprint_reader`] with a given buffer size (at least two maximal
@@ -145,6 +157,7 @@ fn fingerprint_reader_sized<R: Read>(
     params: &ChunkParams,
     buf: &mut Vec<u8>,
     size: usize,
+    known: &dyn Fn(&ContentHash) -> Option<Sketch>,
 ) -> io::Result<Fingerprint> {
     let cap = size.max(2 * params.max as usize);
     // Zeroed once per buffer, not per file: reads overwrite what they use.
@@ -167,18 +180,23 @@ fn fingerprint_reader_sized<R: Read>(
                 Err(e) => return Err(e),
             }
         }
+        // The whole content in the buffer at once: sketch it at the end, if
+        // the index does not already have its sketch.
+        let whole = eof && b.size == 0;
+        if whole {
+            b.shingles = None;
+        }
         let mut start = 0;
         while let Some(cut) = find_cut(&buf[start..filled], params, eof) {
             b.push(&buf[start..start + cut]);
             start += cut;
         }
         if eof {
-            break;
+            return Ok(b.finish(if whole { &buf[..filled] } else { &[] }, known));
         }
         buf.copy_within(start..filled, 0);
         filled -= start;
     }
-    Ok(b.finish())
 }
 
 #[cfg(test)]
@@ -229,6 +247,28 @@ mod tests {
         assert_ne!(fingerprint_bytes(&a, &p).content, fingerprint_bytes(&b, &p).content);
     }
 
+    #[test]
+    fn a_known_content_takes_its_sketch_from_the_index() {
+        let data: Vec<u8> = (0..20_000u32).map(|i| if i % 7 == 0 { b' ' } else { b'a' + (i % 23) as u8 }).collect();
+        let p = ChunkParams::default();
+        let fresh = fingerprint_bytes(&data, &p);
+        let stored = Sketch { level: 9, samples: vec![1, 2, 3] };
+        let asked = std::cell::Cell::new(None);
+        let known = |c: &ContentHash| {
+            asked.set(Some(*c));
+            Some(stored.clone())
+        };
+        // Fits in the buffer: the sketch is looked up by content hash.
+        let fp = fingerprint_reader_sized((&data[..]).take(u64::MAX), &p, &mut Vec::new(), READ_BUF, &known).unwrap();
+        assert_eq!((fp.content, &fp.sketch), (fresh.content, &stored));
+        assert_eq!(asked.get(), Some(fresh.content));
+        // Streamed through a smaller buffer: sketched as it is read, no lookup.
+        asked.set(None);
+        let fp = fingerprint_reader_sized((&data[..]).take(u64::MAX), &p, &mut Vec::new(), 8192, &known).unwrap();
+        assert_eq!(fp, fresh);
+        assert_eq!(asked.get(), None);
+    }
+
     proptest! {
         #[test]
         fn reader_equals_bytes(
@@ -238,7 +278,9 @@ mod tests {
         ) {
             let p = ChunkParams::for_average(128).unwrap();
             let mut buf = Vec::new();
-            let streamed = fingerprint_reader_sized(Trickle { data: &data, step }.take(u64::MAX), &p, &mut buf, size).unwrap();
+            let streamed =
+                fingerprint_reader_sized(Trickle { data: &data, step }.take(u64::MAX), &p, &mut buf, size, &|_| None)
+                    .unwrap();
             prop_assert_eq!(streamed, fingerprint_bytes(&data, &p));
         }
     }

@@ -17,6 +17,7 @@ use crossbeam_channel::bounded;
 
 use crate::fingerprint::{fingerprint_file, ContentHash, Fingerprint};
 use crate::scan::{self, is_under, path_bytes, Candidate, SkipReason, Stat, WalkOptions};
+use crate::sketch::Sketch;
 use crate::store::{
     Batch, ChunkContents, ContentChunks, ContentNames, ContentRecord, Counts, FileId, FileRecord, Files, History,
     HistoryRecord, Meta, MetaKey, MetaValue, Paths, Posting, SketchContents, Store, StoreError, TimeNs,
@@ -151,7 +152,7 @@ pub fn index(store: &Store, opts: &IndexOptions) -> Result<Summary, IngestError>
 
     let mut summary = Summary { roots: roots.clone(), ..Summary::default() };
     let walked = std::thread::scope(|s| -> Result<scan::WalkOutcome, IngestError> {
-        spawn_readers(s, workers, cand_rx, out_tx, params);
+        spawn_readers(s, store, workers, cand_rx, out_tx, params);
         let walker = s.spawn(|| {
             let r = scan::walk(store, &roots, &walk_opts, &cand_tx);
             drop(cand_tx);
@@ -229,7 +230,7 @@ pub fn ingest_candidates(
     let (out_tx, out_rx) = bounded::<Outcome>(QUEUE);
     let progress = Progress::new(false);
     std::thread::scope(|s| {
-        spawn_readers(s, workers.clamp(1, cands.len().max(1)), cand_rx, out_tx, params);
+        spawn_readers(s, writer.store, workers.clamp(1, cands.len().max(1)), cand_rx, out_tx, params);
         s.spawn(move || {
             for c in cands {
                 if cand_tx.send(c).is_err() {
@@ -251,8 +252,9 @@ pub fn ingest_candidates(
 /// they found to `tx`; they end when `rx` is closed and drained (or `tx`'s
 /// receiver is gone). Takes the channel ends so that they close with the
 /// threads.
-fn spawn_readers<'scope>(
-    s: &'scope std::thread::Scope<'scope, '_>,
+fn spawn_readers<'scope, 'env>(
+    s: &'scope std::thread::Scope<'scope, 'env>,
+    store: &'env Store,
     workers: usize,
     rx: crossbeam_channel::Receiver<Candidate>,
     tx: crossbeam_channel::Sender<Outcome>,
@@ -262,8 +264,10 @@ fn spawn_readers<'scope>(
         let (rx, tx) = (rx.clone(), tx.clone());
         s.spawn(move || {
             let mut buf = Vec::new();
+            // A content the index has already has its sketch there.
+            let known = |c: &ContentHash| store.get::<ContentChunks>(c).ok().flatten().map(|r| r.sketch);
             for cand in rx {
-                if tx.send(read_candidate(cand, &params, &mut buf)).is_err() {
+                if tx.send(read_candidate(cand, &params, &mut buf, &known)).is_err() {
                     break;
                 }
             }
@@ -297,7 +301,12 @@ fn open_regular(path: &Path) -> std::io::Result<File> {
 
 /// Reads a candidate once: chunks, fingerprints, and re-stats to make sure
 /// the bytes read are one version of the file (else reads again).
-fn read_candidate(cand: Candidate, params: &crate::chunker::ChunkParams, buf: &mut Vec<u8>) -> Outcome {
+fn read_candidate(
+    cand: Candidate,
+    params: &crate::chunker::ChunkParams,
+    buf: &mut Vec<u8>,
+    known: &dyn Fn(&ContentHash) -> Option<Sketch>,
+) -> Outcome {
     let skip = |cand, reason, detail: String| Outcome::Skip { cand, reason, detail };
     for _ in 0..READ_ATTEMPTS {
         let file = match open_regular(&cand.path) {
@@ -312,7 +321,7 @@ fn read_candidate(cand: Candidate, params: &crate::chunker::ChunkParams, buf: &m
             Ok(_) => return skip(cand, SkipReason::Special, "not a regular file".into()),
             Err(e) => return skip(cand, SkipReason::Unreadable, e.to_string()),
         };
-        let fp = match fingerprint_file(&file, before.len(), params, buf) {
+        let fp = match fingerprint_file(&file, before.len(), params, buf, known) {
             Ok(fp) => fp,
             Err(e) => return skip(cand, SkipReason::Unreadable, e.to_string()),
         };
@@ -837,7 +846,7 @@ mod tests {
     fn a_file_gone_before_it_is_read_is_vanished() {
         let tmp = tempfile::tempdir().unwrap();
         let p = tmp.path().join("gone.txt");
-        let out = read_candidate(candidate(&p), &ChunkParams::default(), &mut Vec::new());
+        let out = read_candidate(candidate(&p), &ChunkParams::default(), &mut Vec::new(), &|_| None);
         assert!(matches!(out, Outcome::Vanished { .. }));
     }
 
@@ -846,11 +855,11 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let fifo = tmp.path().join("was-a-file");
         assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
-        let out = read_candidate(candidate(&fifo), &ChunkParams::default(), &mut Vec::new());
+        let out = read_candidate(candidate(&fifo), &ChunkParams::default(), &mut Vec::new(), &|_| None);
         assert!(matches!(out, Outcome::Skip { reason: SkipReason::Special, .. }));
         let link = tmp.path().join("link");
         std::os::unix::fs::symlink(&fifo, &link).unwrap();
-        let out = read_candidate(candidate(&link), &ChunkParams::default(), &mut Vec::new());
+        let out = read_candidate(candidate(&link), &ChunkParams::default(), &mut Vec::new(), &|_| None);
         assert!(matches!(out, Outcome::Skip { reason: SkipReason::Symlink, .. }));
     }
 
@@ -882,7 +891,7 @@ mod tests {
             });
             let mut buf = Vec::new();
             for _ in 0..5 {
-                match read_candidate(candidate(&p), &params, &mut buf) {
+                match read_candidate(candidate(&p), &params, &mut buf, &|_| None) {
                     Outcome::Read { fp, .. } => assert!(fps.contains(&fp), "indexed a mix of two versions"),
                     Outcome::Skip { reason, .. } => assert_eq!(reason, SkipReason::KeptChanging),
                     Outcome::Vanished { .. } => panic!("the file never vanished"),

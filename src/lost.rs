@@ -305,10 +305,14 @@ fn answer_file(
     };
     if let Some(content) = content {
         let last = via.last().unwrap_or(&path).clone();
+        // An empty file's content is every empty file: only one that
+        // appeared with the loss says anything about where it went.
+        let empty = size == Some(0);
         let same: Vec<Name> = ctx
             .names(&content)?
             .iter()
             .filter(|n| !candidates.iter().any(|c: &Candidate| c.path == n.path))
+            .filter(|n| !empty || n.id >= since)
             .cloned()
             .collect();
         // Live files holding much of the content. The search costs a

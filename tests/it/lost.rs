@@ -193,3 +193,24 @@ fn a_file_moved_and_edited_beats_older_copies_and_older_versions() {
     assert!(c[1]["path"].as_str().unwrap().ends_with("/backup/notes-2023.txt"), "{r:#}");
     assert!(c[2]["path"].as_str().unwrap().ends_with("/drafts/notes-draft.txt"), "{r:#}");
 }
+
+#[test]
+fn an_empty_file_is_found_only_where_it_moved_not_in_every_empty_file() {
+    let env = Env::new();
+    env.write("pkg/other/__init__.py", b"");
+    let gone = env.write("pkg/gone/__init__.py", b"");
+    let moved = env.write("pkg/old/__init__.py", b"");
+    env.index();
+    fs::create_dir(env.root.join("pkg/new")).unwrap();
+    fs::rename(&moved, env.root.join("pkg/new/__init__.py")).unwrap();
+    env.index();
+    // Deleted later: the empty files that were there before are not answers.
+    fs::remove_file(&gone).unwrap();
+    env.index();
+    let r = lost(&env, &gone);
+    assert_eq!(r["files"][0]["candidates"].as_array().unwrap().len(), 0, "{r:#}");
+    let r = lost(&env, &moved);
+    let c = r["files"][0]["candidates"].as_array().unwrap();
+    assert_eq!(c.len(), 1, "{r:#}");
+    assert!(c[0]["path"].as_str().unwrap().ends_with("/pkg/new/__init__.py"), "{r:#}");
+}
