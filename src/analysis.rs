@@ -130,6 +130,19 @@ impl Measures {
         Measures { words, words_common, ..Measures::new(common, a.1, b.1) }
     }
 
+    /// [`Measures::with_words`] for deciding links only: the word estimate
+    /// is left at zero when it cannot reach the thresholds (the comparison
+    /// stops early, see [`Sketch::estimate_if`]).
+    pub fn with_words_if(common: u64, a: (&Sketch, u64, u64), b: (&Sketch, u64, u64), p: &AnalysisParams) -> Measures {
+        match a.0.estimate_if(b.0, p.min_similarity, p.min_containment) {
+            Some(words) => {
+                let words_common = (words.a_in_b * a.2 as f64).max(words.b_in_a * b.2 as f64) as u64;
+                Measures { words, words_common, ..Measures::new(common, a.1, b.1) }
+            }
+            None => Measures::new(common, a.1, b.1),
+        }
+    }
+
     /// How much the smaller side is inside the larger, in chunks.
     pub fn containment(&self) -> f64 {
         self.a_in_b.max(self.b_in_a)
@@ -488,6 +501,34 @@ pub fn features(store: &Store, content: &ContentHash, ignored: &Ignored) -> Resu
     Ok(Features { size: rec.size, chunks, sketch: rec.sketch.without(&ignored.samples) })
 }
 
+/// Posted sketch samples two contents must share to be compared on their
+/// sketches.
+const MIN_SHARED_SAMPLES: usize = 2;
+
+/// A hasher for keys that are hashes already (chunk ids, sketch samples):
+/// their first 8 bytes are as good as SipHash's output, at no cost.
+#[derive(Default, Clone, Copy)]
+struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for (k, &b) in bytes.iter().take(8).enumerate() {
+            self.0 ^= u64::from(b) << (8 * k);
+        }
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        // Samples are small numbers at high levels: spread them.
+        self.0 = u64::from(n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+type IdHash = std::hash::BuildHasherDefault<IdHasher>;
+
 /// A cluster before names are attached: contents as dense indices.
 struct RawCluster {
     members: Vec<(u32, u64, u64)>, // (content index, size, payload)
@@ -511,8 +552,8 @@ fn analyse_component(
     let payloads: Vec<u64> = feats.iter().map(Features::payload).collect();
     // Inverted indexes of the component: chunk (and posted sample) → local
     // members holding it.
-    let mut holders: HashMap<ChunkId, Vec<u32>> = HashMap::new();
-    let mut sample_holders: HashMap<u32, Vec<u32>> = HashMap::new();
+    let mut holders: HashMap<ChunkId, Vec<u32>, IdHash> = HashMap::default();
+    let mut sample_holders: HashMap<u32, Vec<u32>, IdHash> = HashMap::default();
     for (i, f) in feats.iter().enumerate() {
         for &(id, _, _) in &f.chunks {
             holders.entry(id).or_default().push(i as u32);
@@ -525,28 +566,55 @@ fn analyse_component(
     let mut uf = UnionFind::new(n);
     let mut links = Vec::new();
     let mut stamp = vec![usize::MAX; n];
-    let mut candidates = Vec::new();
+    let mut shared = vec![0usize; n];
+    let mut candidates: Vec<usize> = Vec::new();
+    let posted: Vec<usize> = feats.iter().map(|f| f.sketch.posted().len()).collect();
     for i in 0..n {
         candidates.clear();
-        let by_chunk = feats[i].chunks.iter().map(|c| &holders[&c.0]);
-        let by_sample = feats[i].sketch.posted().iter().map(|s| &sample_holders[s]);
-        for held in by_chunk.chain(by_sample) {
+        // Posted samples: two in common (one when a side posts only one)
+        // make a candidate. A pair at the thresholds shares about 10 of its
+        // 16; one common shingle (a licence line) would make every holder a
+        // candidate and cost a sketch comparison each.
+        for s in feats[i].sketch.posted() {
+            let held = &sample_holders[s];
             // Samples as common as the chunk cutoff join no part: skip them here too.
             if held.len() as u64 > cutoff {
                 continue;
             }
             for &j in held {
                 let j = j as usize;
-                if j > i && stamp[j] != i {
+                if j <= i {
+                    continue;
+                }
+                if stamp[j] != i {
                     stamp[j] = i;
+                    shared[j] = 0;
+                }
+                shared[j] += 1;
+                if shared[j] == MIN_SHARED_SAMPLES.min(posted[i]).min(posted[j]) {
+                    candidates.push(j);
+                }
+            }
+        }
+        // Any shared chunk makes a candidate too.
+        for c in &feats[i].chunks {
+            for &j in &holders[&c.0] {
+                let j = j as usize;
+                if j > i && (stamp[j] != i || shared[j] < MIN_SHARED_SAMPLES.min(posted[i]).min(posted[j])) {
+                    stamp[j] = i;
+                    shared[j] = usize::MAX;
                     candidates.push(j);
                 }
             }
         }
         for &j in &candidates {
             let (a, b) = (&feats[i], &feats[j]);
-            let m =
-                Measures::with_words(a.common(b), (&a.sketch, payloads[i], a.size), (&b.sketch, payloads[j], b.size));
+            let m = Measures::with_words_if(
+                a.common(b),
+                (&a.sketch, payloads[i], a.size),
+                (&b.sketch, payloads[j], b.size),
+                params,
+            );
             if let Some(kind) = m.kind(params) {
                 links.push((i, j, m, kind));
                 uf.union(i as u32, j as u32);

@@ -105,6 +105,52 @@ impl Sketch {
     }
 }
 
+impl Sketch {
+    /// [`Sketch::estimate`], or None as soon as the common sample is too
+    /// small for resemblance ≥ `min_resemblance` or either containment ≥
+    /// `min_containment`: most pairs an analysis compares are far from
+    /// both, and the merge stops after a fraction of the samples.
+    pub fn estimate_if(&self, other: &Sketch, min_resemblance: f64, min_containment: f64) -> Option<Estimate> {
+        let level = self.level.max(other.level);
+        let (a, b) = (self.at(level), other.at(level));
+        let (na, nb) = (a.len(), b.len());
+        if na == 0 || nb == 0 {
+            return None;
+        }
+        // shared ≥ need for either: r = s / (na + nb − s) ≥ t ⇔ s ≥ t(na + nb)/(1 + t);
+        // c = s / min(na, nb) ≥ t ⇔ s ≥ t·min(na, nb).
+        let by_r = (min_resemblance * (na + nb) as f64 / (1.0 + min_resemblance)).ceil();
+        let by_c = (min_containment * na.min(nb) as f64).ceil();
+        let need = by_r.min(by_c).max(1.0) as usize;
+        let (mut i, mut j, mut n) = (0, 0, 0);
+        while i < na && j < nb {
+            if n + (na - i).min(nb - j) < need {
+                return None;
+            }
+            match a[i].cmp(&b[j]) {
+                std::cmp::Ordering::Less => i += 1,
+                std::cmp::Ordering::Greater => j += 1,
+                std::cmp::Ordering::Equal => {
+                    n += 1;
+                    i += 1;
+                    j += 1;
+                }
+            }
+        }
+        if n < need {
+            return None;
+        }
+        let ratio = |x: usize, d: usize| x as f64 / d as f64;
+        Some(Estimate {
+            resemblance: ratio(n, na + nb - n),
+            a_in_b: ratio(n, na),
+            b_in_a: ratio(n, nb),
+            shared: n as u32,
+            samples: (na + nb - n) as u32,
+        })
+    }
+}
+
 fn sorted_intersection(a: &[u32], b: &[u32]) -> usize {
     let (mut i, mut j, mut n) = (0, 0, 0);
     while i < a.len() && j < b.len() {
@@ -467,6 +513,20 @@ mod tests {
         let e = sa.estimate(&sb);
         // Exact: 4 of every 60 shingles differ, r = 56/64 = 0.875.
         assert!((e.resemblance - 0.875).abs() < 0.06, "{e:?}");
+    }
+
+    #[test]
+    fn the_bounded_estimate_agrees_or_says_it_cannot_pass() {
+        let a = sketch_bytes(&words(3000, 7));
+        for (n, seed) in [(3000, 7), (2000, 7), (3000, 8), (300, 7)] {
+            let b = sketch_bytes(&words(n, seed));
+            let full = a.estimate(&b);
+            let passes = full.resemblance >= 0.5 || full.containment() >= 0.8;
+            match a.estimate_if(&b, 0.5, 0.8) {
+                Some(e) => assert!(passes && e == full, "{n} {seed}: {e:?} {full:?}"),
+                None => assert!(!passes, "{n} {seed}: {full:?}"),
+            }
+        }
     }
 
     #[test]
