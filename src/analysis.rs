@@ -512,7 +512,7 @@ const MIN_SHARED_SAMPLES: usize = 2;
 /// catalogs) that would make every pair of their holders a candidate. On
 /// Django: 683k candidate pairs → a fraction, report 1.9 s → 1.1–1.4 s,
 /// F1 0.964 → 0.963.
-const SAMPLE_DEGREE_CAP: u64 = 100;
+pub(crate) const SAMPLE_DEGREE_CAP: u64 = 100;
 
 /// A hasher for keys that are hashes already (chunk ids, sketch samples):
 /// their first 8 bytes are as good as SipHash's output, at no cost.

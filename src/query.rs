@@ -121,17 +121,18 @@ pub fn similar_to(
     }
 
     // Contents sharing a posted sketch sample; a sample posted by more
-    // contents than the cutoff is as uninformative as a common chunk.
+    // contents than the analysis's sample cap is a common phrase.
     let sketch = query.sketch.without(&ignored.templates.samples);
+    let cap = ignored.cutoff.min(analysis::SAMPLE_DEGREE_CAP);
     for &sample in &sketch.samples {
         let mut holders = Vec::new();
         for item in store.sketch_postings(sample) {
             holders.push(item?.0 .1);
-            if holders.len() as u64 > ignored.cutoff {
+            if holders.len() as u64 > cap {
                 break;
             }
         }
-        if holders.len() as u64 <= ignored.cutoff {
+        if holders.len() as u64 <= cap {
             for h in holders {
                 common.entry(h).or_default();
             }

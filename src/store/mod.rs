@@ -243,8 +243,9 @@ impl Store {
 
     fn scan_prefix_raw<T: Table>(&self, prefix: Vec<u8>) -> TableIter<'_, T> {
         let mut ro = ReadOptions::default();
-        // A full scan should not evict the working set from the block cache.
-        ro.fill_cache(false);
+        // A full scan should not evict the working set from the block cache;
+        // the short prefix scans of a query revisit blocks and keep them.
+        ro.fill_cache(!prefix.is_empty());
         if let Some(upper) = prefix_upper_bound(&prefix) {
             ro.set_iterate_upper_bound(upper);
         }
