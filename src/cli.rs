@@ -88,13 +88,13 @@ impl ScanArgs {
 /// Link thresholds, shared by `report`, `similar` and `template mark`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct Thresholds {
-    /// A link needs at least this many bytes in common [default: 100]
+    /// A link needs at least this many bytes in common (in chunks, or estimated from words) [default: 100]
     #[arg(long, value_name = "BYTES")]
     pub min_bytes: Option<u64>,
-    /// ... and resemblance at least this (0..1) [default: 0.3]
+    /// ... and resemblance at least this, in chunks or in words (0..1) [default: 0.5]
     #[arg(long, value_name = "R")]
     pub min_similarity: Option<f64>,
-    /// ... or the smaller file at least this much inside the larger (0..1) [default: 0.6]
+    /// ... or the smaller file at least this much inside the larger (0..1) [default: 0.8]
     #[arg(long, value_name = "C")]
     pub min_containment: Option<f64>,
     /// Ignore chunks held by more than this many distinct contents [default: half the contents, within 100..=1000]
@@ -705,5 +705,22 @@ mod tests {
         assert_eq!(super::utc(951_782_400), "2000-02-29 00:00:00 UTC");
         assert_eq!(super::utc(1_795_345_848), "2026-11-22 11:10:48 UTC");
         assert_eq!(super::utc(-1), "1969-12-31 23:59:59 UTC");
+    }
+
+    #[test]
+    fn the_help_states_the_real_defaults() {
+        use clap::CommandFactory;
+        let d = crate::analysis::AnalysisParams::default();
+        let help = super::Cli::command().find_subcommand_mut("report").unwrap().render_long_help().to_string();
+        for (flag, value) in [
+            ("--min-bytes", d.min_bytes.to_string()),
+            ("--min-similarity", d.min_similarity.to_string()),
+            ("--min-containment", d.min_containment.to_string()),
+        ] {
+            let at = help.find(flag).unwrap_or_else(|| panic!("{flag} not in the help"));
+            let rest = &help[at..];
+            let line_end = rest.find("[default: ").map(|i| &rest[i..]).unwrap();
+            assert!(line_end.starts_with(&format!("[default: {value}]")), "{flag}: {}", &line_end[..20]);
+        }
     }
 }
