@@ -117,6 +117,18 @@ impl Store {
             create(dir, params.unwrap_or_default())?;
         }
 
+        // An index of another schema version may lack some of this
+        // version's column families, and RocksDB refuses to open it with
+        // them: read its format record first, so the user hears which
+        // versions differ rather than a RocksDB error.
+        if exists {
+            if let Ok(existing) = DB::list_cf(&Options::default(), &db_dir) {
+                if ALL_CFS.iter().any(|n| !existing.iter().any(|e| e == n)) {
+                    return Err(older_format(dir, &db_dir, &existing));
+                }
+            }
+        }
+
         let cache = Cache::new_lru_cache(BLOCK_CACHE);
         let mut opts = Options::default();
         opts.create_if_missing(false);
@@ -345,6 +357,34 @@ impl Store {
 /// Creates an empty index database in `dir/db`: built in `dir/db.creating`
 /// (whatever an interrupted creation left there is discarded), given its
 /// format record, closed, synced and renamed into place.
+/// The error for a database that lacks some of this version's column
+/// families: a schema mismatch when it holds simd's format record (an older
+/// or newer index), else not an index.
+fn older_format(dir: &Path, db_dir: &Path, existing: &[String]) -> StoreError {
+    let missing: Vec<&str> = ALL_CFS.iter().copied().filter(|n| !existing.iter().any(|e| e == n)).collect();
+    let not_index = || StoreError::NotAnIndex {
+        dir: dir.to_path_buf(),
+        reason: format!("column families missing: {}", missing.join(", ")),
+    };
+    if !existing.iter().any(|e| e == Meta::NAME) {
+        return not_index();
+    }
+    let cfs = existing.iter().map(|n| ColumnFamilyDescriptor::new(n, Options::default()));
+    let Ok(db) = DB::open_cf_descriptors_read_only(&Options::default(), db_dir, cfs, false) else {
+        return not_index();
+    };
+    let format = db
+        .cf_handle(Meta::NAME)
+        .and_then(|cf| db.get_cf(cf, Meta::encode_key(&MetaKey::Format)).ok().flatten())
+        .and_then(|bytes| Meta::decode_value(&bytes).ok());
+    match format {
+        Some(MetaValue::Format(f)) if f.schema_version != SCHEMA_VERSION => {
+            StoreError::SchemaMismatch { dir: dir.to_path_buf(), found: f.schema_version, expected: SCHEMA_VERSION }
+        }
+        _ => not_index(),
+    }
+}
+
 fn create(dir: &Path, params: ChunkParams) -> Result<()> {
     let tmp = dir.join(CREATING_DIR);
     let io = |path: &Path| {

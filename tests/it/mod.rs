@@ -1,6 +1,7 @@
 //! Shared helpers for the integration tests.
 
 mod bad_input;
+mod compat;
 mod crash;
 mod index;
 mod lost;

@@ -1,0 +1,76 @@
+//! Golden indexes of every schema version (`tests/golden/`): the current
+//! one is read and answers as it did when it was made; older ones are
+//! refused with a message naming both versions, never a RocksDB error.
+
+use std::path::Path;
+
+use assert_cmd::Command;
+
+/// A copy of a golden index in a temp dir (the checked-in files are never
+/// opened in place).
+fn golden(version: u32) -> tempfile::TempDir {
+    fn copy(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for e in std::fs::read_dir(from).unwrap() {
+            let e = e.unwrap();
+            let target = to.join(e.file_name());
+            if e.file_type().unwrap().is_dir() {
+                copy(&e.path(), &target);
+            } else {
+                std::fs::copy(e.path(), &target).unwrap();
+            }
+        }
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/golden/index-v{version}"));
+    copy(&src, &tmp.path().join("index"));
+    tmp
+}
+
+fn simd(tmp: &tempfile::TempDir) -> Command {
+    let mut c = Command::cargo_bin("simd").unwrap();
+    c.arg("--db").arg(tmp.path().join("index")).env_remove("SIMD_DB").env_remove("SIMD_LOG");
+    c
+}
+
+fn json(c: &mut Command) -> serde_json::Value {
+    let out = c.assert().success();
+    serde_json::from_slice(&out.get_output().stdout).unwrap()
+}
+
+const TREE: &str = "/tmp/simd-golden/tree";
+
+#[test]
+fn the_current_version_reads_its_golden_index() {
+    let g = golden(simd::store::SCHEMA_VERSION);
+    simd(&g).arg("check").assert().success();
+    let r = json(simd(&g).args(["--format", "json", "report"]));
+    assert_eq!(r["index"]["files"], 6);
+    let sets = r["identical"].as_array().unwrap();
+    assert_eq!(sets.len(), 1, "{r:#}");
+    let files: Vec<&str> = sets[0]["files"].as_array().unwrap().iter().map(|f| f["path"].as_str().unwrap()).collect();
+    assert_eq!(files, [format!("{TREE}/guide-copy.txt"), format!("{TREE}/guide.txt")]);
+    // The edited version links by its words alone.
+    let clusters = r["clusters"].as_array().unwrap();
+    assert_eq!(clusters.len(), 1, "{r:#}");
+    let link = &clusters[0]["links"][0];
+    assert_eq!((link["kind"].as_str(), link["common"].as_u64()), (Some("similar"), Some(0)), "{link}");
+    assert!(link["words"]["resemblance"].as_f64().unwrap() > 0.7, "{link}");
+    // The rename between the two runs left a ghost that lost-and-found follows.
+    let l = json(simd(&g).args(["--format", "json", "lost", &format!("{TREE}/old-plan.txt")]));
+    assert_eq!(l["files"][0]["candidates"][0]["path"], format!("{TREE}/plan.txt"), "{l:#}");
+}
+
+#[test]
+fn older_versions_are_refused_with_both_versions_named() {
+    for version in 1..simd::store::SCHEMA_VERSION {
+        let g = golden(version);
+        for args in [&["status"][..], &["--format", "json", "report"], &["index", TREE]] {
+            let out = simd(&g).args(args).assert().failure();
+            let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+            let want =
+                format!("index schema version {version}, this simd reads version {}", simd::store::SCHEMA_VERSION);
+            assert!(err.contains(&want), "{args:?}: {err}");
+        }
+    }
+}
