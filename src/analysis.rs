@@ -123,23 +123,27 @@ impl Measures {
         }
     }
 
-    /// Both measures of a pair, given its chunk common bytes and payloads.
+    /// Both measures of a pair, given its chunk common bytes and its
+    /// (sketch, payload, size) sides.
     pub fn with_words(common: u64, a: (&Sketch, u64, u64), b: (&Sketch, u64, u64)) -> Measures {
-        let words = a.0.estimate(b.0);
-        let words_common = (words.a_in_b * a.2 as f64).max(words.b_in_a * b.2 as f64) as u64;
-        Measures { words, words_common, ..Measures::new(common, a.1, b.1) }
+        Measures::new(common, a.1, b.1).and_words(Some(a.0.estimate(b.0)), a.2, b.2)
     }
 
     /// [`Measures::with_words`] for deciding links only: the word estimate
     /// is left at zero when it cannot reach the thresholds (the comparison
     /// stops early, see [`Sketch::estimate_if`]).
     pub fn with_words_if(common: u64, a: (&Sketch, u64, u64), b: (&Sketch, u64, u64), p: &AnalysisParams) -> Measures {
-        match a.0.estimate_if(b.0, p.min_similarity, p.min_containment) {
+        let words = a.0.estimate_if(b.0, p.min_similarity, p.min_containment);
+        Measures::new(common, a.1, b.1).and_words(words, a.2, b.2)
+    }
+
+    fn and_words(self, words: Option<Estimate>, size_a: u64, size_b: u64) -> Measures {
+        match words {
             Some(words) => {
-                let words_common = (words.a_in_b * a.2 as f64).max(words.b_in_a * b.2 as f64) as u64;
-                Measures { words, words_common, ..Measures::new(common, a.1, b.1) }
+                let words_common = (words.a_in_b * size_a as f64).max(words.b_in_a * size_b as f64) as u64;
+                Measures { words, words_common, ..self }
             }
-            None => Measures::new(common, a.1, b.1),
+            None => self,
         }
     }
 

@@ -93,19 +93,10 @@ impl Sketch {
     pub fn estimate(&self, other: &Sketch) -> Estimate {
         let level = self.level.max(other.level);
         let (a, b) = (self.at(level), other.at(level));
-        let shared = sorted_intersection(a, b);
-        let ratio = |n: usize, d: usize| if d == 0 { 0.0 } else { n as f64 / d as f64 };
-        Estimate {
-            resemblance: ratio(shared, a.len() + b.len() - shared),
-            a_in_b: ratio(shared, a.len()),
-            b_in_a: ratio(shared, b.len()),
-            shared: shared as u32,
-            samples: (a.len() + b.len() - shared) as u32,
-        }
+        let shared = shared_at_least(a, b, 0).expect("no bound to miss");
+        Estimate::new(shared, a.len(), b.len())
     }
-}
 
-impl Sketch {
     /// [`Sketch::estimate`], or None as soon as the common sample is too
     /// small for resemblance ≥ `min_resemblance` or either containment ≥
     /// `min_containment`: most pairs an analysis compares are far from
@@ -122,38 +113,18 @@ impl Sketch {
         let by_r = (min_resemblance * (na + nb) as f64 / (1.0 + min_resemblance)).ceil();
         let by_c = (min_containment * na.min(nb) as f64).ceil();
         let need = by_r.min(by_c).max(1.0) as usize;
-        let (mut i, mut j, mut n) = (0, 0, 0);
-        while i < na && j < nb {
-            if n + (na - i).min(nb - j) < need {
-                return None;
-            }
-            match a[i].cmp(&b[j]) {
-                std::cmp::Ordering::Less => i += 1,
-                std::cmp::Ordering::Greater => j += 1,
-                std::cmp::Ordering::Equal => {
-                    n += 1;
-                    i += 1;
-                    j += 1;
-                }
-            }
-        }
-        if n < need {
-            return None;
-        }
-        let ratio = |x: usize, d: usize| x as f64 / d as f64;
-        Some(Estimate {
-            resemblance: ratio(n, na + nb - n),
-            a_in_b: ratio(n, na),
-            b_in_a: ratio(n, nb),
-            shared: n as u32,
-            samples: (na + nb - n) as u32,
-        })
+        shared_at_least(a, b, need).map(|shared| Estimate::new(shared, na, nb))
     }
 }
 
-fn sorted_intersection(a: &[u32], b: &[u32]) -> usize {
+/// How many values two sorted lists share, or None once fewer than `need`
+/// are still possible (0: merge to the end).
+fn shared_at_least(a: &[u32], b: &[u32], need: usize) -> Option<usize> {
     let (mut i, mut j, mut n) = (0, 0, 0);
     while i < a.len() && j < b.len() {
+        if n + (a.len() - i).min(b.len() - j) < need {
+            return None;
+        }
         match a[i].cmp(&b[j]) {
             std::cmp::Ordering::Less => i += 1,
             std::cmp::Ordering::Greater => j += 1,
@@ -164,7 +135,7 @@ fn sorted_intersection(a: &[u32], b: &[u32]) -> usize {
             }
         }
     }
-    n
+    (n >= need).then_some(n)
 }
 
 /// Word-shingle resemblance and containment, estimated from two sketches.
@@ -179,6 +150,19 @@ pub struct Estimate {
 }
 
 impl Estimate {
+    /// From `shared` common samples out of `na` and `nb`.
+    fn new(shared: usize, na: usize, nb: usize) -> Estimate {
+        let ratio = |n: usize, d: usize| if d == 0 { 0.0 } else { n as f64 / d as f64 };
+        let union = na + nb - shared;
+        Estimate {
+            resemblance: ratio(shared, union),
+            a_in_b: ratio(shared, na),
+            b_in_a: ratio(shared, nb),
+            shared: shared as u32,
+            samples: union as u32,
+        }
+    }
+
     pub fn containment(&self) -> f64 {
         self.a_in_b.max(self.b_in_a)
     }
