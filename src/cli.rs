@@ -9,11 +9,13 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::analysis::{cache, marks, AnalysisParams};
 use crate::chunker::ChunkParams;
+use crate::control::{self, Request};
 use crate::ingest::{self, IndexOptions, Summary};
 use crate::query;
 use crate::report::{self, View};
 use crate::scan::WalkOptions;
-use crate::store::{Access, Store};
+use crate::store::{Access, Store, StoreError};
+use crate::watch::DaemonState;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -185,6 +187,8 @@ pub enum Command {
     Status,
     /// Verify every cross-column-family invariant of the index
     Check,
+    /// Ask the running `simd watch` to rescan its roots now (without a daemon, run `simd index`)
+    Rescan,
 }
 
 #[derive(Subcommand, Debug)]
@@ -315,10 +319,16 @@ pub fn run(cli: Cli) -> Result<Exit> {
             };
             crate::watch::watch(&store, &opts, stop)?;
         }
+        Command::Rescan => {
+            if DaemonState::running(&db).is_none() {
+                anyhow::bail!("{}: no `simd watch` runs on this index; `simd index` rescans its roots", db.display());
+            }
+            writeln!(out, "{}", control::request(&db, &Request::Rescan)?.map_err(|e| anyhow::anyhow!(e))?)?;
+        }
         Command::Status => {
             let store = Store::open(&db, Access::Read, None)?;
             let mut s = crate::status::status(&store)?;
-            s.daemon = crate::watch::DaemonState::running(&db);
+            s.daemon = DaemonState::running(&db);
             match cli.format {
                 Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&s)?)?,
                 _ => print_status(&mut out, &s)?,
@@ -531,29 +541,28 @@ fn print_lost(out: &mut impl Write, a: &crate::lost::Answer) -> std::io::Result<
     }
 }
 
+/// Runs a write request on the index, or hands it to the `simd watch` that
+/// holds it (over its control socket).
+fn write_or_ask_daemon(db: &std::path::Path, request: Request) -> Result<String> {
+    let answer = match Store::open(db, Access::Write, None) {
+        Ok(store) => control::perform(&store, request, ingest::available_cores()),
+        Err(StoreError::InUse { .. }) if DaemonState::running(db).is_some() => control::request(db, &request)?,
+        Err(e) => return Err(e.into()),
+    };
+    answer.map_err(|e| anyhow::anyhow!(e))
+}
+
 fn template(db: &std::path::Path, cmd: TemplateCommand, out: &mut impl Write) -> Result<()> {
     match cmd {
         TemplateCommand::Mark { cluster, min_share, thresholds } => {
             if !(0.0..=1.0).contains(&min_share) || min_share == 0.0 {
                 anyhow::bail!("--min-share {min_share}: must be above 0 and at most 1");
             }
-            let store = Store::open(db, Access::Write, None)?;
             let params = thresholds.params()?;
-            let (analysis, _) = cache::analysis(&store, &params, ingest::available_cores(), false)?;
-            let marked = marks::mark(&store, &analysis, &cluster, min_share)?;
-            writeln!(
-                out,
-                "cluster {}: marked {} chunks ({}) and {} word samples as template; later reports ignore them",
-                marked.cluster,
-                marked.chunks,
-                human_bytes(marked.bytes),
-                marked.samples
-            )?;
+            writeln!(out, "{}", write_or_ask_daemon(db, Request::TemplateMark { cluster, min_share, params })?)?;
         }
         TemplateCommand::Unmark { cluster } => {
-            let store = Store::open(db, Access::Write, None)?;
-            let n = marks::unmark(&store, &cluster)?;
-            writeln!(out, "unmarked {n} template chunks")?;
+            writeln!(out, "{}", write_or_ask_daemon(db, Request::TemplateUnmark { cluster })?)?;
         }
         TemplateCommand::List => {
             let store = Store::open(db, Access::Read, None)?;

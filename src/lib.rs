@@ -9,6 +9,7 @@ pub mod analysis;
 pub mod check;
 pub mod chunker;
 pub mod cli;
+pub mod control;
 pub mod fingerprint;
 pub mod ingest;
 pub mod lost;

@@ -20,6 +20,7 @@ use notify::RecursiveMode;
 use notify_debouncer_full::{new_debouncer, DebounceEventResult};
 use serde::{Deserialize, Serialize};
 
+use crate::control;
 use crate::ingest::{self, IndexOptions, IngestError, Summary, Writer};
 use crate::scan::{is_under, path_bytes, Candidate, Stat};
 use crate::store::{Store, StoreError};
@@ -246,6 +247,18 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
         summary.changed,
         summary.removed
     );
+    // Commands that write (template marks, a forced rescan) come in here.
+    let (_control, requests) = match control::Listener::start(&dir) {
+        Ok((l, rx)) => (Some(l), rx),
+        Err(e) => {
+            tracing::warn!(
+                "{}: no control socket ({e}): template marks and rescans need the daemon stopped",
+                control::socket_path(&dir).display()
+            );
+            (None, crossbeam_channel::never())
+        }
+    };
+    let mut rescan_replies: Vec<crossbeam_channel::Sender<control::Response>> = Vec::new();
     state.ready = true;
     state.save(&dir);
 
@@ -259,7 +272,25 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
     let mut last_activity = Instant::now();
     let mut last_rescan = Instant::now();
     while !stop.load(Ordering::Relaxed) {
-        let batch = match rx.recv_timeout(Duration::from_millis(100)) {
+        let mut forced = false;
+        while let Ok(incoming) = requests.try_recv() {
+            match incoming.request {
+                control::Request::Rescan => {
+                    forced = true;
+                    rescan_replies.push(incoming.reply);
+                }
+                request => {
+                    // The request reads the index: write what is pending first.
+                    writer.commit()?;
+                    let _ = incoming.reply.send(control::perform(store, request, workers));
+                    // Marks bypass the writer; start it afresh from the index.
+                    writer = Writer::new(store)?;
+                }
+            }
+        }
+        let received = if forced { Ok(Ok(Vec::new())) } else { rx.recv_timeout(Duration::from_millis(100)) };
+        let batch = match received {
+            Ok(Ok(_)) if forced => Batch { rescan: true, ..Batch::default() },
             Ok(Ok(events)) => classify(events),
             Ok(Err(errors)) => {
                 for e in &errors {
@@ -298,6 +329,12 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
             let s = ingest::index(store, &opts.index)?;
             state.rescans += 1;
             state.changed_files += s.new + s.changed + s.removed;
+            for reply in rescan_replies.drain(..) {
+                let _ = reply.send(Ok(format!(
+                    "rescanned: {} new, {} changed, {} removed, {} unchanged",
+                    s.new, s.changed, s.removed, s.unchanged
+                )));
+            }
             last_rescan = Instant::now();
             filter.reset();
             // The scan ran its own writer: start afresh from the index.

@@ -149,10 +149,7 @@ fn the_live_index_follows_every_kind_of_change() {
     converges(&env, "a file replaced by a FIFO");
 
     // SIGTERM: a clean stop, exit 0.
-    let mut daemon = daemon;
-    assert!(Command::new("kill").arg("-TERM").arg(daemon.0.id().to_string()).status().unwrap().success());
-    let status = daemon.0.wait().unwrap();
-    assert!(status.success(), "{status:?}");
+    stop_with_sigterm(daemon);
     env.check();
 }
 
@@ -182,4 +179,52 @@ fn kill_9_and_restart_catches_up_and_readers_work_meanwhile() {
     let _daemon = start(&env);
     converges(&env, "kill -9 and restart");
     env.check();
+}
+
+#[test]
+fn template_marks_and_rescans_reach_the_running_daemon() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = Env::new();
+    // Unrelated bodies that share a long boilerplate: one cluster.
+    let boiler = text(50, 1500);
+    for i in 0..4u64 {
+        env.write(&format!("kb/article{i}.txt"), [boiler.clone(), noise(200 + i, 3000)].concat());
+    }
+    env.index();
+    let d = start(&env);
+    let socket = env.db.join("control.sock");
+    assert_eq!(std::fs::metadata(&socket).unwrap().permissions().mode() & 0o777, 0o600);
+    let report = |env: &Env| -> serde_json::Value {
+        let out = env.simd().args(["--format", "json", "report"]).assert().success();
+        serde_json::from_slice(&out.get_output().stdout).unwrap()
+    };
+    let r = report(&env);
+    assert_eq!(r["clusters"].as_array().unwrap().len(), 1, "{r:#}");
+    let id = r["clusters"][0]["id"].as_str().unwrap().to_string();
+    // The daemon holds the index; the mark goes through its socket.
+    let out = env.simd().args(["template", "mark", &id]).assert().success();
+    assert!(String::from_utf8_lossy(&out.get_output().stdout).contains("as template"));
+    assert_eq!(report(&env)["clusters"].as_array().unwrap().len(), 0);
+    let out = env.simd().args(["template", "mark", "ffffffffffff"]).assert().failure();
+    assert!(String::from_utf8_lossy(&out.get_output().stderr).contains("no cluster ffffffffffff"));
+    env.simd().args(["template", "unmark", &id]).assert().success();
+    assert_eq!(report(&env)["clusters"].as_array().unwrap().len(), 1);
+
+    let out = env.simd().arg("rescan").assert().success();
+    assert!(String::from_utf8_lossy(&out.get_output().stdout).contains("rescanned: 0 new"), "{out:?}");
+    assert_eq!(simd::watch::DaemonState::running(&env.db).unwrap().rescans, 1);
+
+    // Without a daemon, rescan says what to do instead, and the socket is gone.
+    stop_with_sigterm(d);
+    assert!(!socket.exists());
+    let out = env.simd().arg("rescan").assert().failure();
+    assert!(String::from_utf8_lossy(&out.get_output().stderr).contains("`simd index` rescans"));
+}
+
+/// Stops the daemon as a service manager would (SIGTERM) and checks that it
+/// exits cleanly (status 0).
+fn stop_with_sigterm(mut d: Daemon) {
+    assert!(Command::new("kill").arg("-TERM").arg(d.0.id().to_string()).status().unwrap().success());
+    let status = d.0.wait().unwrap();
+    assert!(status.success(), "{status:?}");
 }

@@ -1,0 +1,153 @@
+//! The control channel of a running daemon: commands that write the index
+//! (template marks, a forced rescan) while `simd watch` holds it reach the
+//! daemon over a Unix socket in the index directory (`control.sock`, mode
+//! 0600), one JSON line each way. The daemon does the work between batches,
+//! with the writer's pending group committed first.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::analysis::AnalysisParams;
+
+/// What a client asks the daemon.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Request {
+    /// Re-walk the roots and reconcile, as `simd index` would.
+    Rescan,
+    TemplateMark {
+        cluster: String,
+        min_share: f64,
+        params: AnalysisParams,
+    },
+    TemplateUnmark {
+        cluster: String,
+    },
+}
+
+/// What the daemon answers: what was done, in words, or why not.
+pub type Response = Result<String, String>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    #[error("{path}: cannot reach the daemon's control socket: {source}")]
+    Connect { path: PathBuf, source: std::io::Error },
+    #[error("{path}: the daemon did not answer: {source}")]
+    Exchange { path: PathBuf, source: std::io::Error },
+    #[error("{path}: the daemon's answer is not understood: {source}")]
+    Garbled { path: PathBuf, source: serde_json::Error },
+}
+
+pub fn socket_path(dir: &Path) -> PathBuf {
+    dir.join("control.sock")
+}
+
+/// How long a client waits for the daemon: a template mark runs an
+/// analysis, a rescan walks the whole tree.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Sends one request to the daemon holding the index in `dir`.
+pub fn request(dir: &Path, req: &Request) -> Result<Response, ControlError> {
+    let path = socket_path(dir);
+    let mut stream =
+        UnixStream::connect(&path).map_err(|source| ControlError::Connect { path: path.clone(), source })?;
+    let exchange = |source| ControlError::Exchange { path: path.clone(), source };
+    stream.set_read_timeout(Some(ANSWER_TIMEOUT)).map_err(exchange)?;
+    let mut line = serde_json::to_vec(req).expect("requests serialize");
+    line.push(b'\n');
+    stream.write_all(&line).map_err(exchange)?;
+    let mut answer = String::new();
+    BufReader::new(stream).read_line(&mut answer).map_err(exchange)?;
+    serde_json::from_str(&answer).map_err(|source| ControlError::Garbled { path: path.clone(), source })
+}
+
+/// A request received by the daemon, with where its answer goes.
+pub struct Incoming {
+    pub request: Request,
+    pub reply: crossbeam_channel::Sender<Response>,
+}
+
+/// Listens on the control socket in a thread of its own and hands each
+/// request to the daemon's loop through the returned channel. The socket
+/// is removed when the listener is dropped.
+pub struct Listener {
+    path: PathBuf,
+}
+
+impl Listener {
+    pub fn start(dir: &Path) -> std::io::Result<(Listener, crossbeam_channel::Receiver<Incoming>)> {
+        let path = socket_path(dir);
+        // A socket left by a daemon that was killed: the index lock (held by
+        // this process) says no other daemon uses it.
+        let _ = std::fs::remove_file(&path);
+        let listener = UnixListener::bind(&path)?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+        let (tx, rx) = crossbeam_channel::bounded::<Incoming>(16);
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { continue };
+                let tx = tx.clone();
+                std::thread::spawn(move || serve(stream, &tx));
+            }
+        });
+        Ok((Listener { path }, rx))
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// One connection: a request line in, the daemon's answer line out.
+fn serve(stream: UnixStream, tx: &crossbeam_channel::Sender<Incoming>) {
+    let Ok(mut writer) = stream.try_clone() else { return };
+    let mut line = String::new();
+    if BufReader::new(stream).read_line(&mut line).is_err() {
+        return;
+    }
+    let answer: Response = match serde_json::from_str::<Request>(&line) {
+        Ok(request) => {
+            let (reply, answer) = crossbeam_channel::bounded(1);
+            if tx.send(Incoming { request, reply }).is_err() {
+                Err("the daemon is stopping".into())
+            } else {
+                answer.recv().unwrap_or_else(|_| Err("the daemon stopped before answering".into()))
+            }
+        }
+        Err(e) => Err(format!("request not understood: {e}")),
+    };
+    let mut out = serde_json::to_vec(&answer).expect("answers serialize");
+    out.push(b'\n');
+    let _ = writer.write_all(&out);
+}
+
+/// Does a template request on an index this process holds for writing (the
+/// daemon, or a command run while no daemon is), and says what was done.
+pub fn perform(store: &crate::store::Store, request: Request, threads: usize) -> Response {
+    use crate::analysis::{cache, marks};
+    use crate::cli::human_bytes;
+    match request {
+        Request::TemplateMark { cluster, min_share, params } => {
+            let (analysis, _) = cache::analysis(store, &params, threads, false).map_err(|e| e.to_string())?;
+            let m = marks::mark(store, &analysis, &cluster, min_share).map_err(|e| e.to_string())?;
+            Ok(format!(
+                "cluster {}: marked {} chunks ({}) and {} word samples as template; later reports ignore them",
+                m.cluster,
+                m.chunks,
+                human_bytes(m.bytes),
+                m.samples
+            ))
+        }
+        Request::TemplateUnmark { cluster } => {
+            let n = marks::unmark(store, &cluster).map_err(|e| e.to_string())?;
+            Ok(format!("unmarked {n} template chunks"))
+        }
+        Request::Rescan => Err("only a running `simd watch` rescans on request; `simd index` rescans the roots".into()),
+    }
+}
