@@ -124,14 +124,7 @@ pub fn similar_to(
     // contents than the analysis's sample cap is a common phrase.
     let sketch = query.sketch.without(&ignored.templates.samples);
     let cap = ignored.cutoff.min(analysis::SAMPLE_DEGREE_CAP);
-    for &sample in &sketch.samples {
-        let mut holders = Vec::new();
-        for item in store.sketch_postings(sample) {
-            holders.push(item?.0 .1);
-            if holders.len() as u64 > cap {
-                break;
-            }
-        }
+    for holders in store.sketch_postings_of(&sketch.samples, cap as usize)? {
         if holders.len() as u64 <= cap {
             for h in holders {
                 common.entry(h).or_default();

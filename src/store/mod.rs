@@ -147,7 +147,12 @@ impl Store {
             let mut cf = Options::default();
             let mut table = BlockBasedOptions::default();
             table.set_block_cache(&cache);
-            table.set_bloom_filter(10.0, false);
+            // Whole-key Bloom filters serve point lookups only; the postings
+            // and history CFs are read by prefix scans, and their filters
+            // would only be loaded (by every query process) and stored.
+            if !PREFIX_SCANNED_CFS.contains(&name) {
+                table.set_bloom_filter(10.0, false);
+            }
             table.set_cache_index_and_filter_blocks(true);
             cf.set_block_based_table_factory(&table);
             cf.set_write_buffer_size(WRITE_BUFFER_PER_CF);
@@ -274,6 +279,32 @@ impl Store {
     /// Sketch postings of one sample: the contents that posted it.
     pub fn sketch_postings(&self, sample: u32) -> TableIter<'_, SketchContents> {
         self.scan_prefix_raw::<SketchContents>(sample.to_be_bytes().to_vec())
+    }
+
+    /// The contents that posted each of `samples` (ascending), at most
+    /// `cap + 1` each (more means over the cap), through one iterator that
+    /// seeks forward: a query looks up hundreds of samples, and an iterator
+    /// per sample would cost more than the lookups.
+    pub fn sketch_postings_of(&self, samples: &[u32], cap: usize) -> Result<Vec<Vec<ContentHash>>> {
+        debug_assert!(samples.windows(2).all(|w| w[0] < w[1]));
+        let mut it = self.db.raw_iterator_cf_opt(self.cf(SketchContents::NAME), ReadOptions::default());
+        let mut out = Vec::with_capacity(samples.len());
+        for &sample in samples {
+            let prefix = sample.to_be_bytes();
+            it.seek(prefix);
+            let mut holders = Vec::new();
+            while holders.len() <= cap {
+                let Some(k) = it.key().filter(|k| k.starts_with(&prefix)) else { break };
+                match SketchContents::decode_key(k) {
+                    Ok((_, content)) => holders.push(content),
+                    Err(e) => return Err(self.corrupt_raw::<SketchContents>(k, e)),
+                }
+                it.next();
+            }
+            it.status().map_err(|e| self.rocks(e))?;
+            out.push(holders);
+        }
+        Ok(out)
     }
 
     /// The files holding one content.
@@ -492,6 +523,9 @@ impl<T: Table> Iterator for TableIter<'_, T> {
         Some(item)
     }
 }
+
+/// Column families read only by prefix scans (no Bloom filter).
+const PREFIX_SCANNED_CFS: [&str; 4] = [ChunkContents::NAME, SketchContents::NAME, ContentNames::NAME, History::NAME];
 
 /// Typed writes collected for one atomic [`Store::write`].
 pub struct Batch<'a> {
