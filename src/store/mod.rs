@@ -276,11 +276,6 @@ impl Store {
         self.scan_prefix_raw::<ChunkContents>(chunk.0.to_vec())
     }
 
-    /// Sketch postings of one sample: the contents that posted it.
-    pub fn sketch_postings(&self, sample: u32) -> TableIter<'_, SketchContents> {
-        self.scan_prefix_raw::<SketchContents>(sample.to_be_bytes().to_vec())
-    }
-
     /// The contents that posted each of `samples` (ascending), at most
     /// `cap + 1` each (more means over the cap), through one iterator that
     /// seeks forward: a query looks up hundreds of samples, and an iterator
