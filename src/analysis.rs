@@ -615,13 +615,12 @@ impl LinkCtx<'_> {
             }
             for &j in &candidates {
                 let (a, b) = (&feats[i], &feats[j]);
-                let m = Measures::with_words_if(
-                    a.common(b),
-                    (&a.sketch, payloads[i], a.size),
-                    (&b.sketch, payloads[j], b.size),
-                    params,
-                );
+                let (sa, sb) = ((&a.sketch, payloads[i], a.size), (&b.sketch, payloads[j], b.size));
+                let m = Measures::with_words_if(a.common(b), sa, sb, params);
                 if let Some(kind) = m.kind(params) {
+                    // A link made by its chunks reports its word measures
+                    // too, even where they stopped short of the thresholds.
+                    let m = if m.words == Estimate::default() { Measures::with_words(m.common, sa, sb) } else { m };
                     links.push((i, j, m, kind));
                 }
             }
