@@ -167,12 +167,17 @@ impl Measures {
     pub fn kind(&self, p: &AnalysisParams) -> Option<LinkKind> {
         let min = p.min_bytes.max(1);
         let chunks = self.common >= min;
-        // One shared sample is a resemblance estimate; a containment needs two.
-        let words = self.words_common >= min && self.words.shared >= 1;
-        if (chunks && self.resemblance >= p.min_similarity) || (words && self.words.resemblance >= p.min_similarity) {
+        // Word estimates decide only when they rest on enough samples (or
+        // are exact); one shared sample is a resemblance, an estimated
+        // containment needs two.
+        let w = &self.words;
+        let words = self.words_common >= min && w.shared >= 1;
+        if (chunks && self.resemblance >= p.min_similarity)
+            || (words && w.resemblance_trusted() && w.resemblance >= p.min_similarity)
+        {
             Some(LinkKind::Similar)
         } else if (chunks && self.containment() >= p.min_containment)
-            || (words && self.words.shared >= 2 && self.words.containment() >= p.min_containment)
+            || (words && (w.exact || w.shared >= 2) && w.trusted_containment() >= p.min_containment)
         {
             Some(LinkKind::Contains)
         } else {
@@ -877,7 +882,10 @@ pub mod cache {
     use crate::store::{Store, StoreError};
 
     // 2: names carry their file id. 3: links carry word measures.
-    const VERSION: u8 = 3;
+    // 4: word measures say how many samples they rest on. 5: word links need
+    // trusted estimates. (Bump it whenever what an analysis finds changes:
+    // a cache made by an older binary would otherwise be served.)
+    const VERSION: u8 = 5;
 
     fn path(dir: &Path) -> PathBuf {
         dir.join("analysis.cache")
