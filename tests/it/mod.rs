@@ -39,6 +39,12 @@ impl Env {
         c
     }
 
+    /// A command's `--format json` output, which must succeed.
+    pub fn json(&self, args: &[&str]) -> serde_json::Value {
+        let out = self.simd().args(["--format", "json"]).args(args).assert().success();
+        serde_json::from_slice(&out.get_output().stdout).unwrap()
+    }
+
     pub fn write(&self, rel: &str, data: impl AsRef<[u8]>) -> PathBuf {
         let p = self.root.join(rel);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
@@ -90,6 +96,15 @@ pub fn noise(seed: u64, len: usize) -> Vec<u8> {
             (x >> 24) as u8
         })
         .collect()
+}
+
+/// Four articles with unrelated bodies that share a long boilerplate under
+/// `kb/`: one cluster by default, none once the boilerplate is a template.
+pub fn boilerplate_articles(env: &Env) {
+    let boiler = text(50, 1500);
+    for i in 0..4u64 {
+        env.write(&format!("kb/article{i}.txt"), [boiler.clone(), noise(200 + i, 3000)].concat());
+    }
 }
 
 /// Text-like content built from a word list, deterministic.

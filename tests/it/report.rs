@@ -2,7 +2,7 @@
 //! answer is known: identical copies, edited versions, a file inside another,
 //! a shared boilerplate, unrelated files.
 
-use super::{noise, text, Env};
+use super::{boilerplate_articles, noise, text, Env};
 
 /// `base` with `n` small edits spread evenly (each replaces 8 bytes).
 fn edited(base: &[u8], n: usize, seed: u8) -> Vec<u8> {
@@ -17,8 +17,7 @@ fn edited(base: &[u8], n: usize, seed: u8) -> Vec<u8> {
 }
 
 fn json(env: &Env, args: &[&str]) -> serde_json::Value {
-    let out = env.simd().args(["--format", "json"]).args(args).assert().success();
-    serde_json::from_slice(&out.get_output().stdout).unwrap()
+    env.json(args)
 }
 
 fn names(v: &serde_json::Value) -> Vec<String> {
@@ -158,11 +157,7 @@ fn a_repeated_report_reuses_the_analysis_until_the_index_changes() {
 #[test]
 fn templates_are_ignored_without_rereading_a_file() {
     let env = Env::new();
-    // Unrelated bodies that share a long boilerplate: one cluster by default.
-    let boiler = text(50, 1500);
-    for i in 0..4u64 {
-        env.write(&format!("kb/article{i}.txt"), [boiler.clone(), noise(200 + i, 3000)].concat());
-    }
+    boilerplate_articles(&env);
     env.write("kb/other.txt", noise(300, 9000));
     env.index();
     let r = json(&env, &["report"]);

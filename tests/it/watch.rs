@@ -5,7 +5,7 @@
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use super::{files_of, noise, text, Env};
+use super::{boilerplate_articles, files_of, noise, text, Env};
 use simd::store::{Access, ChunkContents, History, HistoryRecord, Store};
 
 struct Daemon(Child);
@@ -185,19 +185,12 @@ fn kill_9_and_restart_catches_up_and_readers_work_meanwhile() {
 fn template_marks_and_rescans_reach_the_running_daemon() {
     use std::os::unix::fs::PermissionsExt;
     let env = Env::new();
-    // Unrelated bodies that share a long boilerplate: one cluster.
-    let boiler = text(50, 1500);
-    for i in 0..4u64 {
-        env.write(&format!("kb/article{i}.txt"), [boiler.clone(), noise(200 + i, 3000)].concat());
-    }
+    boilerplate_articles(&env);
     env.index();
     let d = start(&env);
     let socket = env.db.join("control.sock");
     assert_eq!(std::fs::metadata(&socket).unwrap().permissions().mode() & 0o777, 0o600);
-    let report = |env: &Env| -> serde_json::Value {
-        let out = env.simd().args(["--format", "json", "report"]).assert().success();
-        serde_json::from_slice(&out.get_output().stdout).unwrap()
-    };
+    let report = |env: &Env| env.json(&["report"]);
     let r = report(&env);
     assert_eq!(r["clusters"].as_array().unwrap().len(), 1, "{r:#}");
     let id = r["clusters"][0]["id"].as_str().unwrap().to_string();
