@@ -896,18 +896,31 @@ pub mod cache {
         std::fs::metadata(path(store.dir())).map_or(0, |m| m.len())
     }
 
+    /// The program that made a cache: its size and modification time. A
+    /// rebuilt or upgraded simd, whose link rules may differ, never serves
+    /// an analysis another one made (a bumped [`VERSION`] is easy to forget).
+    fn maker() -> [u8; 16] {
+        let Ok(m) = std::env::current_exe().and_then(std::fs::metadata) else { return [0; 16] };
+        let mtime = m.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
+        let mut id = [0u8; 16];
+        id[..8].copy_from_slice(&m.len().to_be_bytes());
+        id[8..].copy_from_slice(&mtime.map_or(0, |d| d.as_nanos() as u64).to_be_bytes());
+        id
+    }
+
     fn load(store: &Store, params: &AnalysisParams) -> Option<Analysis> {
         let bytes = std::fs::read(path(store.dir())).ok()?;
         let (&v, rest) = bytes.split_first()?;
-        if v != VERSION {
+        if v != VERSION || rest.len() < 16 || rest[..16] != maker() {
             return None;
         }
-        let a: Analysis = postcard::from_bytes(rest).ok()?;
+        let a: Analysis = postcard::from_bytes(&rest[16..]).ok()?;
         (a.sequence == store.sequence() && a.params == *params).then_some(a)
     }
 
     fn save(store: &Store, a: &Analysis) -> std::io::Result<()> {
         let mut bytes = vec![VERSION];
+        bytes.extend(maker());
         bytes.extend(postcard::to_stdvec(a).map_err(std::io::Error::other)?);
         let target = path(store.dir());
         let tmp = target.with_extension(format!("tmp.{}", std::process::id()));

@@ -149,6 +149,14 @@ fn a_repeated_report_reuses_the_analysis_until_the_index_changes() {
     };
     assert!(run(&env).contains("analysis computed"));
     assert!(run(&env).contains("analysis reused from the cache"));
+    // A cache made by another simd build (its identity is after the
+    // version byte) is not served.
+    let cache = env.db.join("analysis.cache");
+    let mut bytes = std::fs::read(&cache).unwrap();
+    bytes[1] ^= 0xff;
+    std::fs::write(&cache, bytes).unwrap();
+    assert!(run(&env).contains("analysis computed"));
+    assert!(run(&env).contains("analysis reused from the cache"));
     env.write("a/doc-v4.txt", edited(&text(1, 6000), 2, 5));
     env.index();
     assert!(run(&env).contains("analysis computed"));
