@@ -280,14 +280,13 @@ pub fn run(cli: Cli) -> Result<Exit> {
         Command::Similar { file, thresholds, all, limit } => {
             let store = Store::open(&db, Access::Read, None)?;
             let params = thresholds.params()?;
-            let mut answer = if file.as_os_str() == "-" {
-                query::similar(&store, std::io::stdin().lock(), None, &params, all)?
+            let answer = if file.as_os_str() == "-" {
+                query::similar(&store, std::io::stdin().lock(), None, &params, all, limit)?
             } else {
                 let f = std::fs::File::open(&file).with_context(|| format!("{}", file.display()))?;
                 let own = file.canonicalize().ok().map(|p| crate::scan::path_bytes(&p));
-                query::similar(&store, f, own.as_deref(), &params, all)?
+                query::similar(&store, f, own.as_deref(), &params, all, limit)?
             };
-            answer.hits.truncate(limit);
             match cli.format {
                 Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&similar_json(&answer))?)?,
                 _ => print_similar(&mut out, &file, &answer)?,

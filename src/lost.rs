@@ -113,6 +113,9 @@ pub fn absolute(p: &Path) -> std::io::Result<PathBuf> {
     Ok(canon)
 }
 
+/// The similar contents a lost file's candidates are drawn from, best first.
+const SIMILAR_POOL: usize = 64;
+
 /// A live file holding part of a lost content: (name, containment of the
 /// lost content in it, resemblance).
 type Holder = (Name, f64, f64);
@@ -142,15 +145,14 @@ impl Ctx<'_> {
             if let Some(chunks) = self.store.get::<ContentChunks>(content)? {
                 let params =
                     AnalysisParams { min_bytes: 1, min_similarity: 2.0, min_containment: 0.0, max_degree: None };
-                let sim = query::similar_to(self.store, *content, &chunks, None, &params, true)?;
+                // Enough for the ranking below to reorder (new files first).
+                let sim = query::similar_to(self.store, *content, &chunks, None, &params, true, SIMILAR_POOL)?;
                 for h in sim.hits.into_iter().filter(|h| !h.identical && h.measures.best_a_in_b() > 0.0) {
                     for n in h.names {
                         out.push((n, h.measures.best_a_in_b(), h.measures.best_resemblance()));
                     }
                 }
                 out.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.2.total_cmp(&a.2)).then(a.0.path.cmp(&b.0.path)));
-                // Enough for the ranking to reorder: new files come first.
-                out.truncate(self.limit.max(32));
             }
             self.similar.insert(*content, out);
         }

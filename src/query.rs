@@ -73,17 +73,19 @@ impl Ignored<'_> {
 
 /// Files in the index similar to the bytes of `reader`. `own_path` (the
 /// query's path when it is itself indexed) is left out of the answer.
-/// `all` keeps every content sharing payload, not only links.
+/// `all` keeps every content sharing payload, not only links; at most
+/// `limit` contents are answered, best first.
 pub fn similar(
     store: &Store,
     reader: impl Read,
     own_path: Option<&[u8]>,
     params: &AnalysisParams,
     all: bool,
+    limit: usize,
 ) -> Result<Similar, QueryError> {
     let fp = fingerprint_reader(reader, store.params(), &mut Vec::new()).map_err(QueryError::Read)?;
     let query = ContentRecord { size: fp.size, runs: fp.runs, sketch: fp.sketch };
-    Ok(similar_to(store, fp.content, &query, own_path, params, all)?)
+    Ok(similar_to(store, fp.content, &query, own_path, params, all, limit)?)
 }
 
 /// Indexed contents similar to a content record (a file just read, or a
@@ -95,6 +97,7 @@ pub fn similar_to(
     own_path: Option<&[u8]>,
     params: &AnalysisParams,
     all: bool,
+    limit: usize,
 ) -> Result<Similar, StoreError> {
     let contents = store.counts()?.contents;
     let mut ignored = Ignored {
@@ -151,26 +154,15 @@ pub fn similar_to(
         if !(identical || all || kind.is_some()) {
             continue;
         }
-        let mut names = analysis::names_of(store, &holder)?;
-        if let Some(own) = own_path {
-            names.retain(|n| n.path != own);
-        }
-        if names.is_empty() {
-            continue;
-        }
+        // Names are looked up once the best are known (below).
+        let names = Vec::new();
         hits.push(Hit { content: holder, size: rec.size, payload: their_payload, names, measures, identical, kind });
     }
     // A content with no chunks (an empty file) shares no postings: its
     // identical copies are found by content hash alone.
     if query.runs.is_empty() {
-        let mut names = analysis::names_of(store, &content)?;
-        if let Some(own) = own_path {
-            names.retain(|n| n.path != own);
-        }
-        if !names.is_empty() {
-            let measures = Measures { resemblance: 1.0, a_in_b: 1.0, b_in_a: 1.0, ..Measures::new(0, 0, 0) };
-            hits.push(Hit { content, size: 0, payload: 0, names, measures, identical: true, kind: None });
-        }
+        let measures = Measures { resemblance: 1.0, a_in_b: 1.0, b_in_a: 1.0, ..Measures::new(0, 0, 0) };
+        hits.push(Hit { content, size: 0, payload: 0, names: Vec::new(), measures, identical: true, kind: None });
     }
     let score = |h: &Hit| {
         let m = &h.measures;
@@ -183,7 +175,25 @@ pub fn similar_to(
             .then(b.measures.common.cmp(&a.measures.common))
             .then(a.content.cmp(&b.content))
     });
-    Ok(Similar { content, size: query.size, payload, chunks: query.chunk_count(), hits })
+    // The names of the best `limit` only: a page sharing a site template
+    // can share something with a thousand contents, and every name is a
+    // point lookup.
+    let mut named = Vec::with_capacity(limit.min(hits.len()));
+    for mut h in hits {
+        if named.len() >= limit {
+            break;
+        }
+        if h.names.is_empty() {
+            h.names = analysis::names_of(store, &h.content)?;
+            if let Some(own) = own_path {
+                h.names.retain(|n| n.path != own);
+            }
+        }
+        if !h.names.is_empty() {
+            named.push(h);
+        }
+    }
+    Ok(Similar { content, size: query.size, payload, chunks: query.chunk_count(), hits: named })
 }
 
 #[derive(Debug, thiserror::Error)]
