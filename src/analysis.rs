@@ -129,14 +129,6 @@ impl Measures {
         Measures::new(common, a.1, b.1).and_words(Some(a.0.estimate(b.0)), a.2, b.2)
     }
 
-    /// [`Measures::with_words`] for deciding links only: the word estimate
-    /// is left at zero when it cannot reach the thresholds (the comparison
-    /// stops early, see [`Sketch::estimate_if`]).
-    pub fn with_words_if(common: u64, a: (&Sketch, u64, u64), b: (&Sketch, u64, u64), p: &AnalysisParams) -> Measures {
-        let words = a.0.estimate_if(b.0, p.min_similarity, p.min_containment);
-        Measures::new(common, a.1, b.1).and_words(words, a.2, b.2)
-    }
-
     fn and_words(self, words: Option<Estimate>, size_a: u64, size_b: u64) -> Measures {
         match words {
             Some(words) => {
@@ -620,12 +612,18 @@ impl LinkCtx<'_> {
             }
             for &j in &candidates {
                 let (a, b) = (&feats[i], &feats[j]);
-                let (sa, sb) = ((&a.sketch, payloads[i], a.size), (&b.sketch, payloads[j], b.size));
-                let m = Measures::with_words_if(a.common(b), sa, sb, params);
+                let chunks = Measures::new(a.common(b), payloads[i], payloads[j]);
+                // The word comparison stops once the thresholds are out of
+                // reach (None): most candidates are far from them.
+                let words = a.sketch.estimate_if(&b.sketch, params.min_similarity, params.min_containment);
+                let m = chunks.and_words(words, a.size, b.size);
                 if let Some(kind) = m.kind(params) {
                     // A link made by its chunks reports its word measures
                     // too, even where they stopped short of the thresholds.
-                    let m = if m.words == Estimate::default() { Measures::with_words(m.common, sa, sb) } else { m };
+                    let m = match words {
+                        Some(_) => m,
+                        None => chunks.and_words(Some(a.sketch.estimate(&b.sketch)), a.size, b.size),
+                    };
                     links.push((i, j, m, kind));
                 }
             }

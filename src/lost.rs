@@ -138,7 +138,8 @@ impl Ctx<'_> {
         Ok(&self.names[content])
     }
 
-    /// Live files holding part of `content`, as (path, containment, resemblance), best first.
+    /// Live files holding part of `content`, as (name, containment,
+    /// resemblance); `answer_file` ranks them.
     fn similar(&mut self, content: &ContentHash) -> Result<&Vec<Holder>, StoreError> {
         if !self.similar.contains_key(content) {
             let mut out = Vec::new();
@@ -152,7 +153,6 @@ impl Ctx<'_> {
                         out.push((n, h.measures.best_a_in_b(), h.measures.best_resemblance()));
                     }
                 }
-                out.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.2.total_cmp(&a.2)).then(a.0.path.cmp(&b.0.path)));
             }
             self.similar.insert(*content, out);
         }

@@ -288,35 +288,37 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                 }
             }
         }
-        let received = if forced { Ok(Ok(Vec::new())) } else { rx.recv_timeout(Duration::from_millis(100)) };
-        let batch = match received {
-            Ok(Ok(_)) if forced => Batch { rescan: true, ..Batch::default() },
-            Ok(Ok(events)) => classify(events),
-            Ok(Err(errors)) => {
-                for e in &errors {
-                    tracing::warn!("file-system events: {e}; rescanning");
-                }
-                Batch { rescan: true, ..Batch::default() }
-            }
-            Err(RecvTimeoutError::Timeout) if !recheck.is_empty() && last_activity.elapsed() >= opts.flush_idle => {
-                Batch { check: recheck.drain(..).collect(), settle: true, ..Batch::default() }
-            }
-            Err(RecvTimeoutError::Timeout) => {
-                if dirty && last_activity.elapsed() >= opts.flush_idle {
-                    let expired = writer.expire_history(opts.index.retention, ingest::now_ns())?;
-                    if expired > 0 {
-                        tracing::info!("{expired} lost-and-found records expired");
+        let batch = if forced {
+            Batch { rescan: true, ..Batch::default() }
+        } else {
+            match rx.recv_timeout(Duration::from_millis(100)) {
+                Ok(Ok(events)) => classify(events),
+                Ok(Err(errors)) => {
+                    for e in &errors {
+                        tracing::warn!("file-system events: {e}; rescanning");
                     }
-                    store.flush()?;
-                    dirty = false;
-                }
-                if state.degraded && last_rescan.elapsed() >= opts.rescan_every {
                     Batch { rescan: true, ..Batch::default() }
-                } else {
-                    continue;
                 }
+                Err(RecvTimeoutError::Timeout) if !recheck.is_empty() && last_activity.elapsed() >= opts.flush_idle => {
+                    Batch { check: recheck.drain(..).collect(), settle: true, ..Batch::default() }
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    if dirty && last_activity.elapsed() >= opts.flush_idle {
+                        let expired = writer.expire_history(opts.index.retention, ingest::now_ns())?;
+                        if expired > 0 {
+                            tracing::info!("{expired} lost-and-found records expired");
+                        }
+                        store.flush()?;
+                        dirty = false;
+                    }
+                    if state.degraded && last_rescan.elapsed() >= opts.rescan_every {
+                        Batch { rescan: true, ..Batch::default() }
+                    } else {
+                        continue;
+                    }
+                }
+                Err(RecvTimeoutError::Disconnected) => break,
             }
-            Err(RecvTimeoutError::Disconnected) => break,
         };
         last_activity = Instant::now();
         state.last_event = Some(ingest::now_ns());
