@@ -6,7 +6,10 @@
 set -euo pipefail
 
 need=()
-if ! ls /usr/lib/llvm-*/lib/libclang*.so* >/dev/null 2>&1 && ! ldconfig -p 2>/dev/null | grep -q 'libclang[-.0-9]*\.so'; then
+# libclang itself (libclang.so, libclang-14.so.1 …), not libclang-cpp, which
+# LLVM's runtime packages bring without it and bindgen cannot use.
+if ! ls /usr/lib/llvm-*/lib/libclang.so* /usr/lib/llvm-*/lib/libclang-[0-9]*.so* >/dev/null 2>&1 &&
+   ! ldconfig -p 2>/dev/null | grep -Eq 'libclang(-[0-9][.0-9]*)?\.so'; then
   need+=(libclang-dev)
 fi
 command -v c++ >/dev/null 2>&1 || need+=(g++)
