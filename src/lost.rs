@@ -147,7 +147,8 @@ impl Ctx<'_> {
                 let params =
                     AnalysisParams { min_bytes: 1, min_similarity: 2.0, min_containment: 0.0, max_degree: None };
                 // Enough for the ranking below to reorder (new files first).
-                let sim = query::similar_to(self.store, *content, &chunks, None, &params, true, SIMILAR_POOL)?;
+                let order = query::Order::QueryInside;
+                let sim = query::similar_to(self.store, *content, &chunks, None, &params, true, SIMILAR_POOL, order)?;
                 for h in sim.hits.into_iter().filter(|h| !h.identical && h.measures.best_a_in_b() > 0.0) {
                     for n in h.names {
                         out.push((n, h.measures.best_a_in_b(), h.measures.best_resemblance()));

@@ -6,11 +6,12 @@
 //! measures only the contents that share something with it: work grows with
 //! the query and its candidates, not with the repository.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::Read;
 
 use crate::analysis::{self, auto_cutoff, AnalysisParams, LinkKind, Measures, Name};
 use crate::fingerprint::{fingerprint_reader, ChunkId, ContentHash};
+use crate::sketch::Sketch;
 use crate::store::{ContentChunks, ContentRecord, Store, StoreError};
 
 /// One indexed content that resembles the query.
@@ -40,8 +41,9 @@ pub struct Similar {
     pub hits: Vec<Hit>,
 }
 
-/// Degree lookups with a memo: a chunk is ignored when it is a template or in
-/// more than `cutoff` contents.
+/// Which chunks are ignored: templates, and chunks in more than `cutoff`
+/// contents. Degrees are looked up in batches, in key order, through one
+/// iterator ([`Store::chunk_degrees`]), and remembered.
 struct Ignored<'a> {
     store: &'a Store,
     templates: analysis::Ignored,
@@ -50,25 +52,41 @@ struct Ignored<'a> {
 }
 
 impl Ignored<'_> {
-    fn is_ignored(&mut self, chunk: &ChunkId) -> Result<bool, StoreError> {
-        if self.templates.chunks.contains(chunk) {
-            return Ok(true);
+    /// Looks up the degrees of every chunk of `chunks` not known yet.
+    fn learn(&mut self, chunks: impl IntoIterator<Item = ChunkId>) -> Result<(), StoreError> {
+        let mut todo: Vec<ChunkId> =
+            chunks.into_iter().filter(|c| !self.templates.chunks.contains(c) && !self.memo.contains_key(c)).collect();
+        todo.sort_unstable();
+        todo.dedup();
+        let degrees = self.store.chunk_degrees(&todo, self.cutoff)?;
+        for (chunk, degree) in todo.into_iter().zip(degrees) {
+            self.memo.insert(chunk, degree > self.cutoff);
         }
-        if let Some(&v) = self.memo.get(chunk) {
-            return Ok(v);
-        }
-        let mut degree = 0;
-        for item in self.store.postings(chunk) {
-            item?;
-            degree += 1;
-            if degree > self.cutoff {
-                break;
-            }
-        }
-        let v = degree > self.cutoff;
-        self.memo.insert(*chunk, v);
-        Ok(v)
+        Ok(())
     }
+
+    /// Whether a chunk is ignored; its degree must have been learnt.
+    fn is_ignored(&self, chunk: &ChunkId) -> bool {
+        self.templates.chunks.contains(chunk) || self.memo.get(chunk).copied().unwrap_or(false)
+    }
+
+    /// A content's bytes in chunks that are not ignored.
+    fn payload(&self, rec: &ContentRecord) -> u64 {
+        rec.runs.iter().filter(|r| !self.is_ignored(&r.id)).map(|r| u64::from(r.len) * u64::from(r.count)).sum()
+    }
+}
+
+/// How `similar` orders and cuts its candidates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Order {
+    /// By the best of every measure (what resembles the query).
+    Best,
+    /// By how much of the query each candidate holds (where did the query's
+    /// content go): only the best `limit` by that measure, which needs no
+    /// candidate's payload, are measured in full. A page sharing a site
+    /// template shares something with a thousand others, and each payload
+    /// costs a degree lookup per chunk.
+    QueryInside,
 }
 
 /// Files in the index similar to the bytes of `reader`. `own_path` (the
@@ -85,11 +103,12 @@ pub fn similar(
 ) -> Result<Similar, QueryError> {
     let fp = fingerprint_reader(reader, store.params(), &mut Vec::new()).map_err(QueryError::Read)?;
     let query = ContentRecord { size: fp.size, runs: fp.runs, sketch: fp.sketch };
-    Ok(similar_to(store, fp.content, &query, own_path, params, all, limit)?)
+    Ok(similar_to(store, fp.content, &query, own_path, params, all, limit, Order::Best)?)
 }
 
 /// Indexed contents similar to a content record (a file just read, or a
 /// ghost's kept record), best first.
+#[allow(clippy::too_many_arguments)]
 pub fn similar_to(
     store: &Store,
     content: ContentHash,
@@ -98,6 +117,7 @@ pub fn similar_to(
     params: &AnalysisParams,
     all: bool,
     limit: usize,
+    order: Order,
 ) -> Result<Similar, StoreError> {
     let contents = store.counts()?.contents;
     let mut ignored = Ignored {
@@ -108,17 +128,17 @@ pub fn similar_to(
     };
 
     // Common bytes with every content sharing a non-ignored chunk.
+    let query_chunks = query.chunk_counts();
+    ignored.learn(query_chunks.iter().map(|c| c.0))?;
     let mut common: HashMap<ContentHash, u64> = HashMap::new();
     let mut payload = 0u64;
-    for (chunk, len, count) in query.chunk_counts() {
-        let mut postings = Vec::new();
-        if !ignored.is_ignored(&chunk)? {
-            for item in store.postings(&chunk) {
-                postings.push(item?);
-            }
-            payload += u64::from(len) * u64::from(count);
+    for &(chunk, len, count) in &query_chunks {
+        if ignored.is_ignored(&chunk) {
+            continue;
         }
-        for ((_, holder), p) in postings {
+        payload += u64::from(len) * u64::from(count);
+        for item in store.postings(&chunk) {
+            let ((_, holder), p) = item?;
             *common.entry(holder).or_default() += u64::from(len) * u64::from(count.min(p.count));
         }
     }
@@ -135,20 +155,37 @@ pub fn similar_to(
         }
     }
 
-    let mut hits = Vec::new();
+    let mut candidates = Vec::with_capacity(common.len());
     for (holder, shared) in common {
-        let Some(rec) = store.get::<ContentChunks>(&holder)? else { continue };
-        let mut their_payload = 0u64;
-        for (chunk, len, count) in rec.chunk_counts() {
-            if !ignored.is_ignored(&chunk)? {
-                their_payload += u64::from(len) * u64::from(count);
-            }
+        if let Some(rec) = store.get::<ContentChunks>(&holder)? {
+            let their_sketch = rec.sketch.without(&ignored.templates.samples);
+            candidates.push((holder, shared, rec, their_sketch));
         }
-        let measures = Measures::with_words(
-            shared,
-            (&sketch, payload, query.size),
-            (&rec.sketch.without(&ignored.templates.samples), their_payload, rec.size),
-        );
+    }
+    if order == Order::QueryInside && candidates.len() > limit {
+        // How much of the query each holds, in chunks or in words: neither
+        // needs the candidate's payload.
+        let inside = |shared: u64, their: &Sketch| {
+            let chunks = if payload == 0 { 0.0 } else { shared as f64 / payload as f64 };
+            chunks.max(sketch.estimate(their).a_in_b)
+        };
+        let mut scored: Vec<(f64, usize)> =
+            candidates.iter().enumerate().map(|(i, (_, shared, _, their))| (inside(*shared, their), i)).collect();
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(candidates[a.1].0.cmp(&candidates[b.1].0)));
+        let keep: HashSet<usize> = scored.into_iter().take(limit).map(|(_, i)| i).collect();
+        let mut i = 0;
+        candidates.retain(|_| {
+            i += 1;
+            keep.contains(&(i - 1))
+        });
+    }
+    ignored.learn(candidates.iter().flat_map(|(_, _, rec, _)| rec.runs.iter().map(|r| r.id)))?;
+
+    let mut hits = Vec::new();
+    for (holder, shared, rec, their_sketch) in candidates {
+        let their_payload = ignored.payload(&rec);
+        let measures =
+            Measures::with_words(shared, (&sketch, payload, query.size), (&their_sketch, their_payload, rec.size));
         let identical = holder == content;
         let kind = measures.kind(params);
         if !(identical || all || kind.is_some()) {

@@ -302,6 +302,28 @@ impl Store {
         Ok(out)
     }
 
+    /// How many contents hold each of `chunks` (ascending, distinct),
+    /// counted up to `cap + 1` (more means over the cap), through one
+    /// iterator that seeks forward: a query that measures a thousand
+    /// candidates asks for the degrees of tens of thousands of chunks, and
+    /// an iterator per chunk costs more than the lookup itself.
+    pub fn chunk_degrees(&self, chunks: &[ChunkId], cap: u64) -> Result<Vec<u64>> {
+        debug_assert!(chunks.windows(2).all(|w| w[0] < w[1]));
+        let mut it = self.db.raw_iterator_cf_opt(self.cf(ChunkContents::NAME), ReadOptions::default());
+        let mut out = Vec::with_capacity(chunks.len());
+        for chunk in chunks {
+            it.seek(chunk.0);
+            let mut degree = 0u64;
+            while degree <= cap && it.key().is_some_and(|k| k.starts_with(&chunk.0)) {
+                degree += 1;
+                it.next();
+            }
+            it.status().map_err(|e| self.rocks(e))?;
+            out.push(degree);
+        }
+        Ok(out)
+    }
+
     /// The files holding one content.
     pub fn names(&self, content: &ContentHash) -> TableIter<'_, ContentNames> {
         self.scan_prefix_raw::<ContentNames>(content.0.to_vec())
