@@ -582,10 +582,11 @@ fn print_summary(out: &mut impl Write, s: &Summary) -> std::io::Result<()> {
     writeln!(out, "indexed {}", roots.join(", "))?;
     writeln!(
         out,
-        "  files: {} new, {} changed, {} unchanged, {} removed, {} skipped",
+        "  files: {} new, {} changed, {} unchanged, {} moved, {} removed, {} skipped",
         s.new,
         s.changed,
         s.unchanged,
+        s.moved,
         s.removed,
         s.skipped.values().sum::<u64>()
     )?;
@@ -618,6 +619,7 @@ fn summary_json(s: &Summary) -> serde_json::Value {
         "new": s.new,
         "changed": s.changed,
         "unchanged": s.unchanged,
+        "moved": s.moved,
         "removed": s.removed,
         "skipped": skipped,
         "bytes_read": s.bytes_read,

@@ -80,6 +80,8 @@ pub struct Summary {
     pub changed: u64,
     pub unchanged: u64,
     pub removed: u64,
+    /// Files gone whose content appeared at a new path in the same pass.
+    pub moved: u64,
     pub skipped: BTreeMap<SkipReason, u64>,
     /// Paths skipped (first few per reason) for the report.
     pub skipped_examples: Vec<(PathBuf, SkipReason)>,
@@ -207,7 +209,7 @@ pub fn index(store: &Store, opts: &IndexOptions) -> Result<Summary, IngestError>
     seen.sort_unstable();
     let root_bytes: Vec<Vec<u8>> = roots.iter().map(|r| path_bytes(r)).collect();
     let kept_dirs: Vec<Vec<u8>> = walked.unreadable_dirs.iter().map(|d| path_bytes(d)).collect();
-    summary.removed = writer.remove_unseen(&seen, &root_bytes, &kept_dirs)?;
+    (summary.removed, summary.moved) = writer.remove_unseen(&seen, &root_bytes, &kept_dirs)?;
     tracing::debug!("removal pass done after {:?}", start.elapsed());
     writer.finish(opts.retention)?;
     tracing::debug!("synced after {:?}", start.elapsed());
@@ -713,8 +715,16 @@ impl<'s> Writer<'s> {
     }
 
     /// Removes every file under `roots` whose id is not in `seen` (sorted),
-    /// except under `kept` directories (which could not be listed).
-    fn remove_unseen(&mut self, seen: &[FileId], roots: &[Vec<u8>], kept: &[Vec<u8>]) -> Result<u64, StoreError> {
+    /// except under `kept` directories (which could not be listed). A file
+    /// gone whose content appeared in this pass under a new path was moved
+    /// while nothing watched: it is recorded as a move ([`Writer::adopt`]).
+    /// Returns (removed, moved).
+    fn remove_unseen(
+        &mut self,
+        seen: &[FileId],
+        roots: &[Vec<u8>],
+        kept: &[Vec<u8>],
+    ) -> Result<(u64, u64), StoreError> {
         let mut gone = Vec::new();
         for item in self.store.scan::<Files>() {
             let (id, rec) = item?;
@@ -725,11 +735,96 @@ impl<'s> Writer<'s> {
                 gone.push((id, rec));
             }
         }
-        for (id, rec) in &gone {
+        // The files of this pass are in the index from here on.
+        self.commit()?;
+        let moves = self.pair_moves(&gone)?;
+        let mut moved = vec![false; gone.len()];
+        for (g, new_id, new_rec) in &moves {
+            moved[*g] = true;
+            let (old_id, old_rec) = &gone[*g];
+            self.adopt(*old_id, old_rec, *new_id, new_rec)?;
+        }
+        for ((id, rec), _) in gone.iter().zip(&moved).filter(|(_, &m)| !m) {
             self.remove(*id, rec)?;
         }
         self.commit()?;
-        Ok(gone.len() as u64)
+        Ok(((gone.len() - moves.len()) as u64, moves.len() as u64))
+    }
+
+    /// Pairs files gone with files that appeared in this pass holding the
+    /// same content, one to one, closest paths first (the name kept, then
+    /// the inside of a moved directory, then where in the tree): a
+    /// directory renamed while nothing ran is the same files moved, and
+    /// each copy of a content goes back to the path it came from. Returns
+    /// (index in `gone`, the new file's id and record).
+    fn pair_moves(&self, gone: &[(FileId, FileRecord)]) -> Result<Vec<(usize, FileId, FileRecord)>, StoreError> {
+        let mut by_content: HashMap<ContentHash, Vec<usize>> = HashMap::new();
+        for (g, (_, rec)) in gone.iter().enumerate() {
+            by_content.entry(rec.content).or_default().push(g);
+        }
+        let mut moves = Vec::new();
+        for (content, olds) in by_content {
+            let mut news = Vec::new();
+            for item in self.store.names(&content) {
+                let ((_, id), ()) = item?;
+                if id.0 >= self.pass_start {
+                    if let Some(rec) = self.store.get::<Files>(&id)? {
+                        news.push((id, rec));
+                    }
+                }
+            }
+            if news.is_empty() {
+                continue;
+            }
+            let depth = |p: &[u8]| p.iter().filter(|&&c| c == b'/').count();
+            let mut pairs: Vec<(crate::lost::Closeness, usize, usize)> = Vec::new();
+            for &g in &olds {
+                for (n, (_, rec)) in news.iter().enumerate() {
+                    let old = &gone[g].1.path;
+                    let (suffix, prefix) = crate::lost::closeness(old, &rec.path);
+                    let skew = depth(old).abs_diff(depth(&rec.path));
+                    pairs.push(((suffix, prefix, std::cmp::Reverse(skew)), g, n));
+                }
+            }
+            // Best first; ties by path, so the pairing does not depend on
+            // the order the walk found the files in.
+            pairs.sort_by(|a, b| {
+                b.0.cmp(&a.0)
+                    .then_with(|| gone[a.1].1.path.cmp(&gone[b.1].1.path))
+                    .then_with(|| news[a.2].1.path.cmp(&news[b.2].1.path))
+            });
+            let (mut old_done, mut new_done) = (HashSet::new(), HashSet::new());
+            for (_, g, n) in pairs {
+                if !old_done.contains(&g) && !new_done.contains(&n) {
+                    old_done.insert(g);
+                    new_done.insert(n);
+                    moves.push((g, news[n].0, news[n].1.clone()));
+                }
+            }
+        }
+        moves.sort_by_key(|m| m.0);
+        Ok(moves)
+    }
+
+    /// Records that the file `old_id` was moved to the new file `new_id`
+    /// (same content, found in this pass): the moved file takes over the
+    /// old id, as a rename seen live keeps it, so it counts as a file that
+    /// was already there, and `history` gets a move record at the old path.
+    fn adopt(&mut self, old_id: FileId, old: &FileRecord, new_id: FileId, new: &FileRecord) -> Result<(), StoreError> {
+        debug_assert_eq!(old.content, new.content);
+        let stamp = self.stamp();
+        let b = &mut self.group.batch;
+        b.delete::<Files>(&new_id);
+        b.put::<Files>(&old_id, new);
+        b.delete::<Paths>(&old.path);
+        b.put::<Paths>(&new.path, &old_id);
+        b.put::<History>(&(old.path.clone(), stamp), &HistoryRecord::Moved { to: new.path.clone() });
+        // The content keeps its name under the old id.
+        self.group.remove_name(new.content, new_id);
+        self.group.counts.files -= 1;
+        self.group.paths.insert(old.path.clone(), None);
+        self.group.paths.insert(new.path.clone(), Some((old_id, new.clone())));
+        self.end_file()
     }
 
     /// Commits what is pending; after a run with changes, expires history

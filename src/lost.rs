@@ -166,10 +166,13 @@ fn common_suffix(a: &[u8], b: &[u8]) -> usize {
     a.rsplit(|&c| c == b'/').zip(b.rsplit(|&c| c == b'/')).take_while(|(x, y)| x == y).count()
 }
 
+/// How close two paths are, and how alike their depths (for pairing moves).
+pub(crate) type Closeness = (usize, usize, std::cmp::Reverse<usize>);
+
 /// How close two paths are: first the trailing components they share (the
 /// name, then the inside of a moved directory), then the leading ones (where
 /// in the tree: a directory renamed in place keeps its parents).
-fn closeness(a: &[u8], b: &[u8]) -> (usize, usize) {
+pub(crate) fn closeness(a: &[u8], b: &[u8]) -> (usize, usize) {
     let prefix = a.split(|&c| c == b'/').zip(b.split(|&c| c == b'/')).take_while(|(x, y)| x == y).count();
     (common_suffix(a, b), prefix)
 }

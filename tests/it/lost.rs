@@ -45,12 +45,14 @@ fn renames_moves_edits_copies_and_deletions() {
     fs::remove_file(&d).unwrap();
     fs::remove_file(&e).unwrap(); // gone for good
     let s = env.index();
-    assert_eq!(s["removed"], 5);
+    // The rename, the move and the copy-then-delete: a file gone whose
+    // content appeared elsewhere in the same pass was moved.
+    assert_eq!((s["moved"].as_u64(), s["removed"].as_u64()), (Some(3), Some(2)), "{s:#}");
 
     let r = lost(&env, &a);
     assert_eq!(r["state"], "lost");
     let best = &r["files"][0]["candidates"][0];
-    assert_eq!((best["kind"].as_str(), tail(best).as_str()), (Some("identical"), "a-renamed.txt"), "{r:#}");
+    assert_eq!((best["kind"].as_str(), tail(best).as_str()), (Some("moved"), "a-renamed.txt"), "{r:#}");
     let r = lost(&env, &b);
     assert_eq!(r["files"][0]["candidates"][0]["path"], root.join("archive/b.txt").to_str().unwrap());
     let r = lost(&env, &c);
@@ -58,7 +60,8 @@ fn renames_moves_edits_copies_and_deletions() {
     assert_eq!((best["kind"].as_str(), tail(best).as_str()), (Some("similar"), "c-v2.txt"), "{r:#}");
     assert!(best["score"].as_f64().unwrap() > 0.5, "{r:#}");
     let r = lost(&env, &d);
-    assert_eq!(tail(&r["files"][0]["candidates"][0]), "d-copy.txt");
+    let best = &r["files"][0]["candidates"][0];
+    assert_eq!((best["kind"].as_str(), tail(best).as_str()), (Some("moved"), "d-copy.txt"), "{r:#}");
     // No surviving copy: no candidates, and the last known facts.
     let r = lost(&env, &e);
     assert_eq!(r["files"][0]["candidates"].as_array().unwrap().len(), 0, "{r:#}");
@@ -113,7 +116,7 @@ fn a_directory_moved_and_partly_edited_says_where_it_went() {
         assert_eq!(tail(best), name, "{f:#}");
         assert_eq!(
             best["kind"],
-            if ["f0.txt", "f1.txt", "f2.txt"].contains(&name.as_str()) { "similar" } else { "identical" }
+            if ["f0.txt", "f1.txt", "f2.txt"].contains(&name.as_str()) { "similar" } else { "moved" }
         );
     }
     let dest = &r["destinations"][0];
@@ -160,12 +163,50 @@ fn a_moved_file_with_copies_elsewhere_is_found_at_its_new_place_first() {
     env.index();
     let r = lost(&env, &old);
     let c = r["files"][0]["candidates"].as_array().unwrap();
-    assert_eq!(c.len(), 3, "{r:#}");
-    // Same name and newest first (it appeared when the old one went), then
-    // the older same-name copy, then the other name.
+    // The copy that appeared when the old one went is where it moved; the
+    // copies that were there already are not offered beside a move.
+    assert_eq!(c.len(), 1, "{r:#}");
+    assert_eq!(c[0]["kind"], "moved", "{r:#}");
     assert!(c[0]["path"].as_str().unwrap().ends_with("/zzz/report.txt"), "{r:#}");
-    assert!(c[1]["path"].as_str().unwrap().ends_with("/keep/report.txt"), "{r:#}");
-    assert!(c[2]["path"].as_str().unwrap().ends_with("/aaa/copy-of-report.txt"), "{r:#}");
+}
+
+#[test]
+fn copies_moved_while_nothing_ran_each_go_back_to_where_they_came_from() {
+    let env = Env::new();
+    let body = text(44, 2000);
+    let edited_body = edit(&text(45, 3000), 2);
+    // One content in three places, and a file that will be moved and edited
+    // while an identical copy of its old bytes sits in a renamed directory.
+    let a = env.write("proj/2009/report.txt", &body);
+    let b = env.write("proj/2009/sub/report.txt", &body);
+    let c = env.write("docs/report.txt", &body);
+    let notes = env.write("team/notes.txt", text(45, 3000));
+    env.write("proj/2009/notes.txt", text(45, 3000));
+    env.index();
+    // The directory is renamed, docs/report.txt moves away under a new
+    // name, and team/notes.txt moves and is edited.
+    fs::rename(env.root.join("proj/2009"), env.root.join("proj/2009-old")).unwrap();
+    fs::create_dir(env.root.join("elsewhere")).unwrap();
+    fs::rename(&c, env.root.join("elsewhere/renamed.txt")).unwrap();
+    fs::remove_file(&notes).unwrap();
+    fs::create_dir(env.root.join("team2")).unwrap();
+    env.write("team2/notes.txt", &edited_body);
+    let s = env.index();
+    assert_eq!((s["moved"].as_u64(), s["removed"].as_u64()), (Some(4), Some(1)), "{s:#}");
+    let first = |p: &std::path::Path| {
+        let r = lost(&env, p);
+        let best = r["files"][0]["candidates"][0].clone();
+        (best["kind"].as_str().unwrap().to_string(), best["path"].as_str().unwrap().to_string())
+    };
+    let root = env.root.canonicalize().unwrap();
+    let at = |rel: &str| root.join(rel).to_str().unwrap().to_string();
+    assert_eq!(first(&a), ("moved".into(), at("proj/2009-old/report.txt")));
+    assert_eq!(first(&b), ("moved".into(), at("proj/2009-old/sub/report.txt")));
+    assert_eq!(first(&c), ("moved".into(), at("elsewhere/renamed.txt")));
+    // Moved and edited: the new file, not the old bytes' copy that only
+    // looked new because its directory was renamed in the same pass.
+    assert_eq!(first(&notes), ("similar".into(), at("team2/notes.txt")));
+    env.check();
 }
 
 #[test]
