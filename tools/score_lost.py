@@ -65,8 +65,10 @@ Modes
       has no reasonable new home.  Ties at the maximum are all accepted.
       Candidates are found exactly with an inverted index over B's lines and
       prefix filtering (any B file with J >= t shares one of the rarest
-      |A| - ceil(t|A|) + 1 lines of A).  Empty files (no lines) are listed
-      apart.  Scored: top-1 (first candidate is a reference home) on the
+      |A| - ceil(t|A|) + 1 lines of A).  Empty files (no lines) and binary
+      files (a NUL byte in the first 8 KiB: lines mean nothing there) are
+      listed apart.  Both indexes run with --no-ignore, as the reference
+      takes every file (sdists ship files their .gitignore names).  Scored: top-1 (first candidate is a reference home) on the
       files with a home; for the others, what simd answers.
 
 Common options: --simd BIN (default: $SIMD_BIN, else target/release/simd of
@@ -601,6 +603,13 @@ def cmd_move(a):
 # versions
 
 
+def is_binary(p: bytes) -> bool:
+    """A NUL byte in the first 8 KiB, as git and grep decide: lines mean
+    nothing there (two PNG files share "lines" of IHDR bytes)."""
+    with open(p, "rb") as f:
+        return b"\0" in f.read(8192)
+
+
 def line_set(p: bytes):
     with open(p, "rb") as f:
         data = f.read()
@@ -639,12 +648,14 @@ def cmd_versions(a):
     os.makedirs(tree)
     simd = Simd(a.simd, work + b"/idx", a.limit)
     run([b"cp", b"-a", A, top])
+    # Every file, as the reference takes every file: sdists ship files
+    # their own .gitignore names (egg-info, generated _version.py).
     log("indexing A")
-    t1 = simd.index(tree)
+    t1 = simd.index(tree, ["--no-ignore"])
     shutil.rmtree(top)
     run([b"cp", b"-a", B, top])
     log("indexing B")
-    t2 = simd.index(tree)
+    t2 = simd.index(tree, ["--no-ignore"])
 
     a_files = {rel(fsb(p), A) for p in files_under(A)}
     b_files = {rel(fsb(p), B) for p in files_under(B)}
@@ -652,7 +663,7 @@ def cmd_versions(a):
     log(f"{len(gone)} paths of A not in B; building the reference")
 
     # reference: line sets of B with an inverted index
-    b_list = sorted(b_files)
+    b_list = sorted(p for p in b_files if not is_binary(B + b"/" + p))
     b_sets = [line_set(B + b"/" + p) for p in b_list]
     post = {}
     for i, s in enumerate(b_sets):
@@ -660,6 +671,9 @@ def cmd_versions(a):
             post.setdefault(ln, []).append(i)
     ref = {}
     for g in gone:
+        if is_binary(A + b"/" + g):
+            ref[g] = {"empty": False, "binary": True, "homes": [], "best": None}
+            continue
         sa = line_set(A + b"/" + g)
         if not sa:
             ref[g] = {"empty": True, "homes": [], "best": None}
@@ -682,21 +696,22 @@ def cmd_versions(a):
         crel = [rel(json_path(x), top) for x in c]
         r = ref[g]
         row = {"old": show(g), "state": ans.get("state"), "ms": round(1000 * dt, 1),
-               "empty_file": r["empty"], "ref_homes": [show(h) for h in r["homes"]],
+               "empty_file": r["empty"], "binary": r.get("binary", False), "ref_homes": [show(h) for h in r["homes"]],
                "ref_best_j": round(r["best"], 4) if r["homes"] else None,
                "top": show(crel[0]) if crel and crel[0] is not None else None,
                "top_kind": c[0]["kind"] if c else None,
                "top_score": round(c[0]["score"], 4) if c else None,
                "n_candidates": len(c)}
-        if c and crel[0] is not None and not r["empty"]:
+        if c and crel[0] is not None and "lines" in r:
             row["top_j"] = round(jaccard(r["lines"], line_set(B + b"/" + crel[0])), 4)
         row["top1"] = bool(r["homes"]) and bool(crel) and crel[0] in r["homes"]
         row["top3"] = bool(r["homes"]) and any(p in r["homes"] for p in crel[:3])
         rows.append(row)
 
     with_home = [x for x in rows if x["ref_homes"]]
-    no_home = [x for x in rows if not x["ref_homes"] and not x["empty_file"]]
+    no_home = [x for x in rows if not x["ref_homes"] and not x["empty_file"] and not x["binary"]]
     empties = [x for x in rows if x["empty_file"]]
+    binaries = [x for x in rows if x["binary"]]
     out = {"mode": "versions", "a": show(A), "b": show(B), "work": show(work),
            "files_a": len(a_files), "files_b": len(b_files), "gone": len(gone),
            "index_seconds": [round(t1, 1), round(t2, 1)], "commands": simd.commands,
@@ -705,7 +720,7 @@ def cmd_versions(a):
            "top3": sum(x["top3"] for x in with_home),
            "top1_rate": ratio(sum(x["top1"] for x in with_home), len(with_home)),
            "no_home": len(no_home), "no_home_empty_answer": sum(1 for x in no_home if not x["n_candidates"]),
-           "empty_files": len(empties), "rows": rows}
+           "empty_files": len(empties), "binary_files": len(binaries), "rows": rows}
     if a.json:
         print(json.dumps(out, indent=1))
     else:
@@ -716,7 +731,8 @@ def cmd_versions(a):
         print(f"with a reference home (line-set Jaccard >= {a.min_jaccard}): {len(with_home)}; "
               f"top-1 {pct(out['top1'], len(with_home))}, top-3 {pct(out['top3'], len(with_home))}")
         print(f"no reasonable new home: {len(no_home)} (simd answers nothing for "
-              f"{out['no_home_empty_answer']}); empty files: {len(empties)}")
+              f"{out['no_home_empty_answer']}); empty files: {len(empties)}; "
+              f"binary files (no line set): {len(binaries)}")
         print("  (ok: top-1 is a reference home; XX: it is not; --: no reference home)")
         for x in rows:
             mark = ("ok " if x["top1"] else "XX ") if x["ref_homes"] else (
