@@ -377,6 +377,10 @@ pub struct Writer<'s> {
     dropped: HashSet<ContentHash>,
 }
 
+/// At most this many (file gone, new file) pairs of one content are
+/// compared when a scan pairs moves (about 40 bytes each).
+const MAX_MOVE_PAIRS: usize = 1 << 20;
+
 /// Bounds the `gained`/`dropped` memo of a long-lived writer.
 const MEMO_MAX: usize = 1 << 20;
 
@@ -777,13 +781,30 @@ impl<'s> Writer<'s> {
                 continue;
             }
             let depth = |p: &[u8]| p.iter().filter(|&&c| c == b'/').count();
+            let name = |p: &[u8]| p.rsplit(|&c| c == b'/').next().map(<[u8]>::to_vec).unwrap_or_default();
+            // Every old path against every new one, unless that is too many
+            // (thousands of copies of one content, empty files say, moved at
+            // once): then only paths that keep their file name are compared.
+            let all = olds.len().saturating_mul(news.len()) <= MAX_MOVE_PAIRS;
+            let mut by_name: HashMap<Vec<u8>, Vec<usize>> = HashMap::new();
+            if !all {
+                for (n, (_, rec)) in news.iter().enumerate() {
+                    by_name.entry(name(&rec.path)).or_default().push(n);
+                }
+            }
             let mut pairs: Vec<(crate::lost::Closeness, usize, usize)> = Vec::new();
             for &g in &olds {
-                for (n, (_, rec)) in news.iter().enumerate() {
-                    let old = &gone[g].1.path;
-                    let (suffix, prefix) = crate::lost::closeness(old, &rec.path);
-                    let skew = depth(old).abs_diff(depth(&rec.path));
+                let old = &gone[g].1.path;
+                let targets: Vec<usize> =
+                    if all { (0..news.len()).collect() } else { by_name.get(&name(old)).cloned().unwrap_or_default() };
+                for n in targets {
+                    let new = &news[n].1.path;
+                    let (suffix, prefix) = crate::lost::closeness(old, new);
+                    let skew = depth(old).abs_diff(depth(new));
                     pairs.push(((suffix, prefix, std::cmp::Reverse(skew)), g, n));
+                    if pairs.len() >= MAX_MOVE_PAIRS {
+                        break;
+                    }
                 }
             }
             // Best first; ties by path, so the pairing does not depend on

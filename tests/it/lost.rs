@@ -255,3 +255,23 @@ fn an_empty_file_is_found_only_where_it_moved_not_in_every_empty_file() {
     assert_eq!(c.len(), 1, "{r:#}");
     assert!(c[0]["path"].as_str().unwrap().ends_with("/pkg/new/__init__.py"), "{r:#}");
 }
+
+#[test]
+fn thousands_of_copies_moved_at_once_keep_their_names() {
+    // 1,100 empty files moved with their directory: more pairs than are
+    // compared all against all, so they are paired by file name.
+    let env = Env::new();
+    for i in 0..1100 {
+        env.write(&format!("old/f{i}.txt"), b"");
+    }
+    env.index();
+    fs::rename(env.root.join("old"), env.root.join("new")).unwrap();
+    let s = env.index();
+    assert_eq!((s["moved"].as_u64(), s["removed"].as_u64()), (Some(1100), Some(0)), "{s:#}");
+    for i in [0, 517, 1099] {
+        let r = lost(&env, &env.root.join(format!("old/f{i}.txt")));
+        let best = &r["files"][0]["candidates"][0];
+        assert_eq!((best["kind"].as_str(), tail(best)), (Some("moved"), format!("f{i}.txt")), "{r:#}");
+    }
+    env.check();
+}
