@@ -6,7 +6,7 @@
 //! measures only the contents that share something with it: work grows with
 //! the query and its candidates, not with the repository.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::io::Read;
 
 use crate::analysis::{self, auto_cutoff, AnalysisParams, LinkKind, Measures, Name};
@@ -169,15 +169,10 @@ pub fn similar_to(
             let chunks = if payload == 0 { 0.0 } else { shared as f64 / payload as f64 };
             chunks.max(sketch.estimate(their).a_in_b)
         };
-        let mut scored: Vec<(f64, usize)> =
-            candidates.iter().enumerate().map(|(i, (_, shared, _, their))| (inside(*shared, their), i)).collect();
-        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(candidates[a.1].0.cmp(&candidates[b.1].0)));
-        let keep: HashSet<usize> = scored.into_iter().take(limit).map(|(_, i)| i).collect();
-        let mut i = 0;
-        candidates.retain(|_| {
-            i += 1;
-            keep.contains(&(i - 1))
-        });
+        let mut scored: Vec<_> = candidates.into_iter().map(|c| (inside(c.1, &c.3), c)).collect();
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1 .0.cmp(&b.1 .0)));
+        scored.truncate(limit);
+        candidates = scored.into_iter().map(|(_, c)| c).collect();
     }
     ignored.learn(candidates.iter().flat_map(|(_, _, rec, _)| rec.runs.iter().map(|r| r.id)))?;
 
