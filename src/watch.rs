@@ -199,6 +199,13 @@ fn classify(events: Vec<notify_debouncer_full::DebouncedEvent>) -> Batch {
     let mut b = Batch::default();
     for ev in events {
         if ev.need_rescan() {
+            if !b.rescan {
+                tracing::warn!(
+                    "file-system events were lost (the kernel's inotify queue overflowed); rescanning. \
+                     Bursts this large are caught by rescans; to keep up with them event by event, raise \
+                     the queue with `sysctl fs.inotify.max_queued_events=1048576` (and in /etc/sysctl.d)"
+                );
+            }
             b.rescan = true;
         }
         match ev.kind {
@@ -348,9 +355,15 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                 recheck.extend(batch.renames.iter().map(|(_, to)| to.clone()).filter(|p| p.is_dir()));
             }
             writer.begin_pass();
+            let (paths, renames, started) = (batch.check.len(), batch.renames.len(), Instant::now());
             apply(store, &mut writer, &mut filter, batch, workers)?;
             writer.commit()?;
             writer.forget_touched();
+            tracing::debug!(
+                "batch: {paths} paths, {renames} renames, {} files written in {:?}",
+                writer.changed() - before,
+                started.elapsed()
+            );
             state.changed_files += writer.changed() - before;
             dirty |= writer.changed() > before;
         }
