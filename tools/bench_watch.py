@@ -101,6 +101,12 @@ def main():
             took = time.time() - t
             print(f"churn: {len(churn)} files, {nbytes/1e6:.0f} MB absorbed in {took:.2f} s = {nbytes/1e6/took:.0f} MB/s "
                   f"({100 * (nbytes/took) / (total/first):.0f} % of the first-run throughput)")
+            try:
+                q = open("/proc/sys/fs/inotify/max_queued_events").read().strip()
+                print(f"fs.inotify.max_queued_events = {q} (a burst beyond it overflows into a rescan; "
+                      "see docs/operations.md)")
+            except OSError:
+                pass
             return
         work = os.path.join(tree, f".simd-bench-{os.getpid()}")
         os.makedirs(work)
