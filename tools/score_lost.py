@@ -68,8 +68,14 @@ Modes
       |A| - ceil(t|A|) + 1 lines of A).  Empty files (no lines) and binary
       files (a NUL byte in the first 8 KiB: lines mean nothing there) are
       listed apart.  Both indexes run with --no-ignore, as the reference
-      takes every file (sdists ship files their .gitignore names).  Scored: top-1 (first candidate is a reference home) on the
-      files with a home; for the others, what simd answers.
+      takes every file (sdists ship files their .gitignore names).  A
+      second reference, independent of the first: git's own rename
+      detection (`git diff -M50% -l0` between a commit of A and one of B:
+      exact renames, then same-name files, then the most similar), which
+      is what a developer reading the history sees as "moved".  Scored:
+      top-1 (first candidate is a reference home) on the files with a
+      home, and for the others what simd answers; top-1 and top-3 on the
+      files git sees renamed (first candidate is git's new path).
 
 Common options: --simd BIN (default: $SIMD_BIN, else target/release/simd of
 this repository -- copy it elsewhere first if it may be rebuilt while you
@@ -635,6 +641,48 @@ def strip_version(name: str) -> str:
     return name
 
 
+def git_renames(A: bytes, B: bytes, name: bytes, scratch: bytes):
+    """{old path: new path} for the files of A that git's rename detection
+    (`git diff -M`, similarity >= 50 %, no rename limit) sees moved in B:
+    exact renames first, then files keeping their name, then the most
+    similar -- what a developer reading the history is shown. Paths are
+    relative to the release top."""
+    repo = scratch + b"/git"
+    os.makedirs(repo)
+    env = dict(os.environ, GIT_AUTHOR_NAME="s", GIT_AUTHOR_EMAIL="s@s", GIT_COMMITTER_NAME="s",
+               GIT_COMMITTER_EMAIL="s@s", GIT_CONFIG_GLOBAL="/dev/null", GIT_CONFIG_SYSTEM="/dev/null")
+    def git(*args, out=False):
+        r = subprocess.run([b"git", b"-C", repo, *args], env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE)
+        if r.returncode != 0:
+            die(f"git {args!r} failed: {r.stderr.decode(errors='replace')}", 1)
+        return r.stdout
+    git(b"init", b"-q")
+    for i, src in enumerate((A, B)):
+        if i:
+            shutil.rmtree(repo + b"/" + name)
+        run([b"cp", b"-a", src, repo + b"/" + name])
+        # Every file, ignored or not, as the reference takes every file.
+        git(b"add", b"-A", b"-f", name)
+        git(b"commit", b"-q", b"--allow-empty", b"-m", str(i).encode())
+    diff = git(b"diff", b"-z", b"--name-status", b"-M50%", b"-l0", b"HEAD~1", b"HEAD")
+    parts = diff.split(b"\0")
+    renames, i = {}, 0
+    prefix = name + b"/"
+    while i < len(parts) and parts[i]:
+        status = parts[i]
+        if status.startswith(b"R"):
+            old, new = parts[i + 1], parts[i + 2]
+            renames[old[len(prefix):]] = new[len(prefix):]
+            i += 3
+        elif status.startswith(b"C"):
+            i += 3
+        else:
+            i += 2
+    shutil.rmtree(repo)
+    return renames
+
+
 def cmd_versions(a):
     A = fsb(os.path.realpath(a.a))
     B = fsb(os.path.realpath(a.b))
@@ -660,7 +708,8 @@ def cmd_versions(a):
     a_files = {rel(fsb(p), A) for p in files_under(A)}
     b_files = {rel(fsb(p), B) for p in files_under(B)}
     gone = sorted(a_files - b_files)
-    log(f"{len(gone)} paths of A not in B; building the reference")
+    log(f"{len(gone)} paths of A not in B; building the references")
+    moved_git = git_renames(A, B, name, work)
 
     # reference: line sets of B with an inverted index
     b_list = sorted(p for p in b_files if not is_binary(B + b"/" + p))
@@ -704,6 +753,10 @@ def cmd_versions(a):
                "n_candidates": len(c)}
         if c and crel[0] is not None and "lines" in r:
             row["top_j"] = round(jaccard(r["lines"], line_set(B + b"/" + crel[0])), 4)
+        g_home = moved_git.get(g)
+        row["git_home"] = show(g_home) if g_home else None
+        row["git_top1"] = bool(g_home) and bool(crel) and crel[0] == g_home
+        row["git_top3"] = bool(g_home) and g_home in crel[:3]
         row["top1"] = bool(r["homes"]) and bool(crel) and crel[0] in r["homes"]
         row["top3"] = bool(r["homes"]) and any(p in r["homes"] for p in crel[:3])
         rows.append(row)
@@ -720,7 +773,10 @@ def cmd_versions(a):
            "top3": sum(x["top3"] for x in with_home),
            "top1_rate": ratio(sum(x["top1"] for x in with_home), len(with_home)),
            "no_home": len(no_home), "no_home_empty_answer": sum(1 for x in no_home if not x["n_candidates"]),
-           "empty_files": len(empties), "binary_files": len(binaries), "rows": rows}
+           "empty_files": len(empties), "binary_files": len(binaries),
+           "git_renamed": sum(1 for x in rows if x["git_home"]),
+           "git_top1": sum(x["git_top1"] for x in rows), "git_top3": sum(x["git_top3"] for x in rows),
+           "rows": rows}
     if a.json:
         print(json.dumps(out, indent=1))
     else:
@@ -733,6 +789,13 @@ def cmd_versions(a):
         print(f"no reasonable new home: {len(no_home)} (simd answers nothing for "
               f"{out['no_home_empty_answer']}); empty files: {len(empties)}; "
               f"binary files (no line set): {len(binaries)}")
+        print(f"renamed by git's rename detection (-M50%): {out['git_renamed']}; "
+              f"top-1 {pct(out['git_top1'], out['git_renamed'])}, "
+              f"top-3 {pct(out['git_top3'], out['git_renamed'])}")
+        for x in rows:
+            if x["git_home"] and not x["git_top1"]:
+                print(f"  git XX {x['old']} -> {x['git_home']}  simd: {x['top_kind']} {x['top']} "
+                      f"score={x['top_score']}")
         print("  (ok: top-1 is a reference home; XX: it is not; --: no reference home)")
         for x in rows:
             mark = ("ok " if x["top1"] else "XX ") if x["ref_homes"] else (
