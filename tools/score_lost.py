@@ -753,7 +753,9 @@ def cmd_versions(a):
                "n_candidates": len(c)}
         if c and crel[0] is not None and "lines" in r:
             row["top_j"] = round(jaccard(r["lines"], line_set(B + b"/" + crel[0])), 4)
-        g_home = moved_git.get(g)
+        # An empty file's "move" is a guess by git as by anyone (every empty
+        # file is identical): listed apart, as in the line-set reference.
+        g_home = None if r["empty"] else moved_git.get(g)
         row["git_home"] = show(g_home) if g_home else None
         row["git_top1"] = bool(g_home) and bool(crel) and crel[0] == g_home
         row["git_top3"] = bool(g_home) and g_home in crel[:3]
