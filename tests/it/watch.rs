@@ -111,6 +111,12 @@ fn the_live_index_follows_every_kind_of_change() {
     let hist: Vec<_> = s.history_of(old.to_str().unwrap().as_bytes()).map(|r| r.unwrap().1).collect();
     assert!(matches!(hist.last(), Some(HistoryRecord::Moved { to }) if to.ends_with(b"d3-renamed.txt")), "{hist:?}");
     drop(s);
+    // And `simd lost` answers it from the live index while the daemon runs.
+    let out = env.simd().args(["--format", "json", "lost"]).arg(&old).assert().success();
+    let r: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let best = &r["files"][0]["candidates"][0];
+    assert_eq!(best["kind"], "moved", "{r:#}");
+    assert!(best["path"].as_str().unwrap().ends_with("/docs/d3-renamed.txt"), "{r:#}");
 
     // The destination exists (and is watched) before the move: a directory
     // created an instant before is not watched yet, and its half of the
