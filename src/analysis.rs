@@ -692,16 +692,26 @@ fn analyse_component(
     for &(i, j, _, _) in &links {
         uf.union(i as u32, j as u32);
     }
-    let mut out = Vec::new();
-    for group in uf.groups() {
-        let local: HashMap<u32, usize> = group.iter().enumerate().map(|(k, &i)| (i, k)).collect();
-        let members = group.iter().map(|&i| (component[i as usize], sizes[i as usize], payloads[i as usize])).collect();
-        let cl_links = links
-            .iter()
-            .filter(|(a, _, _, _)| local.contains_key(&(*a as u32)))
-            .map(|&(a, b, m, k)| (local[&(a as u32)], local[&(b as u32)], m, k))
-            .collect();
-        out.push(RawCluster { members, links: cl_links });
+    // Each link goes to its cluster in one pass: (cluster, place in it) of
+    // every member. (Filtering all links once per cluster was quadratic:
+    // a component of 11k contents has thousands of clusters.)
+    let groups = uf.groups();
+    let mut place = vec![(usize::MAX, usize::MAX); n];
+    for (g, group) in groups.iter().enumerate() {
+        for (k, &i) in group.iter().enumerate() {
+            place[i as usize] = (g, k);
+        }
+    }
+    let mut out: Vec<RawCluster> = groups
+        .iter()
+        .map(|group| RawCluster {
+            members: group.iter().map(|&i| (component[i as usize], sizes[i as usize], payloads[i as usize])).collect(),
+            links: Vec::new(),
+        })
+        .collect();
+    for (a, b, m, k) in links {
+        let ((g, la), (_, lb)) = (place[a], place[b]);
+        out[g].links.push((la, lb, m, k));
     }
     Ok(out)
 }
