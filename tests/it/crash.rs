@@ -49,6 +49,12 @@ fn sigkill_at_random_moments_leaves_a_consistent_index_that_catches_up() {
                 let _ = std::fs::remove_file(env.root.join(path(round * 13 + k)));
                 env.write(&format!("new/r{round}/n{k}.txt"), body(round * 100 + k, round));
             }
+            // Moves, which the removal pass records as such.
+            std::fs::create_dir_all(env.root.join(format!("moved/r{round}"))).unwrap();
+            for k in 0..5 {
+                let from = env.root.join(path(round * 29 + 400 + k));
+                let _ = std::fs::rename(&from, env.root.join(format!("moved/r{round}/m{k}.txt")));
+            }
         }
         seed ^= seed << 13;
         seed ^= seed >> 7;
