@@ -12,7 +12,7 @@ use std::io::Read;
 use crate::analysis::{self, auto_cutoff, AnalysisParams, LinkKind, Measures, Name};
 use crate::fingerprint::{fingerprint_reader, ChunkId, ContentHash};
 use crate::sketch::Sketch;
-use crate::store::{ContentChunks, ContentRecord, Store, StoreError};
+use crate::store::{ContentChunks, ContentRecord, Posting, Store, StoreError};
 
 /// One indexed content that resembles the query.
 #[derive(Clone, Debug)]
@@ -43,7 +43,7 @@ pub struct Similar {
 
 /// Which chunks are ignored: templates, and chunks in more than `cutoff`
 /// contents. Degrees are looked up in batches, in key order, through one
-/// iterator ([`Store::chunk_degrees`]), and remembered.
+/// iterator ([`Store::postings_of`]), and remembered.
 struct Ignored<'a> {
     store: &'a Store,
     templates: analysis::Ignored,
@@ -58,11 +58,16 @@ impl Ignored<'_> {
             chunks.into_iter().filter(|c| !self.templates.chunks.contains(c) && !self.memo.contains_key(c)).collect();
         todo.sort_unstable();
         todo.dedup();
-        let degrees = self.store.chunk_degrees(&todo, self.cutoff)?;
-        for (chunk, degree) in todo.into_iter().zip(degrees) {
-            self.memo.insert(chunk, degree > self.cutoff);
+        let postings = self.store.postings_of(&todo, self.cutoff)?;
+        for (chunk, holders) in todo.into_iter().zip(&postings) {
+            self.remember(chunk, holders);
         }
         Ok(())
+    }
+
+    /// Remembers whether a chunk is over the cutoff, from its postings.
+    fn remember(&mut self, chunk: ChunkId, holders: &[(ContentHash, Posting)]) {
+        self.memo.insert(chunk, holders.len() as u64 > self.cutoff);
     }
 
     /// Whether a chunk is ignored; its degree must have been learnt.
@@ -127,19 +132,21 @@ pub fn similar_to(
         memo: HashMap::new(),
     };
 
-    // Common bytes with every content sharing a non-ignored chunk.
-    let query_chunks = query.chunk_counts();
-    ignored.learn(query_chunks.iter().map(|c| c.0))?;
+    // Common bytes with every content sharing a non-ignored chunk; the
+    // query's postings also tell its chunks' degrees.
+    let query_chunks = query.chunk_counts(); // by chunk id, distinct
+    let ids: Vec<ChunkId> = query_chunks.iter().map(|c| c.0).collect();
+    let postings = store.postings_of(&ids, ignored.cutoff)?;
     let mut common: HashMap<ContentHash, u64> = HashMap::new();
     let mut payload = 0u64;
-    for &(chunk, len, count) in &query_chunks {
+    for (&(chunk, len, count), holders) in query_chunks.iter().zip(&postings) {
+        ignored.remember(chunk, holders);
         if ignored.is_ignored(&chunk) {
             continue;
         }
         payload += u64::from(len) * u64::from(count);
-        for item in store.postings(&chunk) {
-            let ((_, holder), p) = item?;
-            *common.entry(holder).or_default() += u64::from(len) * u64::from(count.min(p.count));
+        for (holder, p) in holders {
+            *common.entry(*holder).or_default() += u64::from(len) * u64::from(count.min(p.count));
         }
     }
 

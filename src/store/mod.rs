@@ -280,11 +280,6 @@ impl Store {
         TableIter { store: self, inner, _t: std::marker::PhantomData }
     }
 
-    /// Postings of one chunk: the contents holding it, with occurrence counts.
-    pub fn postings(&self, chunk: &ChunkId) -> TableIter<'_, ChunkContents> {
-        self.scan_prefix_raw::<ChunkContents>(chunk.0.to_vec())
-    }
-
     /// The contents that posted each of `samples` (ascending), at most
     /// `cap + 1` each (more means over the cap), through one iterator that
     /// seeks forward: a query looks up hundreds of samples, and an iterator
@@ -311,24 +306,28 @@ impl Store {
         Ok(out)
     }
 
-    /// How many contents hold each of `chunks` (ascending, distinct),
-    /// counted up to `cap + 1` (more means over the cap), through one
-    /// iterator that seeks forward: a query that measures a thousand
-    /// candidates asks for the degrees of tens of thousands of chunks, and
-    /// an iterator per chunk costs more than the lookup itself.
-    pub fn chunk_degrees(&self, chunks: &[ChunkId], cap: u64) -> Result<Vec<u64>> {
+    /// The postings of each of `chunks` (ascending, distinct), at most
+    /// `cap + 1` each (more means over the cap), through one iterator that
+    /// seeks forward: a query that measures a thousand candidates needs the
+    /// degrees of tens of thousands of chunks, and an iterator per chunk
+    /// costs more than the lookup itself.
+    pub fn postings_of(&self, chunks: &[ChunkId], cap: u64) -> Result<Vec<Vec<(ContentHash, Posting)>>> {
         debug_assert!(chunks.windows(2).all(|w| w[0] < w[1]));
         let mut it = self.db.raw_iterator_cf_opt(self.cf(ChunkContents::NAME), ReadOptions::default());
         let mut out = Vec::with_capacity(chunks.len());
         for chunk in chunks {
             it.seek(chunk.0);
-            let mut degree = 0u64;
-            while degree <= cap && it.key().is_some_and(|k| k.starts_with(&chunk.0)) {
-                degree += 1;
+            let mut holders = Vec::new();
+            while holders.len() as u64 <= cap {
+                let Some((k, v)) = it.item().filter(|(k, _)| k.starts_with(&chunk.0)) else { break };
+                match (ChunkContents::decode_key(k), ChunkContents::decode_value(v)) {
+                    (Ok((_, content)), Ok(posting)) => holders.push((content, posting)),
+                    (Err(e), _) | (_, Err(e)) => return Err(self.corrupt_raw::<ChunkContents>(k, e)),
+                }
                 it.next();
             }
             it.status().map_err(|e| self.rocks(e))?;
-            out.push(degree);
+            out.push(holders);
         }
         Ok(out)
     }
@@ -670,9 +669,14 @@ mod tests {
             batch.put::<ChunkContents>(&(*chunk, ContentHash([i as u8; 16])), &Posting { count: i as u32 + 1, len: 9 });
         }
         s.write(batch).unwrap();
-        let got: Vec<_> = s.postings(&a).map(|r| r.unwrap()).collect();
-        let counts: Vec<_> = got.iter().map(|((c, h), p)| (*c, *h, p.count)).collect();
-        assert_eq!(counts, vec![(a, ContentHash([0; 16]), 1), (a, ContentHash([1; 16]), 2)]);
-        assert_eq!(s.postings(&ChunkId([0xff; 16])).count(), 0);
+        let none = ChunkId([0xff; 16]);
+        let got = s.postings_of(&[a, b, none], 10).unwrap();
+        let counts: Vec<Vec<_>> = got.iter().map(|h| h.iter().map(|(c, p)| (*c, p.count)).collect()).collect();
+        assert_eq!(
+            counts,
+            vec![vec![(ContentHash([0; 16]), 1), (ContentHash([1; 16]), 2)], vec![(ContentHash([2; 16]), 3)], vec![]]
+        );
+        // At most cap + 1 each: enough to tell a chunk over the cap.
+        assert_eq!(s.postings_of(&[a, b], 0).unwrap().iter().map(Vec::len).collect::<Vec<_>>(), vec![1, 1]);
     }
 }
