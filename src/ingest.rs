@@ -792,14 +792,15 @@ impl<'s> Writer<'s> {
                     by_name.entry(name(&rec.path)).or_default().push(n);
                 }
             }
-            let mut pairs: Vec<(crate::lost::Closeness, usize, usize)> = Vec::new();
+            // ((shared trailing, shared leading, depth skew), index in `gone`, index in `news`)
+            let mut pairs = Vec::new();
             for &g in &olds {
                 let old = &gone[g].1.path;
                 let targets: Vec<usize> =
                     if all { (0..news.len()).collect() } else { by_name.get(&name(old)).cloned().unwrap_or_default() };
                 for n in targets {
                     let new = &news[n].1.path;
-                    let (suffix, prefix) = crate::lost::closeness(old, new);
+                    let (suffix, prefix) = scan::closeness(old, new);
                     let skew = depth(old).abs_diff(depth(new));
                     pairs.push(((suffix, prefix, std::cmp::Reverse(skew)), g, n));
                     if pairs.len() >= MAX_MOVE_PAIRS {

@@ -16,7 +16,7 @@ use std::path::{Component, Path, PathBuf};
 use crate::analysis::{self, AnalysisParams, Name};
 use crate::fingerprint::ContentHash;
 use crate::query;
-use crate::scan::path_bytes;
+use crate::scan::{closeness, path_bytes};
 use crate::store::{ContentChunks, FileId, HistoryRecord, Paths, Store, StoreError, TimeNs};
 
 /// How a candidate relates to the lost path.
@@ -161,22 +161,6 @@ impl Ctx<'_> {
     }
 }
 
-/// How many trailing path components two paths share.
-fn common_suffix(a: &[u8], b: &[u8]) -> usize {
-    a.rsplit(|&c| c == b'/').zip(b.rsplit(|&c| c == b'/')).take_while(|(x, y)| x == y).count()
-}
-
-/// How close two paths are, and how alike their depths (for pairing moves).
-pub(crate) type Closeness = (usize, usize, std::cmp::Reverse<usize>);
-
-/// How close two paths are: first the trailing components they share (the
-/// name, then the inside of a moved directory), then the leading ones (where
-/// in the tree: a directory renamed in place keeps its parents).
-pub(crate) fn closeness(a: &[u8], b: &[u8]) -> (usize, usize) {
-    let prefix = a.split(|&c| c == b'/').zip(b.split(|&c| c == b'/')).take_while(|(x, y)| x == y).count();
-    (common_suffix(a, b), prefix)
-}
-
 /// Answers for `path` (absolute, as from [`absolute`]).
 pub fn lost(store: &Store, path: &Path, limit: usize) -> Result<Answer, StoreError> {
     let mut ctx = Ctx { store, limit, names: HashMap::new(), similar: HashMap::new() };
@@ -237,7 +221,7 @@ fn parent(p: &[u8]) -> &[u8] {
 /// than one that was there before: an identical new file first, then a new
 /// file holding at least half of it (moved, then edited), then identical
 /// copies that were already there, then the rest. Within the first three
-/// classes the path closest to the lost one ([`closeness`]) comes first (a
+/// classes the path closest to the lost one ([`closeness`](crate::scan::closeness)) comes first (a
 /// file moved and edited usually keeps its name), then the higher score;
 /// among the rest the higher score first. Last, the newest.
 #[derive(PartialEq, Eq, PartialOrd, Ord)]
@@ -340,14 +324,4 @@ fn answer_file(
     }
     candidates.truncate(ctx.limit);
     Ok(LostFile { path, last_seen, content, size, candidates })
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn common_suffix_counts_components() {
-        assert_eq!(super::common_suffix(b"/a/x/tests/s/__init__.py", b"/b/tests/s/__init__.py"), 3);
-        assert_eq!(super::common_suffix(b"/a/report.txt", b"/b/report.txt"), 1);
-        assert_eq!(super::common_suffix(b"/a/report.txt", b"/a/other.txt"), 0);
-    }
 }

@@ -99,6 +99,16 @@ pub struct WalkOutcome {
     pub store_errors: Vec<StoreError>,
 }
 
+/// How close two stored paths are: first how many trailing components they
+/// share (the name, then the inside of a moved directory), then how many
+/// leading ones (where in the tree: a directory renamed in place keeps its
+/// parents). Used to tell where a file went.
+pub fn closeness(a: &[u8], b: &[u8]) -> (usize, usize) {
+    let suffix = a.rsplit(|&c| c == b'/').zip(b.rsplit(|&c| c == b'/')).take_while(|(x, y)| x == y).count();
+    let prefix = a.split(|&c| c == b'/').zip(b.split(|&c| c == b'/')).take_while(|(x, y)| x == y).count();
+    (suffix, prefix)
+}
+
 /// Path bytes as stored.
 pub fn path_bytes(p: &Path) -> Vec<u8> {
     p.as_os_str().as_bytes().to_vec()
@@ -248,6 +258,13 @@ pub fn is_under(path: &[u8], dir: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn closeness_counts_shared_components_from_both_ends() {
+        assert_eq!(super::closeness(b"/a/x/tests/s/__init__.py", b"/b/tests/s/__init__.py").0, 3);
+        assert_eq!(super::closeness(b"/a/report.txt", b"/b/report.txt"), (1, 1));
+        assert_eq!(super::closeness(b"/a/report.txt", b"/a/other.txt"), (0, 2));
+    }
+
     use super::*;
 
     #[test]
