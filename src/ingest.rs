@@ -210,6 +210,8 @@ pub fn index(store: &Store, opts: &IndexOptions) -> Result<Summary, IngestError>
     let root_bytes: Vec<Vec<u8>> = roots.iter().map(|r| path_bytes(r)).collect();
     let kept_dirs: Vec<Vec<u8>> = walked.unreadable_dirs.iter().map(|d| path_bytes(d)).collect();
     (summary.removed, summary.moved) = writer.remove_unseen(&seen, &root_bytes, &kept_dirs)?;
+    // A moved file was read as a new path first: it is not a new file.
+    summary.new = summary.new.saturating_sub(summary.moved);
     tracing::debug!("removal pass done after {:?}", start.elapsed());
     writer.finish(opts.retention)?;
     tracing::debug!("synced after {:?}", start.elapsed());

@@ -248,10 +248,11 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
         }
     }
     tracing::info!(
-        "watching {} ({} new, {} changed, {} removed at start)",
+        "watching {} ({} new, {} changed, {} moved, {} removed at start)",
         state.roots.join(", "),
         summary.new,
         summary.changed,
+        summary.moved,
         summary.removed
     );
     // Commands that write (template marks, a forced rescan) come in here.
@@ -337,11 +338,11 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
             tracing::info!("rescanning");
             let s = ingest::index(store, &opts.index)?;
             state.rescans += 1;
-            state.changed_files += s.new + s.changed + s.removed;
+            state.changed_files += s.new + s.changed + s.moved + s.removed;
             for reply in rescan_replies.drain(..) {
                 let _ = reply.send(Ok(format!(
-                    "rescanned: {} new, {} changed, {} removed, {} unchanged",
-                    s.new, s.changed, s.removed, s.unchanged
+                    "rescanned: {} new, {} changed, {} moved, {} removed, {} unchanged",
+                    s.new, s.changed, s.moved, s.removed, s.unchanged
                 )));
             }
             last_rescan = Instant::now();
