@@ -287,53 +287,48 @@ impl Store {
     }
 
     /// The contents that posted each of `samples` (ascending), at most
-    /// `cap + 1` each (more means over the cap), through one iterator that
-    /// seeks forward: a query looks up hundreds of samples, and an iterator
-    /// per sample would cost more than the lookups.
+    /// `cap + 1` each (more means over the cap): a query looks up hundreds
+    /// of samples ([`Store::entries_under`]).
     pub fn sketch_postings_of(&self, samples: &[u32], cap: usize) -> Result<Vec<Vec<ContentHash>>> {
         debug_assert!(samples.windows(2).all(|w| w[0] < w[1]));
-        let mut it = self.db.raw_iterator_cf_opt(self.cf(SketchContents::NAME), ReadOptions::default());
-        let mut out = Vec::with_capacity(samples.len());
-        for &sample in samples {
-            let prefix = sample.to_be_bytes();
-            it.seek(prefix);
-            let mut holders = Vec::new();
-            while holders.len() <= cap {
-                let Some(k) = it.key().filter(|k| k.starts_with(&prefix)) else { break };
-                match SketchContents::decode_key(k) {
-                    Ok((_, content)) => holders.push(content),
-                    Err(e) => return Err(self.corrupt_raw::<SketchContents>(k, e)),
-                }
-                it.next();
-            }
-            it.status().map_err(|e| self.rocks(e))?;
-            out.push(holders);
-        }
-        Ok(out)
+        let found = self.entries_under::<SketchContents, _>(samples.iter().map(|s| s.to_be_bytes()), cap as u64)?;
+        Ok(found.into_iter().map(|v| v.into_iter().map(|((_, content), ())| content).collect()).collect())
     }
 
     /// The postings of each of `chunks` (ascending, distinct), at most
-    /// `cap + 1` each (more means over the cap), through one iterator that
-    /// seeks forward: a query that measures a thousand candidates needs the
-    /// degrees of tens of thousands of chunks, and an iterator per chunk
-    /// costs more than the lookup itself.
+    /// `cap + 1` each (more means over the cap): a query that measures a
+    /// thousand candidates needs the degrees of tens of thousands of chunks
+    /// ([`Store::entries_under`]).
     pub fn postings_of(&self, chunks: &[ChunkId], cap: u64) -> Result<Vec<Vec<(ContentHash, Posting)>>> {
         debug_assert!(chunks.windows(2).all(|w| w[0] < w[1]));
-        let mut it = self.db.raw_iterator_cf_opt(self.cf(ChunkContents::NAME), ReadOptions::default());
-        let mut out = Vec::with_capacity(chunks.len());
-        for chunk in chunks {
-            it.seek(chunk.0);
-            let mut holders = Vec::new();
-            while holders.len() as u64 <= cap {
-                let Some((k, v)) = it.item().filter(|(k, _)| k.starts_with(&chunk.0)) else { break };
-                match (ChunkContents::decode_key(k), ChunkContents::decode_value(v)) {
-                    (Ok((_, content)), Ok(posting)) => holders.push((content, posting)),
-                    (Err(e), _) | (_, Err(e)) => return Err(self.corrupt_raw::<ChunkContents>(k, e)),
+        let found = self.entries_under::<ChunkContents, _>(chunks.iter().map(|c| c.0), cap)?;
+        Ok(found.into_iter().map(|v| v.into_iter().map(|((_, content), p)| (content, p)).collect()).collect())
+    }
+
+    /// The entries of `T` under each of `prefixes` (ascending), at most
+    /// `cap + 1` each, through one iterator that seeks forward: an iterator
+    /// per prefix would cost more than the lookups themselves.
+    fn entries_under<T: Table, P: AsRef<[u8]>>(
+        &self,
+        prefixes: impl Iterator<Item = P>,
+        cap: u64,
+    ) -> Result<Vec<Vec<Entry<T>>>> {
+        let mut it = self.db.raw_iterator_cf_opt(self.cf(T::NAME), ReadOptions::default());
+        let mut out = Vec::new();
+        for prefix in prefixes {
+            let prefix = prefix.as_ref();
+            it.seek(prefix);
+            let mut found = Vec::new();
+            while found.len() as u64 <= cap {
+                let Some((k, v)) = it.item().filter(|(k, _)| k.starts_with(prefix)) else { break };
+                match (T::decode_key(k), T::decode_value(v)) {
+                    (Ok(key), Ok(value)) => found.push((key, value)),
+                    (Err(e), _) | (_, Err(e)) => return Err(self.corrupt_raw::<T>(k, e)),
                 }
                 it.next();
             }
             it.status().map_err(|e| self.rocks(e))?;
-            out.push(holders);
+            out.push(found);
         }
         Ok(out)
     }
@@ -554,6 +549,9 @@ impl<T: Table> Iterator for TableIter<'_, T> {
         Some(item)
     }
 }
+
+/// One decoded (key, value) of a table.
+type Entry<T> = (<T as Table>::Key, <T as Table>::Value);
 
 /// The postings column families: written in hash order, read by scans.
 const POSTINGS_CFS: [&str; 2] = [ChunkContents::NAME, SketchContents::NAME];
