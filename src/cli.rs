@@ -250,8 +250,14 @@ pub fn run(cli: Cli) -> Result<Exit> {
         Command::Report { thresholds, under, limit, out: out_file, fresh } => {
             let store = Store::open(&db, Access::Read, None)?;
             let params = thresholds.params()?;
-            let (analysis, cached) = cache::analysis(&store, &params, ingest::available_cores(), fresh)?;
-            tracing::info!("analysis {}", if cached { "reused from the cache" } else { "computed" });
+            let (analysis, provenance) = cache::analysis(&store, &params, ingest::available_cores(), fresh)?;
+            match provenance {
+                cache::Provenance::Cached => tracing::info!("analysis reused from the cache"),
+                cache::Provenance::Updated { relinked } => {
+                    tracing::info!("analysis brought up to date: links of {relinked} contents found again")
+                }
+                cache::Provenance::Computed => tracing::info!("analysis computed"),
+            }
             let under = match under {
                 Some(p) => {
                     Some(crate::scan::path_bytes(&p.canonicalize().with_context(|| format!("{}", p.display()))?))

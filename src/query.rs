@@ -153,7 +153,7 @@ pub fn similar_to(
     // Contents sharing a posted sketch sample; a sample posted by more
     // contents than the analysis's sample cap is a common phrase.
     let sketch = query.sketch.without(&ignored.templates.samples);
-    let cap = ignored.cutoff.min(analysis::SAMPLE_DEGREE_CAP);
+    let cap = analysis::sample_cap(ignored.cutoff);
     for holders in store.sketch_postings_of(&sketch.samples, cap as usize)? {
         if holders.len() as u64 <= cap {
             for h in holders {

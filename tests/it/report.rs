@@ -159,7 +159,101 @@ fn a_repeated_report_reuses_the_analysis_until_the_index_changes() {
     assert!(run(&env).contains("analysis reused from the cache"));
     env.write("a/doc-v4.txt", edited(&text(1, 6000), 2, 5));
     env.index();
-    assert!(run(&env).contains("analysis computed"));
+    assert!(run(&env).contains("analysis brought up to date: links of 1 contents found again"));
+    assert!(run(&env).contains("analysis reused from the cache"));
+}
+
+/// The report of an index as a fresh analysis finds it, from a copy of the
+/// index without its analysis cache (so the original's cache, and the
+/// chain of updates it stands for, are left alone).
+fn fresh_report(env: &Env, args: &[&str]) -> serde_json::Value {
+    let copy = env.tmp.path().join("fresh-copy");
+    let _ = std::fs::remove_dir_all(&copy);
+    std::fs::create_dir_all(copy.join("db")).unwrap();
+    for e in std::fs::read_dir(env.db.join("db")).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), copy.join("db").join(e.file_name())).unwrap();
+    }
+    let out = env.simd().arg("--db").arg(&copy).args(["--format", "json", "report"]).args(args).assert().success();
+    serde_json::from_slice(&out.get_output().stdout).unwrap()
+}
+
+#[test]
+fn an_analysis_brought_up_to_date_equals_a_fresh_one() {
+    // Under the default cutoff and under a cutoff of 3, where adding and
+    // removing copies of a shared header pushes its chunks (and shared
+    // posted samples) over the cutoff and back.
+    for extra in [&[][..], &["--max-degree", "3"][..]] {
+        let env = Env::new();
+        let header = text(90, 1500);
+        let docs: Vec<Vec<u8>> = (0..4).map(|i| text(10 + i, 3000)).collect();
+        for (i, d) in docs.iter().enumerate() {
+            env.write(&format!("d{i}/v1.txt"), d);
+            env.write(&format!("d{i}/v2.txt"), edited(d, 3, i as u8));
+            env.write(&format!("d{i}/copy.txt"), d);
+        }
+        for i in 0..3u64 {
+            env.write(&format!("h/page{i}.txt"), [header.clone(), text(40 + i, 800)].concat());
+        }
+        env.write("mix/inside.txt", [text(60, 2000), docs[3].clone()].concat());
+        // Versions that share words but no chunk: found by posted samples,
+        // which go over the sample cap of 3 once a fourth version comes.
+        let prose = text(80, 3000);
+        for every in [40, 45, 50] {
+            env.write(&format!("w/r{every}.txt"), reworded(&prose, every));
+        }
+        env.index();
+        let report = |env: &Env| {
+            let out = env.simd().args(["-v", "--format", "json", "report"]).args(extra).assert().success();
+            let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+            (serde_json::from_slice::<serde_json::Value>(&out.get_output().stdout).unwrap(), stderr)
+        };
+        assert!(report(&env).1.contains("analysis computed"));
+        let round = |env: &Env, what: &str| {
+            env.index();
+            let (updated, stderr) = report(env);
+            assert!(stderr.contains("analysis brought up to date"), "{what}, {extra:?}: {stderr}");
+            let fresh = fresh_report(env, extra);
+            assert_eq!(updated, fresh, "{what}, {extra:?}: the updated analysis differs from a fresh one");
+            updated
+        };
+        env.write("d0/v3.txt", edited(&docs[0], 5, 7));
+        std::fs::remove_file(env.root.join("d1/v2.txt")).unwrap();
+        let r = round(&env, "a version added, another deleted");
+        let common = |r: &serde_json::Value| r["ignored"]["common_chunks"].as_u64().unwrap();
+        let before_header = common(&r);
+        for i in 3..6u64 {
+            env.write(&format!("h/page{i}.txt"), [header.clone(), text(40 + i, 800)].concat());
+        }
+        env.write("d2/copy2.txt", &docs[2]);
+        env.write("w/r55.txt", reworded(&prose, 55));
+        let r = round(&env, "the header in 6 pages");
+        if !extra.is_empty() {
+            assert!(common(&r) > before_header, "{before_header} then {}", common(&r));
+        }
+        std::fs::rename(env.root.join("d3/v2.txt"), env.root.join("d3/renamed.txt")).unwrap();
+        let mut f = std::fs::OpenOptions::new().append(true).open(env.root.join("d3/v1.txt")).unwrap();
+        std::io::Write::write_all(&mut f, &text(70, 50)).unwrap();
+        drop(f);
+        let r = round(&env, "a file renamed, another appended to");
+        let with_header = common(&r);
+        for i in 1..6u64 {
+            std::fs::remove_file(env.root.join(format!("h/page{i}.txt"))).unwrap();
+        }
+        std::fs::remove_file(env.root.join("w/r55.txt")).unwrap();
+        let r = round(&env, "the header back in one page");
+        if !extra.is_empty() {
+            // The header's chunks went over the cutoff and came back.
+            assert!(with_header > common(&r), "{with_header} then {}", common(&r));
+        }
+        // Under templates: marking one is a fresh analysis; updates follow.
+        let id = r["clusters"][0]["id"].as_str().unwrap().to_string();
+        env.simd().args(["template", "mark", &id]).args(extra).assert().success();
+        assert!(report(&env).1.contains("analysis computed"));
+        env.write("d0/v4.txt", edited(&docs[0], 2, 11));
+        env.write("d3/v2.txt", edited(&docs[3], 4, 3));
+        round(&env, "versions added under a template");
+    }
 }
 
 #[test]

@@ -59,12 +59,15 @@ pub fn auto_cutoff(contents: u64) -> u64 {
 }
 
 /// A content as the analysis sees it: its size, its non-ignored chunks,
-/// sorted by id, each with its length and occurrence count, and its sketch.
+/// sorted by id, each with its length and occurrence count, its sketch, and
+/// the samples it posted in `sketch_contents` (template samples left out of
+/// both).
 #[derive(Clone, Debug, Default)]
 pub struct Features {
     pub size: u64,
     pub chunks: Vec<(ChunkId, u32, u32)>,
     pub sketch: Sketch,
+    pub posted: Vec<u32>,
 }
 
 impl Features {
@@ -281,7 +284,6 @@ pub struct Analysis {
     pub template_chunks: u64,
     pub template_bytes: u64,
     /// Parts of the partition with more than one content.
-    pub components: u64,
     pub identical: Vec<IdenticalSet>,
     pub clusters: Vec<Cluster>,
 }
@@ -360,10 +362,10 @@ fn live_contents(store: &Store) -> Result<(Vec<ContentHash>, Vec<Vec<FileId>>), 
 /// Every file's path and size by id, from one scan of `files`: a report
 /// names most files, and one sequential pass is far cheaper than a point
 /// lookup per name.
-struct FileTable(HashMap<FileId, (Vec<u8>, u64)>);
+pub(crate) struct FileTable(HashMap<FileId, (Vec<u8>, u64)>);
 
 impl FileTable {
-    fn load(store: &Store) -> Result<FileTable, StoreError> {
+    pub(crate) fn load(store: &Store) -> Result<FileTable, StoreError> {
         let mut m = HashMap::new();
         for item in store.scan::<Files>() {
             let (id, rec) = item?;
@@ -407,10 +409,21 @@ pub fn templates(store: &Store) -> Result<Ignored, StoreError> {
 struct Partition {
     components: Vec<Vec<u32>>,
     ignored: Ignored,
-    common_chunks: u64,
-    common_bytes: u64,
-    template_chunks: u64,
-    template_bytes: u64,
+    /// Chunks over the cutoff (in `ignored.chunks` with the templates).
+    over_common: Vec<ChunkId>,
+    /// Posted samples held by more than the sample cap: they make no
+    /// candidates.
+    common_samples: HashSet<u32>,
+    totals: Totals,
+}
+
+/// What an analysis ignored, counted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Totals {
+    pub common_chunks: u64,
+    pub common_bytes: u64,
+    pub template_chunks: u64,
+    pub template_bytes: u64,
 }
 
 /// Scans the postings in key order (all contents of one chunk are adjacent)
@@ -425,23 +438,23 @@ fn partition(
     let mut p = Partition {
         components: Vec::new(),
         ignored: Ignored { chunks: HashSet::new(), samples: templates.samples.clone() },
-        common_chunks: 0,
-        common_bytes: 0,
-        template_chunks: 0,
-        template_bytes: 0,
+        over_common: Vec::new(),
+        common_samples: HashSet::new(),
+        totals: Totals::default(),
     };
     let mut current: Option<ChunkId> = None;
     let mut group: Vec<u32> = Vec::new();
     let mut group_bytes = 0u64;
     let flush = |chunk: ChunkId, group: &mut Vec<u32>, bytes: u64, uf: &mut UnionFind, p: &mut Partition| {
         if templates.chunks.contains(&chunk) {
-            p.template_chunks += 1;
-            p.template_bytes += bytes;
+            p.totals.template_chunks += 1;
+            p.totals.template_bytes += bytes;
             p.ignored.chunks.insert(chunk);
         } else if group.len() as u64 > cutoff {
-            p.common_chunks += 1;
-            p.common_bytes += bytes;
+            p.totals.common_chunks += 1;
+            p.totals.common_bytes += bytes;
             p.ignored.chunks.insert(chunk);
+            p.over_common.push(chunk);
         } else {
             for w in group.windows(2) {
                 uf.union(w[0], w[1]);
@@ -470,9 +483,11 @@ fn partition(
     }
     // The same over the posted sketch samples.
     let mut current: Option<u32> = None;
-    let join = |group: &mut Vec<u32>, uf: &mut UnionFind, sample: Option<u32>| {
+    let join = |group: &mut Vec<u32>, uf: &mut UnionFind, sample: Option<u32>, p: &mut Partition| {
         let template = sample.is_some_and(|s| templates.samples.contains(&s));
-        if group.len() as u64 <= cutoff.min(SAMPLE_DEGREE_CAP) && !template {
+        if group.len() as u64 > sample_cap(cutoff) {
+            p.common_samples.extend(sample);
+        } else if !template {
             for w in group.windows(2) {
                 uf.union(w[0], w[1]);
             }
@@ -482,14 +497,14 @@ fn partition(
     for item in store.scan::<SketchContents>() {
         let ((sample, content), ()) = item?;
         if current != Some(sample) {
-            join(&mut group, &mut uf, current);
+            join(&mut group, &mut uf, current, &mut p);
             current = Some(sample);
         }
         if let Ok(i) = contents.binary_search(&content) {
             group.push(i as u32);
         }
     }
-    join(&mut group, &mut uf, current);
+    join(&mut group, &mut uf, current, &mut p);
     p.components = uf.groups();
     Ok(p)
 }
@@ -499,7 +514,10 @@ fn partition(
 pub fn features(store: &Store, content: &ContentHash, ignored: &Ignored) -> Result<Features, StoreError> {
     let rec = store.get::<ContentChunks>(content)?.unwrap_or_default();
     let chunks = rec.chunk_counts().into_iter().filter(|(id, _, _)| !ignored.chunks.contains(id)).collect();
-    Ok(Features { size: rec.size, chunks, sketch: rec.sketch.without(&ignored.samples) })
+    // The samples as posted (the bottom of the whole sketch), so that the
+    // candidates found here are those the postings would find.
+    let posted = rec.sketch.posted().iter().copied().filter(|s| !ignored.samples.contains(s)).collect();
+    Ok(Features { size: rec.size, chunks, sketch: rec.sketch.without(&ignored.samples), posted })
 }
 
 /// Posted sketch samples two contents must share to be compared on their
@@ -513,7 +531,43 @@ const MIN_SHARED_SAMPLES: usize = 2;
 /// catalogs) that would make every pair of their holders a candidate. On
 /// Django: 683k candidate pairs → a fraction, report 1.9 s → 1.1–1.4 s,
 /// F1 0.964 → 0.963.
-pub(crate) const SAMPLE_DEGREE_CAP: u64 = 100;
+const SAMPLE_DEGREE_CAP: u64 = 100;
+
+/// The most contents a posted sample may be held by and still find
+/// candidates: the sample cap, or the chunk cutoff when that is lower.
+pub(crate) fn sample_cap(cutoff: u64) -> u64 {
+    cutoff.min(SAMPLE_DEGREE_CAP)
+}
+
+/// How many posted samples two contents must share to be compared on
+/// their sketches: two, or one when a side posted only one.
+pub(crate) fn samples_needed(posted_a: usize, posted_b: usize) -> usize {
+    MIN_SHARED_SAMPLES.min(posted_a).min(posted_b)
+}
+
+/// Measures a candidate pair (a before b in content order) and says
+/// whether it is a link, and of which kind.
+pub(crate) fn link(
+    a: &Features,
+    b: &Features,
+    payload_a: u64,
+    payload_b: u64,
+    params: &AnalysisParams,
+) -> Option<(Measures, LinkKind)> {
+    let chunks = Measures::new(a.common(b), payload_a, payload_b);
+    // The word comparison stops once the thresholds are out of reach
+    // (None): most candidates are far from them.
+    let words = a.sketch.estimate_if(&b.sketch, params.min_similarity, params.min_containment);
+    let m = chunks.and_words(words, a.size, b.size);
+    let kind = m.kind(params)?;
+    // A link made by its chunks reports its word measures too, even where
+    // they stopped short of the thresholds.
+    let m = match words {
+        Some(_) => m,
+        None => chunks.and_words(Some(a.sketch.estimate(&b.sketch)), a.size, b.size),
+    };
+    Some((m, kind))
+}
 
 /// A hasher for keys that are hashes already (chunk ids, sketch samples):
 /// their first 8 bytes are as good as SipHash's output, at no cost.
@@ -539,11 +593,12 @@ impl std::hash::Hasher for IdHasher {
 
 type IdHash = std::hash::BuildHasherDefault<IdHasher>;
 
-/// A cluster before names are attached: contents as dense indices.
-struct RawCluster {
-    members: Vec<(u32, u64, u64)>, // (content index, size, payload)
-    links: Vec<(usize, usize, Measures, LinkKind)>,
-}
+/// A link between two live contents (indices into the sorted live
+/// contents, a < b).
+pub(crate) type ContentLink = (u32, u32, Measures, LinkKind);
+
+/// A linked content's size and payload, by content index.
+pub(crate) type MemberInfo = HashMap<u32, (u64, u64)>;
 
 /// A link inside a component: (member, member, measures, kind).
 type RawLink = (usize, usize, Measures, LinkKind);
@@ -555,18 +610,16 @@ const PARALLEL_COMPONENT: usize = 2000;
 struct LinkCtx<'a> {
     feats: &'a [Features],
     payloads: &'a [u64],
-    posted: &'a [usize],
     holders: HashMap<ChunkId, Vec<u32>, IdHash>,
     sample_holders: HashMap<u32, Vec<u32>, IdHash>,
-    cutoff: u64,
     params: &'a AnalysisParams,
 }
 
 impl LinkCtx<'_> {
     /// The links from each of `members` to the members after it.
     fn links(&self, members: Vec<usize>) -> Vec<RawLink> {
-        let (feats, payloads, posted, holders, sample_holders, cutoff, params) =
-            (self.feats, self.payloads, self.posted, &self.holders, &self.sample_holders, self.cutoff, self.params);
+        let (feats, payloads, holders, sample_holders, params) =
+            (self.feats, self.payloads, &self.holders, &self.sample_holders, self.params);
         let n = feats.len();
         let mut links = Vec::new();
         let mut stamp = vec![usize::MAX; n];
@@ -577,13 +630,10 @@ impl LinkCtx<'_> {
             // Posted samples: two in common (one when a side posts only one)
             // make a candidate. A pair at the thresholds shares about 10 of its
             // 16; one common shingle (a licence line) would make every holder a
-            // candidate and cost a sketch comparison each.
-            for s in feats[i].sketch.posted() {
-                let held = &sample_holders[s];
-                // Samples over the sample cutoff join no part: skip them here too.
-                if held.len() as u64 > cutoff.min(SAMPLE_DEGREE_CAP) {
-                    continue;
-                }
+            // candidate and cost a sketch comparison each. Samples over the
+            // sample cap are not in `sample_holders`.
+            for s in &feats[i].posted {
+                let Some(held) = sample_holders.get(s) else { continue };
                 for &j in held {
                     let j = j as usize;
                     if j <= i {
@@ -594,7 +644,7 @@ impl LinkCtx<'_> {
                         shared[j] = 0;
                     }
                     shared[j] += 1;
-                    if shared[j] == MIN_SHARED_SAMPLES.min(posted[i]).min(posted[j]) {
+                    if shared[j] == samples_needed(feats[i].posted.len(), feats[j].posted.len()) {
                         candidates.push(j);
                     }
                 }
@@ -603,7 +653,9 @@ impl LinkCtx<'_> {
             for c in &feats[i].chunks {
                 for &j in &holders[&c.0] {
                     let j = j as usize;
-                    if j > i && (stamp[j] != i || shared[j] < MIN_SHARED_SAMPLES.min(posted[i]).min(posted[j])) {
+                    if j > i
+                        && (stamp[j] != i || shared[j] < samples_needed(feats[i].posted.len(), feats[j].posted.len()))
+                    {
                         stamp[j] = i;
                         shared[j] = usize::MAX;
                         candidates.push(j);
@@ -611,19 +663,7 @@ impl LinkCtx<'_> {
                 }
             }
             for &j in &candidates {
-                let (a, b) = (&feats[i], &feats[j]);
-                let chunks = Measures::new(a.common(b), payloads[i], payloads[j]);
-                // The word comparison stops once the thresholds are out of
-                // reach (None): most candidates are far from them.
-                let words = a.sketch.estimate_if(&b.sketch, params.min_similarity, params.min_containment);
-                let m = chunks.and_words(words, a.size, b.size);
-                if let Some(kind) = m.kind(params) {
-                    // A link made by its chunks reports its word measures
-                    // too, even where they stopped short of the thresholds.
-                    let m = match words {
-                        Some(_) => m,
-                        None => chunks.and_words(Some(a.sketch.estimate(&b.sketch)), a.size, b.size),
-                    };
+                if let Some((m, kind)) = link(&feats[i], &feats[j], payloads[i], payloads[j], params) {
                     links.push((i, j, m, kind));
                 }
             }
@@ -632,16 +672,18 @@ impl LinkCtx<'_> {
     }
 }
 
-/// Links and clusters inside one component.
+/// The links inside one component, between contents (indices into
+/// `contents`), and the size and payload of each content linked.
+#[allow(clippy::too_many_arguments)]
 fn analyse_component(
     store: &Store,
     contents: &[ContentHash],
     component: &[u32],
     ignored: &Ignored,
-    cutoff: u64,
+    common_samples: &HashSet<u32>,
     params: &AnalysisParams,
     threads: usize,
-) -> Result<Vec<RawCluster>, StoreError> {
+) -> Result<(Vec<ContentLink>, MemberInfo), StoreError> {
     let loading = std::time::Instant::now();
     let mut feats = Vec::with_capacity(component.len());
     for &c in component {
@@ -650,23 +692,22 @@ fn analyse_component(
     if component.len() >= PARALLEL_COMPONENT {
         tracing::debug!("component of {}: features loaded in {:?}", component.len(), loading.elapsed());
     }
-    let sizes: Vec<u64> = feats.iter().map(|f| f.size).collect();
     let payloads: Vec<u64> = feats.iter().map(Features::payload).collect();
     // Inverted indexes of the component: chunk (and posted sample) → local
-    // members holding it.
+    // members holding it. Every holder of a non-ignored chunk or of a
+    // sample under the cap is in this component (the partition joined them).
     let mut holders: HashMap<ChunkId, Vec<u32>, IdHash> = HashMap::default();
     let mut sample_holders: HashMap<u32, Vec<u32>, IdHash> = HashMap::default();
     for (i, f) in feats.iter().enumerate() {
         for &(id, _, _) in &f.chunks {
             holders.entry(id).or_default().push(i as u32);
         }
-        for &s in f.sketch.posted() {
+        for &s in f.posted.iter().filter(|s| !common_samples.contains(s)) {
             sample_holders.entry(s).or_default().push(i as u32);
         }
     }
     let n = component.len();
-    let posted: Vec<usize> = feats.iter().map(|f| f.sketch.posted().len()).collect();
-    let ctx = LinkCtx { feats: &feats, payloads: &payloads, posted: &posted, holders, sample_holders, cutoff, params };
+    let ctx = LinkCtx { feats: &feats, payloads: &payloads, holders, sample_holders, params };
     // A large component (one can hold most of a repository) shares its
     // contents out over the threads too: the links of each content are
     // independent.
@@ -681,44 +722,25 @@ fn analyse_component(
                     s.spawn(move || ctx.links((k..n).step_by(workers).collect()))
                 })
                 .collect();
-            let mut all: Vec<RawLink> =
-                handles.into_iter().flat_map(|h| h.join().expect("link workers do not panic")).collect();
-            // The order one thread would have found them in.
-            all.sort_by_key(|l| (l.0, l.1));
-            all
+            handles.into_iter().flat_map(|h| h.join().expect("link workers do not panic")).collect()
         })
     };
-    let mut uf = UnionFind::new(n);
-    for &(i, j, _, _) in &links {
-        uf.union(i as u32, j as u32);
-    }
-    // Each link goes to its cluster in one pass: (cluster, place in it) of
-    // every member. (Filtering all links once per cluster was quadratic:
-    // a component of 11k contents has thousands of clusters.)
-    let groups = uf.groups();
-    let mut place = vec![(usize::MAX, usize::MAX); n];
-    for (g, group) in groups.iter().enumerate() {
-        for (k, &i) in group.iter().enumerate() {
-            place[i as usize] = (g, k);
-        }
-    }
-    let mut out: Vec<RawCluster> = groups
-        .iter()
-        .map(|group| RawCluster {
-            members: group.iter().map(|&i| (component[i as usize], sizes[i as usize], payloads[i as usize])).collect(),
-            links: Vec::new(),
+    // Components are sorted, so local order is content order: a < b holds.
+    let mut info = MemberInfo::new();
+    let links = links
+        .into_iter()
+        .map(|(i, j, m, kind)| {
+            info.insert(component[i], (feats[i].size, payloads[i]));
+            info.insert(component[j], (feats[j].size, payloads[j]));
+            (component[i], component[j], m, kind)
         })
         .collect();
-    for (a, b, m, k) in links {
-        let ((g, la), (_, lb)) = (place[a], place[b]);
-        out[g].links.push((la, lb, m, k));
-    }
-    Ok(out)
+    Ok((links, info))
 }
 
 /// A cluster's id: from its set of contents, so it is stable while that set is.
-fn cluster_id(contents: &[ContentHash], members: &[(u32, u64, u64)]) -> u64 {
-    let mut hashes: Vec<&ContentHash> = members.iter().map(|m| &contents[m.0 as usize]).collect();
+fn cluster_id(members: &[Member]) -> u64 {
+    let mut hashes: Vec<&ContentHash> = members.iter().map(|m| &m.content).collect();
     hashes.sort();
     let mut h = Md5::new();
     for c in hashes {
@@ -744,8 +766,130 @@ pub fn names_of(store: &Store, content: &ContentHash) -> Result<Vec<Name>, Store
     Ok(names)
 }
 
+/// What an analysis starts from, kept with it so that the next one can
+/// redo only what changed ([`cache`]).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub(crate) struct Basis {
+    /// The live contents, sorted.
+    pub contents: Vec<ContentHash>,
+    /// Chunks over the cutoff, sorted.
+    pub over_common: Vec<ChunkId>,
+    /// Digest of the template chunks and samples.
+    pub templates: [u8; 16],
+}
+
+/// A digest of the template features: an analysis made under other
+/// templates cannot be brought up to date, only redone.
+pub(crate) fn templates_digest(t: &Ignored) -> [u8; 16] {
+    let mut chunks: Vec<&ChunkId> = t.chunks.iter().collect();
+    chunks.sort();
+    let mut samples: Vec<u32> = t.samples.iter().copied().collect();
+    samples.sort_unstable();
+    let mut h = Md5::new();
+    for c in chunks {
+        h.update(c.0);
+    }
+    h.update([0xff]);
+    for s in samples {
+        h.update(s.to_be_bytes());
+    }
+    h.finalize().into()
+}
+
+/// Everything an analysis is made of but its links.
+pub(crate) struct Frame<'a> {
+    pub sequence: u64,
+    pub params: &'a AnalysisParams,
+    pub cutoff: u64,
+    pub totals: Totals,
+    pub contents: &'a [ContentHash],
+    pub ids: &'a [Vec<FileId>],
+}
+
+/// Clusters (union-find over the links), names and identical sets: the
+/// analysis, whichever way its links were found. Members are in content
+/// order and links in (a, b) order, so a fresh analysis and one brought up
+/// to date print the same report.
+pub(crate) fn assemble(
+    store: &Store,
+    frame: Frame,
+    mut links: Vec<ContentLink>,
+    info: &MemberInfo,
+) -> Result<Analysis, StoreError> {
+    let Frame { sequence, params, cutoff, totals, contents, ids } = frame;
+    links.sort_by_key(|l| (l.0, l.1));
+    let mut uf = UnionFind::new(contents.len());
+    for &(a, b, _, _) in &links {
+        uf.union(a, b);
+    }
+    let files = FileTable::load(store)?;
+    // Each link goes to its cluster in one pass: (cluster, place in it) of
+    // every content. (Filtering all links once per cluster was quadratic:
+    // Django's large component has thousands of clusters.)
+    let groups = uf.groups();
+    let mut place = vec![(usize::MAX, usize::MAX); contents.len()];
+    for (g, group) in groups.iter().enumerate() {
+        for (k, &i) in group.iter().enumerate() {
+            place[i as usize] = (g, k);
+        }
+    }
+    let mut clusters: Vec<Cluster> = groups
+        .iter()
+        .map(|group| {
+            let members: Vec<Member> = group
+                .iter()
+                .map(|&ci| {
+                    let (size, payload) = info.get(&ci).copied().unwrap_or_default();
+                    Member { content: contents[ci as usize], size, payload, names: files.names(&ids[ci as usize]) }
+                })
+                .collect();
+            Cluster { id: cluster_id(&members), members, links: Vec::new() }
+        })
+        .collect();
+    for (a, b, measures, kind) in links {
+        let ((g, la), (_, lb)) = (place[a as usize], place[b as usize]);
+        clusters[g].links.push(Link { a: la, b: lb, measures, kind });
+    }
+    clusters.sort_by(|a, b| (b.files(), b.bytes()).cmp(&(a.files(), a.bytes())).then_with(|| a.id.cmp(&b.id)));
+
+    let mut identical = Vec::new();
+    for (i, names) in ids.iter().enumerate() {
+        if names.len() > 1 {
+            let names = files.names(names);
+            let size = names.first().map_or(0, |n| n.size);
+            identical.push(IdenticalSet { content: contents[i], size, names });
+        }
+    }
+    identical.sort_by(|a, b| b.wasted().cmp(&a.wasted()).then_with(|| a.content.cmp(&b.content)));
+
+    let counts = store.counts()?;
+    Ok(Analysis {
+        sequence,
+        params: *params,
+        files: counts.files,
+        contents: contents.len() as u64,
+        bytes: files.bytes(),
+        cutoff,
+        common_chunks: totals.common_chunks,
+        common_bytes: totals.common_bytes,
+        template_chunks: totals.template_chunks,
+        template_bytes: totals.template_bytes,
+        identical,
+        clusters,
+    })
+}
+
 /// Runs the whole analysis on the index as it is now.
 pub fn analyse(store: &Store, params: &AnalysisParams, threads: usize) -> Result<Analysis, StoreError> {
+    Ok(analyse_with_basis(store, params, threads)?.0)
+}
+
+/// [`analyse`], and what it started from.
+pub(crate) fn analyse_with_basis(
+    store: &Store,
+    params: &AnalysisParams,
+    threads: usize,
+) -> Result<(Analysis, Basis), StoreError> {
     let started = std::time::Instant::now();
     let sequence = store.sequence();
     let (contents, ids) = live_contents(store)?;
@@ -764,16 +908,28 @@ pub fn analyse(store: &Store, params: &AnalysisParams, threads: usize) -> Result
     let mut order: Vec<usize> = (0..part.components.len()).collect();
     order.sort_by_key(|&i| std::cmp::Reverse(part.components[i].len()));
     let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<RawCluster>> = Mutex::new(Vec::new());
+    let results: Mutex<(Vec<ContentLink>, MemberInfo)> = Mutex::new(Default::default());
     let error: Mutex<Option<StoreError>> = Mutex::new(None);
     std::thread::scope(|s| {
         for _ in 0..threads.max(1) {
             s.spawn(|| loop {
                 let k = next.fetch_add(1, Ordering::Relaxed);
                 let Some(&ci) = order.get(k) else { break };
-                match analyse_component(store, &contents, &part.components[ci], &part.ignored, cutoff, params, threads)
-                {
-                    Ok(mut r) => results.lock().expect("no panics holding the lock").append(&mut r),
+                let component = &part.components[ci];
+                match analyse_component(
+                    store,
+                    &contents,
+                    component,
+                    &part.ignored,
+                    &part.common_samples,
+                    params,
+                    threads,
+                ) {
+                    Ok((mut links, info)) => {
+                        let mut all = results.lock().expect("no panics holding the lock");
+                        all.0.append(&mut links);
+                        all.1.extend(info);
+                    }
                     Err(e) => {
                         *error.lock().expect("no panics holding the lock") = Some(e);
                         break;
@@ -785,50 +941,14 @@ pub fn analyse(store: &Store, params: &AnalysisParams, threads: usize) -> Result
     if let Some(e) = error.into_inner().expect("threads joined") {
         return Err(e);
     }
-    let raw = results.into_inner().expect("threads joined");
-    tracing::debug!("links and clusters after {:?}", started.elapsed());
-    let files = FileTable::load(store)?;
-
-    let mut clusters = Vec::with_capacity(raw.len());
-    for rc in raw {
-        let id = cluster_id(&contents, &rc.members);
-        let mut members = Vec::with_capacity(rc.members.len());
-        for &(ci, size, payload) in &rc.members {
-            let content = contents[ci as usize];
-            members.push(Member { content, size, payload, names: files.names(&ids[ci as usize]) });
-        }
-        let links = rc.links.into_iter().map(|(a, b, measures, kind)| Link { a, b, measures, kind }).collect();
-        clusters.push(Cluster { id, members, links });
-    }
-    clusters.sort_by(|a, b| (b.files(), b.bytes()).cmp(&(a.files(), a.bytes())).then_with(|| a.id.cmp(&b.id)));
-
-    let mut identical = Vec::new();
-    for (i, names) in ids.iter().enumerate() {
-        if names.len() > 1 {
-            let names = files.names(names);
-            let size = names.first().map_or(0, |n| n.size);
-            identical.push(IdenticalSet { content: contents[i], size, names });
-        }
-    }
-    identical.sort_by(|a, b| b.wasted().cmp(&a.wasted()).then_with(|| a.content.cmp(&b.content)));
-
-    let totals = store.counts()?;
-    let bytes = files.bytes();
-    Ok(Analysis {
-        sequence,
-        params: *params,
-        files: totals.files,
-        contents: contents.len() as u64,
-        bytes,
-        cutoff,
-        common_chunks: part.common_chunks,
-        common_bytes: part.common_bytes,
-        template_chunks: part.template_chunks,
-        template_bytes: part.template_bytes,
-        components: part.components.len() as u64,
-        identical,
-        clusters,
-    })
+    let (links, info) = results.into_inner().expect("threads joined");
+    tracing::debug!("{} links after {:?}", links.len(), started.elapsed());
+    let frame = Frame { sequence, params, cutoff, totals: part.totals, contents: &contents, ids: &ids };
+    let analysis = assemble(store, frame, links, &info)?;
+    let mut over_common = part.over_common;
+    over_common.sort_unstable();
+    let basis = Basis { contents, over_common, templates: templates_digest(&templates) };
+    Ok((analysis, basis))
 }
 
 #[cfg(test)]
@@ -881,84 +1001,7 @@ mod tests {
     }
 }
 
-/// The analysis cache: the last analysis, reused while the index's sequence
-/// number and the parameters are those it was made with.
-pub mod cache {
-    use std::path::{Path, PathBuf};
-
-    use super::{analyse, Analysis, AnalysisParams};
-    use crate::store::{Store, StoreError};
-
-    // 2: names carry their file id. 3: links carry word measures.
-    // 4: word measures say how many samples they rest on. 5: word links need
-    // trusted estimates. (Bump it whenever what an analysis finds changes:
-    // a cache made by an older binary would otherwise be served.)
-    const VERSION: u8 = 5;
-
-    fn path(dir: &Path) -> PathBuf {
-        dir.join("analysis.cache")
-    }
-
-    /// Bytes the cache takes on disk (0 when there is none).
-    pub fn size(store: &Store) -> u64 {
-        std::fs::metadata(path(store.dir())).map_or(0, |m| m.len())
-    }
-
-    /// The program that made a cache: its size and modification time. A
-    /// rebuilt or upgraded simd, whose link rules may differ, never serves
-    /// an analysis another one made (a bumped [`VERSION`] is easy to forget).
-    fn maker() -> [u8; 16] {
-        let Ok(m) = std::env::current_exe().and_then(std::fs::metadata) else { return [0; 16] };
-        let mtime = m.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
-        let mut id = [0u8; 16];
-        id[..8].copy_from_slice(&m.len().to_be_bytes());
-        id[8..].copy_from_slice(&mtime.map_or(0, |d| d.as_nanos() as u64).to_be_bytes());
-        id
-    }
-
-    fn load(store: &Store, params: &AnalysisParams) -> Option<Analysis> {
-        let bytes = std::fs::read(path(store.dir())).ok()?;
-        let (&v, rest) = bytes.split_first()?;
-        if v != VERSION || rest.len() < 16 || rest[..16] != maker() {
-            return None;
-        }
-        let a: Analysis = postcard::from_bytes(&rest[16..]).ok()?;
-        (a.sequence == store.sequence() && a.params == *params).then_some(a)
-    }
-
-    fn save(store: &Store, a: &Analysis) -> std::io::Result<()> {
-        let mut bytes = vec![VERSION];
-        bytes.extend(maker());
-        bytes.extend(postcard::to_stdvec(a).map_err(std::io::Error::other)?);
-        let target = path(store.dir());
-        let tmp = target.with_extension(format!("tmp.{}", std::process::id()));
-        std::fs::write(&tmp, bytes)?;
-        std::fs::rename(&tmp, &target)
-    }
-
-    /// The analysis of the index as it is now: from the cache when nothing
-    /// changed since it was made (and `fresh` is false), else computed and cached.
-    /// Returns whether it came from the cache.
-    pub fn analysis(
-        store: &Store,
-        params: &AnalysisParams,
-        threads: usize,
-        fresh: bool,
-    ) -> Result<(Analysis, bool), StoreError> {
-        if !fresh {
-            if let Some(a) = load(store, params) {
-                return Ok((a, true));
-            }
-        }
-        let a = analyse(store, params, threads)?;
-        // The cache is an optimisation: an index directory we cannot write
-        // (a read-only mount, another user's index) still gets its report.
-        if let Err(e) = save(store, &a) {
-            tracing::debug!("{}: analysis not cached: {e}", store.dir().display());
-        }
-        Ok((a, false))
-    }
-}
+pub mod cache;
 
 /// Template marks: a cluster's shared chunks recorded in the `templates` CF,
 /// so that later analyses ignore them without re-reading any file.

@@ -1,0 +1,373 @@
+//! The analysis cache: the last analysis, kept beside the index with what
+//! it started from, so that the next report redoes only what changed.
+//!
+//! - Nothing changed (RocksDB's sequence number, the thresholds and the
+//!   simd binary are those it was made with): the cached analysis is the
+//!   answer.
+//! - Contents came or went: the analysis is brought up to date. Links
+//!   depend only on the two contents' features and on which chunks and
+//!   posted samples are too common to count, so only the links of the new
+//!   contents, and of the contents holding a chunk or sample whose "too
+//!   common" status flipped, are found again (from the postings, as
+//!   `similar` does); every other link is kept, and clusters and names are
+//!   rebuilt from the links. The result equals a fresh analysis, report for
+//!   report (a test holds it to that).
+//! - Otherwise (other templates, another cutoff, more than a quarter of
+//!   the contents to redo, a content record missing): a fresh analysis.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::{
+    analyse_with_basis, assemble, auto_cutoff, features, link, live_contents, sample_cap, samples_needed, templates,
+    templates_digest, Analysis, AnalysisParams, Basis, ContentLink, Features, Frame, Ignored, MemberInfo, Totals,
+};
+use crate::fingerprint::{ChunkId, ContentHash};
+use crate::store::{ContentChunks, Store, StoreError};
+
+// 2: names carry their file id. 3: links carry word measures.
+// 4: word measures say how many samples they rest on. 5: word links need
+// trusted estimates. 6: the basis of an update is kept with the analysis.
+// (Bump it whenever what an analysis finds changes: a cache made by an
+// older binary would otherwise be served.)
+const VERSION: u8 = 6;
+
+/// Where an analysis came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Provenance {
+    /// The cache, unchanged: nothing changed in the index.
+    Cached,
+    /// The cached analysis brought up to date: the links of `relinked`
+    /// contents were found again.
+    Updated { relinked: usize },
+    /// A fresh analysis of the whole index.
+    Computed,
+}
+
+#[derive(Deserialize)]
+struct Cached {
+    analysis: Analysis,
+    basis: Basis,
+}
+
+/// [`Cached`] by reference, for writing (the same bytes).
+#[derive(Serialize)]
+struct CachedRef<'a> {
+    analysis: &'a Analysis,
+    basis: &'a Basis,
+}
+
+fn path(dir: &Path) -> PathBuf {
+    dir.join("analysis.cache")
+}
+
+/// Bytes the cache takes on disk (0 when there is none).
+pub fn size(store: &Store) -> u64 {
+    std::fs::metadata(path(store.dir())).map_or(0, |m| m.len())
+}
+
+/// The program that made a cache: its size and modification time. A
+/// rebuilt or upgraded simd, whose link rules may differ, never serves
+/// an analysis another one made (a bumped [`VERSION`] is easy to forget).
+fn maker() -> [u8; 16] {
+    let Ok(m) = std::env::current_exe().and_then(std::fs::metadata) else { return [0; 16] };
+    let mtime = m.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
+    let mut id = [0u8; 16];
+    id[..8].copy_from_slice(&m.len().to_be_bytes());
+    id[8..].copy_from_slice(&mtime.map_or(0, |d| d.as_nanos() as u64).to_be_bytes());
+    id
+}
+
+fn load(store: &Store, params: &AnalysisParams) -> Option<Cached> {
+    let bytes = std::fs::read(path(store.dir())).ok()?;
+    let (&v, rest) = bytes.split_first()?;
+    if v != VERSION || rest.len() < 16 || rest[..16] != maker() {
+        return None;
+    }
+    let c: Cached = postcard::from_bytes(&rest[16..]).ok()?;
+    (c.analysis.params == *params).then_some(c)
+}
+
+fn save(store: &Store, analysis: &Analysis, basis: &Basis) -> std::io::Result<()> {
+    let mut bytes = vec![VERSION];
+    bytes.extend(maker());
+    bytes.extend(postcard::to_stdvec(&CachedRef { analysis, basis }).map_err(std::io::Error::other)?);
+    let target = path(store.dir());
+    let tmp = target.with_extension(format!("tmp.{}", std::process::id()));
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, &target)
+}
+
+/// The analysis of the index as it is now: from the cache when nothing
+/// changed since it was made, brought up to date when little did, else
+/// computed; `fresh` always computes it. The result is cached.
+pub fn analysis(
+    store: &Store,
+    params: &AnalysisParams,
+    threads: usize,
+    fresh: bool,
+) -> Result<(Analysis, Provenance), StoreError> {
+    let started = std::time::Instant::now();
+    let prev = if fresh { None } else { load(store, params) };
+    tracing::debug!("cache read after {:?}", started.elapsed());
+    let (analysis, basis, provenance) = match prev {
+        Some(c) if c.analysis.sequence == store.sequence() => return Ok((c.analysis, Provenance::Cached)),
+        Some(c) => match update(store, params, c)? {
+            Some((a, b, relinked)) => (a, b, Provenance::Updated { relinked }),
+            None => {
+                let (a, b) = analyse_with_basis(store, params, threads)?;
+                (a, b, Provenance::Computed)
+            }
+        },
+        None => {
+            let (a, b) = analyse_with_basis(store, params, threads)?;
+            (a, b, Provenance::Computed)
+        }
+    };
+    // The cache is an optimisation: an index directory we cannot write
+    // (a read-only mount, another user's index) still gets its report.
+    tracing::debug!("analysis after {:?}", started.elapsed());
+    if let Err(e) = save(store, &analysis, &basis) {
+        tracing::debug!("{}: analysis not cached: {e}", store.dir().display());
+    }
+    tracing::debug!("cache written after {:?}", started.elapsed());
+    Ok((analysis, provenance))
+}
+
+/// Contents in `now` and not in `before`, and the reverse (both sorted).
+fn diff(before: &[ContentHash], now: &[ContentHash]) -> (Vec<ContentHash>, Vec<ContentHash>) {
+    let (mut added, mut removed) = (Vec::new(), Vec::new());
+    let (mut i, mut j) = (0, 0);
+    while i < before.len() || j < now.len() {
+        match (before.get(i), now.get(j)) {
+            (Some(b), Some(n)) if b == n => {
+                i += 1;
+                j += 1;
+            }
+            (Some(b), Some(n)) if b < n => {
+                removed.push(*b);
+                i += 1;
+            }
+            (Some(b), None) => {
+                removed.push(*b);
+                i += 1;
+            }
+            (_, Some(n)) => {
+                added.push(*n);
+                j += 1;
+            }
+            (None, None) => unreachable!("the loop runs while one side is left"),
+        }
+    }
+    (added, removed)
+}
+
+/// Brings `prev` up to date with the index, or None when a fresh analysis
+/// is needed (see the module's comment). Also returns how many contents
+/// had their links found again.
+fn update(
+    store: &Store,
+    params: &AnalysisParams,
+    prev: Cached,
+) -> Result<Option<(Analysis, Basis, usize)>, StoreError> {
+    let started = std::time::Instant::now();
+    let sequence = store.sequence();
+    let (contents, ids) = live_contents(store)?;
+    let cutoff = params.max_degree.unwrap_or_else(|| auto_cutoff(contents.len() as u64));
+    let templates = templates(store)?;
+    let digest = templates_digest(&templates);
+    if cutoff != prev.analysis.cutoff || digest != prev.basis.templates {
+        return Ok(None);
+    }
+    let (added, removed) = diff(&prev.basis.contents, &contents);
+    // Past a quarter of the contents, a fresh analysis is the cheaper way
+    // (small indexes are brought up to date whatever the share).
+    let most = (contents.len() / 4).max(64);
+    if added.len() + removed.len() > most {
+        return Ok(None);
+    }
+
+    // How the degree (contents) and bytes of each chunk, and the degree of
+    // each posted sample, changed with the contents that came and went.
+    let mut chunk_delta: HashMap<ChunkId, (i64, i64)> = HashMap::new();
+    let mut sample_delta: HashMap<u32, i64> = HashMap::new();
+    for (set, sign) in [(&added, 1i64), (&removed, -1i64)] {
+        for c in set {
+            // A content that went keeps its record while history refers to
+            // it; once retention dropped it, its chunks are unknown here.
+            let Some(rec) = store.get::<ContentChunks>(c)? else { return Ok(None) };
+            for (id, len, count) in rec.chunk_counts() {
+                let d = chunk_delta.entry(id).or_default();
+                d.0 += sign;
+                d.1 += sign * i64::from(len) * i64::from(count);
+            }
+            for &s in rec.sketch.posted() {
+                *sample_delta.entry(s).or_default() += sign;
+            }
+        }
+    }
+
+    // Chunks whose "over the cutoff" status flipped, and samples whose
+    // "over the sample cap" status did: every holder's links change.
+    let p = &prev.analysis;
+    let mut totals = Totals {
+        common_chunks: p.common_chunks,
+        common_bytes: p.common_bytes,
+        template_chunks: p.template_chunks,
+        template_bytes: p.template_bytes,
+    };
+    let mut over_common: HashSet<ChunkId> = prev.basis.over_common.iter().copied().collect();
+    let mut dirty: BTreeSet<u32> = BTreeSet::new();
+    let index_of = |c: &ContentHash| contents.binary_search(c).ok().map(|i| i as u32);
+    let mut chunks: Vec<ChunkId> = chunk_delta.keys().copied().collect();
+    chunks.sort_unstable();
+    for (chunk, holders) in chunks.iter().zip(store.postings_of(&chunks, u64::MAX)?) {
+        let (dd, db) = chunk_delta[chunk];
+        let deg = holders.len() as i64;
+        let bytes: i64 = holders.iter().map(|(_, p)| i64::from(p.len) * i64::from(p.count)).sum();
+        let (deg_before, bytes_before) = (deg - dd, bytes - db);
+        if deg_before < 0 || bytes_before < 0 {
+            return Ok(None); // postings disagree with the records: `simd check` says more
+        }
+        let count = |v: bool| u64::from(v);
+        if templates.chunks.contains(chunk) {
+            totals.template_chunks = (totals.template_chunks + count(deg > 0)).saturating_sub(count(deg_before > 0));
+            totals.template_bytes = (totals.template_bytes + bytes as u64).saturating_sub(bytes_before as u64);
+            continue;
+        }
+        let (now, before) = (deg as u64 > cutoff, deg_before as u64 > cutoff);
+        if before {
+            totals.common_chunks = totals.common_chunks.saturating_sub(1);
+            totals.common_bytes = totals.common_bytes.saturating_sub(bytes_before as u64);
+        }
+        if now {
+            totals.common_chunks += 1;
+            totals.common_bytes += bytes as u64;
+        }
+        if now != before {
+            dirty.extend(holders.iter().filter_map(|(c, _)| index_of(c)));
+            if now {
+                over_common.insert(*chunk);
+            } else {
+                over_common.remove(chunk);
+            }
+        }
+    }
+    let cap = sample_cap(cutoff);
+    let mut samples: Vec<u32> = sample_delta.keys().copied().filter(|s| !templates.samples.contains(s)).collect();
+    samples.sort_unstable();
+    for (sample, holders) in samples.iter().zip(store.sketch_postings_of(&samples, usize::MAX)?) {
+        let deg = holders.len() as i64;
+        let before = deg - sample_delta[sample];
+        if (deg as u64 > cap) != (before.max(0) as u64 > cap) {
+            dirty.extend(holders.iter().filter_map(index_of));
+        }
+    }
+    let mut relink = dirty;
+    relink.extend(added.iter().filter_map(index_of));
+    if relink.len() > most {
+        return Ok(None);
+    }
+
+    // The links of every content to relink, against every live content.
+    let ignored = Ignored {
+        chunks: templates.chunks.iter().chain(&over_common).copied().collect(),
+        samples: templates.samples.clone(),
+    };
+    let mut feats: HashMap<u32, (Features, u64)> = HashMap::new();
+    let load = |i: u32, feats: &mut HashMap<u32, (Features, u64)>| -> Result<(), StoreError> {
+        if let std::collections::hash_map::Entry::Vacant(e) = feats.entry(i) {
+            let f = features(store, &contents[i as usize], &ignored)?;
+            let payload = f.payload();
+            e.insert((f, payload));
+        }
+        Ok(())
+    };
+    let mut links: Vec<ContentLink> = Vec::new();
+    for &d in &relink {
+        load(d, &mut feats)?;
+        let (posted, chunk_ids): (Vec<u32>, Vec<ChunkId>) = {
+            let f = &feats[&d].0;
+            (f.posted.clone(), f.chunks.iter().map(|c| c.0).collect())
+        };
+        let mut shared: HashMap<u32, usize> = HashMap::new();
+        for holders in store.sketch_postings_of(&posted, cap as usize)? {
+            if holders.len() as u64 > cap {
+                continue;
+            }
+            for j in holders.iter().filter_map(index_of).filter(|&j| j != d) {
+                *shared.entry(j).or_default() += 1;
+            }
+        }
+        let mut candidates: BTreeSet<u32> = BTreeSet::new();
+        for holders in store.postings_of(&chunk_ids, cutoff)? {
+            candidates.extend(holders.iter().filter_map(|(c, _)| index_of(c)).filter(|&j| j != d));
+        }
+        for (&j, &n) in &shared {
+            load(j, &mut feats)?;
+            if n >= samples_needed(posted.len(), feats[&j].0.posted.len()) {
+                candidates.insert(j);
+            }
+        }
+        for &j in &candidates {
+            // A pair of two contents to relink is measured once, from the first.
+            if j < d && relink.contains(&j) {
+                continue;
+            }
+            load(j, &mut feats)?;
+            let (a, b) = (d.min(j), d.max(j));
+            let ((fa, pa), (fb, pb)) = (&feats[&a], &feats[&b]);
+            if let Some((m, kind)) = link(fa, fb, *pa, *pb, params) {
+                links.push((a, b, m, kind));
+            }
+        }
+    }
+    let mut info: MemberInfo =
+        links.iter().flat_map(|l| [l.0, l.1]).map(|i| (i, (feats[&i].0.size, feats[&i].1))).collect();
+
+    // Every other link is as it was.
+    for cluster in &prev.analysis.clusters {
+        let at: Vec<Option<u32>> = cluster.members.iter().map(|m| index_of(&m.content)).collect();
+        for l in &cluster.links {
+            let (Some(a), Some(b)) = (at[l.a], at[l.b]) else { continue };
+            if relink.contains(&a) || relink.contains(&b) {
+                continue;
+            }
+            links.push((a, b, l.measures, l.kind));
+            for (i, m) in [(a, &cluster.members[l.a]), (b, &cluster.members[l.b])] {
+                info.insert(i, (m.size, m.payload));
+            }
+        }
+    }
+    tracing::debug!(
+        "analysis update: {} contents came, {} went, {} relinked after {:?}",
+        added.len(),
+        removed.len(),
+        relink.len(),
+        started.elapsed()
+    );
+    let frame = Frame { sequence, params, cutoff, totals, contents: &contents, ids: &ids };
+    let analysis = assemble(store, frame, links, &info)?;
+    tracing::debug!("analysis assembled after {:?}", started.elapsed());
+    let mut over_common: Vec<ChunkId> = over_common.into_iter().collect();
+    over_common.sort_unstable();
+    let relinked = relink.len();
+    Ok(Some((analysis, Basis { contents, over_common, templates: digest }, relinked)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn diff_finds_what_came_and_went() {
+        let h = |b: u8| ContentHash([b; 16]);
+        let (added, removed) = diff(&[h(1), h(3), h(5), h(9)], &[h(2), h(3), h(9), h(10)]);
+        assert_eq!(added, vec![h(2), h(10)]);
+        assert_eq!(removed, vec![h(1), h(5)]);
+        assert_eq!(diff(&[], &[h(1)]), (vec![h(1)], vec![]));
+        assert_eq!(diff(&[h(1)], &[]), (vec![], vec![h(1)]));
+    }
+}
