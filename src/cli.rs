@@ -250,14 +250,6 @@ pub fn run(cli: Cli) -> Result<Exit> {
         Command::Report { thresholds, under, limit, out: out_file, fresh } => {
             let store = Store::open(&db, Access::Read, None)?;
             let params = thresholds.params()?;
-            let (analysis, provenance) = cache::analysis(&store, &params, ingest::available_cores(), fresh)?;
-            match provenance {
-                cache::Provenance::Cached => tracing::info!("analysis reused from the cache"),
-                cache::Provenance::Updated { relinked } => {
-                    tracing::info!("analysis brought up to date: links of {relinked} contents found again")
-                }
-                cache::Provenance::Computed => tracing::info!("analysis computed"),
-            }
             let under = match under {
                 Some(p) => {
                     Some(crate::scan::path_bytes(&p.canonicalize().with_context(|| format!("{}", p.display()))?))
@@ -276,12 +268,23 @@ pub fn run(cli: Cli) -> Result<Exit> {
                 }
                 None => &mut out,
             };
-            match cli.format {
-                Format::Text => report::write_text(sink, &analysis, &view)?,
-                Format::Json => report::write_json(sink, &analysis, &view)?,
-                Format::Csv => report::write_csv(sink, &analysis, &view)?,
-            }
-            sink.flush()?;
+            let format = cli.format;
+            let written = cache::with_analysis(&store, &params, ingest::available_cores(), fresh, |analysis, from| {
+                match from {
+                    cache::Provenance::Cached => tracing::info!("analysis reused from the cache"),
+                    cache::Provenance::Updated { relinked } => {
+                        tracing::info!("analysis brought up to date: links of {relinked} contents found again")
+                    }
+                    cache::Provenance::Computed => tracing::info!("analysis computed"),
+                }
+                match format {
+                    Format::Text => report::write_text(sink, analysis, &view)?,
+                    Format::Json => report::write_json(sink, analysis, &view)?,
+                    Format::Csv => report::write_csv(sink, analysis, &view)?,
+                }
+                sink.flush()
+            })?;
+            written?;
         }
         Command::Similar { file, thresholds, all, limit } => {
             let store = Store::open(&db, Access::Read, None)?;

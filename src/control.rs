@@ -134,8 +134,11 @@ pub fn perform(store: &crate::store::Store, request: Request, threads: usize) ->
     use crate::cli::human_bytes;
     match request {
         Request::TemplateMark { cluster, min_share, params } => {
-            let (analysis, _) = cache::analysis(store, &params, threads, false).map_err(|e| e.to_string())?;
-            let m = marks::mark(store, &analysis, &cluster, min_share).map_err(|e| e.to_string())?;
+            let m = cache::with_analysis(store, &params, threads, false, |analysis, _| {
+                marks::mark(store, analysis, &cluster, min_share)
+            })
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())?;
             Ok(format!(
                 "cluster {}: marked {} chunks ({}) and {} word samples as template; later reports ignore them",
                 m.cluster,

@@ -18,14 +18,13 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
-
 use super::{
     analyse_with_basis, assemble, auto_cutoff, features, link, live_contents, sample_cap, samples_needed, templates,
-    templates_digest, Analysis, AnalysisParams, Basis, ContentLink, Features, Frame, Ignored, MemberInfo, Totals,
+    templates_digest, Analysis, AnalysisParams, Basis, ContentLink, Features, FileTable, Frame, Ignored, MemberInfo,
+    Totals,
 };
 use crate::fingerprint::{ChunkId, ContentHash};
-use crate::store::{ContentChunks, Store, StoreError};
+use crate::store::{ContentChunks, FileId, Store, StoreError};
 
 // 2: names carry their file id. 3: links carry word measures.
 // 4: word measures say how many samples they rest on. 5: word links need
@@ -46,17 +45,14 @@ pub enum Provenance {
     Computed,
 }
 
-#[derive(Deserialize)]
+/// The cache file: the version byte, the maker, then the basis and the
+/// analysis, each postcard-encoded. An update reads only the basis (its
+/// links are a tenth of the bytes); the analysis is decoded only when it
+/// is served as it is.
 struct Cached {
-    analysis: Analysis,
     basis: Basis,
-}
-
-/// [`Cached`] by reference, for writing (the same bytes).
-#[derive(Serialize)]
-struct CachedRef<'a> {
-    analysis: &'a Analysis,
-    basis: &'a Basis,
+    /// The encoded analysis.
+    analysis: Vec<u8>,
 }
 
 fn path(dir: &Path) -> PathBuf {
@@ -86,35 +82,45 @@ fn load(store: &Store, params: &AnalysisParams) -> Option<Cached> {
     if v != VERSION || rest.len() < 16 || rest[..16] != maker() {
         return None;
     }
-    let c: Cached = postcard::from_bytes(&rest[16..]).ok()?;
-    (c.analysis.params == *params).then_some(c)
+    let (basis, analysis): (Basis, _) = postcard::take_from_bytes(&rest[16..]).ok()?;
+    (basis.params == *params).then(|| Cached { analysis: analysis.to_vec(), basis })
 }
 
 fn save(store: &Store, analysis: &Analysis, basis: &Basis) -> std::io::Result<()> {
     let mut bytes = vec![VERSION];
     bytes.extend(maker());
-    bytes.extend(postcard::to_stdvec(&CachedRef { analysis, basis }).map_err(std::io::Error::other)?);
+    bytes.extend(postcard::to_stdvec(basis).map_err(std::io::Error::other)?);
+    bytes.extend(postcard::to_stdvec(analysis).map_err(std::io::Error::other)?);
     let target = path(store.dir());
     let tmp = target.with_extension(format!("tmp.{}", std::process::id()));
     std::fs::write(&tmp, bytes)?;
     std::fs::rename(&tmp, &target)
 }
 
-/// The analysis of the index as it is now: from the cache when nothing
-/// changed since it was made, brought up to date when little did, else
-/// computed; `fresh` always computes it. The result is cached.
-pub fn analysis(
+/// Hands `use_it` the analysis of the index as it is now: from the cache
+/// when nothing changed since it was made, brought up to date when little
+/// did, else computed (`fresh` always computes it). A new analysis is
+/// cached on another thread while `use_it` runs (it writes ~10 MB on a
+/// 66k-file tree, and a report is waited for).
+pub fn with_analysis<R>(
     store: &Store,
     params: &AnalysisParams,
     threads: usize,
     fresh: bool,
-) -> Result<(Analysis, Provenance), StoreError> {
+    use_it: impl FnOnce(&Analysis, Provenance) -> R,
+) -> Result<R, StoreError> {
     let started = std::time::Instant::now();
     let prev = if fresh { None } else { load(store, params) };
     tracing::debug!("cache read after {:?}", started.elapsed());
     let (analysis, basis, provenance) = match prev {
-        Some(c) if c.analysis.sequence == store.sequence() => return Ok((c.analysis, Provenance::Cached)),
-        Some(c) => match update(store, params, c)? {
+        Some(c) if c.basis.sequence == store.sequence() => {
+            if let Ok(a) = postcard::from_bytes::<Analysis>(&c.analysis) {
+                return Ok(use_it(&a, Provenance::Cached));
+            }
+            let (a, b) = analyse_with_basis(store, params, threads)?;
+            (a, b, Provenance::Computed)
+        }
+        Some(c) => match update(store, params, c.basis)? {
             Some((a, b, relinked)) => (a, b, Provenance::Updated { relinked }),
             None => {
                 let (a, b) = analyse_with_basis(store, params, threads)?;
@@ -126,14 +132,19 @@ pub fn analysis(
             (a, b, Provenance::Computed)
         }
     };
-    // The cache is an optimisation: an index directory we cannot write
-    // (a read-only mount, another user's index) still gets its report.
     tracing::debug!("analysis after {:?}", started.elapsed());
-    if let Err(e) = save(store, &analysis, &basis) {
-        tracing::debug!("{}: analysis not cached: {e}", store.dir().display());
-    }
-    tracing::debug!("cache written after {:?}", started.elapsed());
-    Ok((analysis, provenance))
+    Ok(std::thread::scope(|s| {
+        s.spawn(|| {
+            // The cache is an optimisation: an index directory we cannot
+            // write (a read-only mount, another user's index) still gets
+            // its report.
+            if let Err(e) = save(store, &analysis, &basis) {
+                tracing::debug!("{}: analysis not cached: {e}", store.dir().display());
+            }
+            tracing::debug!("cache written after {:?}", started.elapsed());
+        });
+        use_it(&analysis, provenance)
+    }))
 }
 
 /// Contents in `now` and not in `before`, and the reverse (both sorted).
@@ -167,21 +178,49 @@ fn diff(before: &[ContentHash], now: &[ContentHash]) -> (Vec<ContentHash>, Vec<C
 /// Brings `prev` up to date with the index, or None when a fresh analysis
 /// is needed (see the module's comment). Also returns how many contents
 /// had their links found again.
-fn update(
-    store: &Store,
-    params: &AnalysisParams,
-    prev: Cached,
-) -> Result<Option<(Analysis, Basis, usize)>, StoreError> {
+fn update(store: &Store, params: &AnalysisParams, prev: Basis) -> Result<Option<(Analysis, Basis, usize)>, StoreError> {
+    // The names come from a scan of every file record, which needs
+    // nothing found here: on the other core.
+    std::thread::scope(|s| {
+        let files = s.spawn(|| FileTable::load(store));
+        let found = relink(store, params, prev)?;
+        let files = files.join().expect("the file table loader does not panic")?;
+        let Some((frame, links, info, basis, relinked)) = found else { return Ok(None) };
+        let Relinked { sequence, cutoff, totals, contents, ids } = frame;
+        let frame = Frame { sequence, params, cutoff, totals, contents: &contents, ids: &ids };
+        let analysis = assemble(store, frame, files, links, &info)?;
+        let basis = Basis::new(&analysis, contents, basis.0, basis.1);
+        Ok(Some((analysis, basis, relinked)))
+    })
+}
+
+/// The index's state as [`relink`] found it.
+struct Relinked {
+    sequence: u64,
+    cutoff: u64,
+    totals: Totals,
+    contents: Vec<ContentHash>,
+    ids: Vec<Vec<FileId>>,
+}
+
+/// What [`relink`] returns: the state, every link and the linked
+/// contents' sizes and payloads, the chunks over the cutoff and the
+/// templates' digest, and how many contents were relinked.
+type Found = (Relinked, Vec<ContentLink>, MemberInfo, (Vec<ChunkId>, [u8; 16]), usize);
+
+/// The links of the index now, from those of `prev`: see the module's
+/// comment. None when a fresh analysis is needed.
+fn relink(store: &Store, params: &AnalysisParams, prev: Basis) -> Result<Option<Found>, StoreError> {
     let started = std::time::Instant::now();
     let sequence = store.sequence();
     let (contents, ids) = live_contents(store)?;
     let cutoff = params.max_degree.unwrap_or_else(|| auto_cutoff(contents.len() as u64));
     let templates = templates(store)?;
     let digest = templates_digest(&templates);
-    if cutoff != prev.analysis.cutoff || digest != prev.basis.templates {
+    if cutoff != prev.cutoff || digest != prev.templates {
         return Ok(None);
     }
-    let (added, removed) = diff(&prev.basis.contents, &contents);
+    let (added, removed) = diff(&prev.contents, &contents);
     // Past a quarter of the contents, a fresh analysis is the cheaper way
     // (small indexes are brought up to date whatever the share).
     let most = (contents.len() / 4).max(64);
@@ -211,14 +250,8 @@ fn update(
 
     // Chunks whose "over the cutoff" status flipped, and samples whose
     // "over the sample cap" status did: every holder's links change.
-    let p = &prev.analysis;
-    let mut totals = Totals {
-        common_chunks: p.common_chunks,
-        common_bytes: p.common_bytes,
-        template_chunks: p.template_chunks,
-        template_bytes: p.template_bytes,
-    };
-    let mut over_common: HashSet<ChunkId> = prev.basis.over_common.iter().copied().collect();
+    let mut totals = prev.totals;
+    let mut over_common: HashSet<ChunkId> = prev.over_common.iter().copied().collect();
     let mut dirty: BTreeSet<u32> = BTreeSet::new();
     let index_of = |c: &ContentHash| contents.binary_search(c).ok().map(|i| i as u32);
     let mut chunks: Vec<ChunkId> = chunk_delta.keys().copied().collect();
@@ -328,17 +361,16 @@ fn update(
         links.iter().flat_map(|l| [l.0, l.1]).map(|i| (i, (feats[&i].0.size, feats[&i].1))).collect();
 
     // Every other link is as it was.
-    for cluster in &prev.analysis.clusters {
-        let at: Vec<Option<u32>> = cluster.members.iter().map(|m| index_of(&m.content)).collect();
-        for l in &cluster.links {
-            let (Some(a), Some(b)) = (at[l.a], at[l.b]) else { continue };
-            if relink.contains(&a) || relink.contains(&b) {
-                continue;
-            }
-            links.push((a, b, l.measures, l.kind));
-            for (i, m) in [(a, &cluster.members[l.a]), (b, &cluster.members[l.b])] {
-                info.insert(i, (m.size, m.payload));
-            }
+    let linked: HashMap<ContentHash, (u64, u64)> =
+        prev.linked.iter().map(|&(c, size, payload)| (c, (size, payload))).collect();
+    for (a, b, measures, kind) in &prev.links {
+        let (Some(ia), Some(ib)) = (index_of(a), index_of(b)) else { continue };
+        if relink.contains(&ia) || relink.contains(&ib) {
+            continue;
+        }
+        links.push((ia, ib, *measures, *kind));
+        for (i, c) in [(ia, a), (ib, b)] {
+            info.insert(i, linked.get(c).copied().unwrap_or_default());
         }
     }
     tracing::debug!(
@@ -348,13 +380,11 @@ fn update(
         relink.len(),
         started.elapsed()
     );
-    let frame = Frame { sequence, params, cutoff, totals, contents: &contents, ids: &ids };
-    let analysis = assemble(store, frame, links, &info)?;
-    tracing::debug!("analysis assembled after {:?}", started.elapsed());
     let mut over_common: Vec<ChunkId> = over_common.into_iter().collect();
     over_common.sort_unstable();
     let relinked = relink.len();
-    Ok(Some((analysis, Basis { contents, over_common, templates: digest }, relinked)))
+    let state = Relinked { sequence, cutoff, totals, contents, ids };
+    Ok(Some((state, links, info, (over_common, digest), relinked)))
 }
 
 #[cfg(test)]

@@ -362,27 +362,32 @@ fn live_contents(store: &Store) -> Result<(Vec<ContentHash>, Vec<Vec<FileId>>), 
 /// Every file's path and size by id, from one scan of `files`: a report
 /// names most files, and one sequential pass is far cheaper than a point
 /// lookup per name.
-pub(crate) struct FileTable(HashMap<FileId, (Vec<u8>, u64)>);
+/// Sorted by id (the scan's key order), so a lookup is a binary search.
+pub(crate) struct FileTable(Vec<(FileId, Vec<u8>, u64)>);
 
 impl FileTable {
     pub(crate) fn load(store: &Store) -> Result<FileTable, StoreError> {
-        let mut m = HashMap::new();
+        let mut v = Vec::new();
         for item in store.scan::<Files>() {
             let (id, rec) = item?;
-            m.insert(id, (rec.path, rec.size));
+            v.push((id, rec.path, rec.size));
         }
-        Ok(FileTable(m))
+        Ok(FileTable(v))
     }
 
     fn bytes(&self) -> u64 {
-        self.0.values().map(|(_, size)| size).sum()
+        self.0.iter().map(|(_, _, size)| size).sum()
     }
 
     /// The names of these ids, sorted by path.
     fn names(&self, ids: &[FileId]) -> Vec<Name> {
         let mut names: Vec<Name> = ids
             .iter()
-            .filter_map(|id| self.0.get(id).map(|(path, size)| Name { path: path.clone(), size: *size, id: *id }))
+            .filter_map(|id| {
+                let at = self.0.binary_search_by_key(id, |e| e.0).ok()?;
+                let (_, path, size) = &self.0[at];
+                Some(Name { path: path.clone(), size: *size, id: *id })
+            })
             .collect();
         names.sort_by(|a, b| a.path.cmp(&b.path));
         names
@@ -418,7 +423,7 @@ struct Partition {
 }
 
 /// What an analysis ignored, counted.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Totals {
     pub common_chunks: u64,
     pub common_bytes: u64,
@@ -766,16 +771,51 @@ pub fn names_of(store: &Store, content: &ContentHash) -> Result<Vec<Name>, Store
     Ok(names)
 }
 
-/// What an analysis starts from, kept with it so that the next one can
-/// redo only what changed ([`cache`]).
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+/// What an analysis was made from and found, by content, kept with it so
+/// that the next one can redo only what changed ([`cache`]).
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub(crate) struct Basis {
+    pub sequence: u64,
+    pub params: AnalysisParams,
+    pub cutoff: u64,
+    pub totals: Totals,
     /// The live contents, sorted.
     pub contents: Vec<ContentHash>,
     /// Chunks over the cutoff, sorted.
     pub over_common: Vec<ChunkId>,
     /// Digest of the template chunks and samples.
     pub templates: [u8; 16],
+    /// Every link, between contents (a before b).
+    pub links: Vec<(ContentHash, ContentHash, Measures, LinkKind)>,
+    /// The size and payload of every linked content.
+    pub linked: Vec<(ContentHash, u64, u64)>,
+}
+
+impl Basis {
+    pub fn new(a: &Analysis, contents: Vec<ContentHash>, over_common: Vec<ChunkId>, templates: [u8; 16]) -> Basis {
+        let mut links = Vec::new();
+        let mut linked = Vec::new();
+        for c in &a.clusters {
+            linked.extend(c.members.iter().map(|m| (m.content, m.size, m.payload)));
+            links.extend(c.links.iter().map(|l| (c.members[l.a].content, c.members[l.b].content, l.measures, l.kind)));
+        }
+        Basis {
+            sequence: a.sequence,
+            params: a.params,
+            cutoff: a.cutoff,
+            totals: Totals {
+                common_chunks: a.common_chunks,
+                common_bytes: a.common_bytes,
+                template_chunks: a.template_chunks,
+                template_bytes: a.template_bytes,
+            },
+            contents,
+            over_common,
+            templates,
+            links,
+            linked,
+        }
+    }
 }
 
 /// A digest of the template features: an analysis made under other
@@ -813,6 +853,7 @@ pub(crate) struct Frame<'a> {
 pub(crate) fn assemble(
     store: &Store,
     frame: Frame,
+    files: FileTable,
     mut links: Vec<ContentLink>,
     info: &MemberInfo,
 ) -> Result<Analysis, StoreError> {
@@ -822,7 +863,7 @@ pub(crate) fn assemble(
     for &(a, b, _, _) in &links {
         uf.union(a, b);
     }
-    let files = FileTable::load(store)?;
+    let t = std::time::Instant::now();
     // Each link goes to its cluster in one pass: (cluster, place in it) of
     // every content. (Filtering all links once per cluster was quadratic:
     // Django's large component has thousands of clusters.)
@@ -862,6 +903,7 @@ pub(crate) fn assemble(
     }
     identical.sort_by(|a, b| b.wasted().cmp(&a.wasted()).then_with(|| a.content.cmp(&b.content)));
 
+    tracing::debug!("clusters and identical sets named after {:?}", t.elapsed());
     let counts = store.counts()?;
     Ok(Analysis {
         sequence,
@@ -944,10 +986,10 @@ pub(crate) fn analyse_with_basis(
     let (links, info) = results.into_inner().expect("threads joined");
     tracing::debug!("{} links after {:?}", links.len(), started.elapsed());
     let frame = Frame { sequence, params, cutoff, totals: part.totals, contents: &contents, ids: &ids };
-    let analysis = assemble(store, frame, links, &info)?;
+    let analysis = assemble(store, frame, FileTable::load(store)?, links, &info)?;
     let mut over_common = part.over_common;
     over_common.sort_unstable();
-    let basis = Basis { contents, over_common, templates: templates_digest(&templates) };
+    let basis = Basis::new(&analysis, contents, over_common, templates_digest(&templates));
     Ok((analysis, basis))
 }
 
