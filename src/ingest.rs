@@ -20,7 +20,7 @@ use crate::scan::{self, is_under, path_bytes, Candidate, SkipReason, Stat, WalkO
 use crate::sketch::Sketch;
 use crate::store::{
     Batch, ChunkContents, ContentChunks, ContentNames, ContentRecord, Counts, FileId, FileRecord, Files, History,
-    HistoryRecord, Meta, MetaKey, MetaValue, Paths, Posting, SketchContents, Store, StoreError, TimeNs,
+    HistoryRecord, Meta, MetaKey, MetaValue, NameProbe, Paths, Posting, SketchContents, Store, StoreError, TimeNs,
 };
 
 /// How many times a file that changes while being read is read again.
@@ -377,6 +377,9 @@ pub struct Writer<'s> {
     /// a name, which spares a prefix seek per file for identical copies.
     gained: HashSet<ContentHash>,
     dropped: HashSet<ContentHash>,
+    /// Names as committed: made on first use after each commit (a probe
+    /// sees the index as it was when made).
+    probe: std::cell::RefCell<Option<NameProbe<'s>>>,
 }
 
 /// At most this many (file gone, new file) pairs of one content are
@@ -444,6 +447,7 @@ impl<'s> Writer<'s> {
             changes: 0,
             gained: HashSet::new(),
             dropped: HashSet::new(),
+            probe: Default::default(),
         })
     }
 
@@ -660,6 +664,7 @@ impl<'s> Writer<'s> {
             group.batch.put::<Meta>(&MetaKey::NextFileId, &MetaValue::NextFileId(group.next_id));
         }
         self.store.write(group.batch)?;
+        *self.probe.get_mut() = None;
         // The in-memory totals follow only once the write succeeded.
         self.counts = group.counts;
         self.next_id = group.next_id;
@@ -711,13 +716,9 @@ impl<'s> Writer<'s> {
         if self.group.names_added.get(content).is_some_and(|v| v.iter().any(|&id| Some(id) != except)) {
             return Ok(true);
         }
-        for item in self.store.names(content) {
-            let ((_, id), ()) = item?;
-            if Some(id) != except && !self.group.names_removed.contains(&(*content, id)) {
-                return Ok(true);
-            }
-        }
-        Ok(false)
+        let mut probe = self.probe.borrow_mut();
+        let probe = probe.get_or_insert_with(|| self.store.name_probe());
+        probe.any_name(content, |id| Some(id) != except && !self.group.names_removed.contains(&(*content, id)))
     }
 
     /// Removes every file under `roots` whose id is not in `seen` (sorted),

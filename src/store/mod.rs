@@ -338,6 +338,15 @@ impl Store {
         self.scan_prefix_raw::<ContentNames>(content.0.to_vec())
     }
 
+    /// A reusable lookup of contents' names: one iterator that seeks from
+    /// content to content. A writer asks "has this content another name?"
+    /// for every file that changes, and creating an iterator per question
+    /// cost ~10 % of the daemon's CPU under churn. The probe sees the index
+    /// as it was when the probe was made.
+    pub fn name_probe(&self) -> NameProbe<'_> {
+        NameProbe { store: self, inner: self.db.raw_iterator_cf(self.cf(ContentNames::NAME)) }
+    }
+
     /// History records of exactly one path, oldest first.
     pub fn history_of(&self, path: &[u8]) -> TableIter<'_, History> {
         let mut p = path.to_vec();
@@ -547,6 +556,28 @@ impl<T: Table> Iterator for TableIter<'_, T> {
         };
         self.inner.next();
         Some(item)
+    }
+}
+
+/// See [`Store::name_probe`].
+pub struct NameProbe<'a> {
+    store: &'a Store,
+    inner: rocksdb::DBRawIterator<'a>,
+}
+
+impl NameProbe<'_> {
+    /// Whether `content` has a name (file id) for which `wanted` holds.
+    pub fn any_name(&mut self, content: &ContentHash, mut wanted: impl FnMut(FileId) -> bool) -> Result<bool> {
+        self.inner.seek(content.0);
+        while let Some(k) = self.inner.key().filter(|k| k.starts_with(&content.0)) {
+            let (_, id) = ContentNames::decode_key(k).map_err(|e| self.store.corrupt_raw::<ContentNames>(k, e))?;
+            if wanted(id) {
+                return Ok(true);
+            }
+            self.inner.next();
+        }
+        self.inner.status().map_err(|e| self.store.rocks(e))?;
+        Ok(false)
     }
 }
 
