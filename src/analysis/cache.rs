@@ -87,13 +87,18 @@ fn load(store: &Store, params: &AnalysisParams) -> Option<Cached> {
 }
 
 fn save(store: &Store, analysis: &Analysis, basis: &Basis) -> std::io::Result<()> {
-    let mut bytes = vec![VERSION];
-    bytes.extend(maker());
-    bytes.extend(postcard::to_stdvec(basis).map_err(std::io::Error::other)?);
-    bytes.extend(postcard::to_stdvec(analysis).map_err(std::io::Error::other)?);
+    use std::io::Write;
     let target = path(store.dir());
     let tmp = target.with_extension(format!("tmp.{}", std::process::id()));
-    std::fs::write(&tmp, bytes)?;
+    // Streamed to the file: the encoded cache is ~13 MB on a 66k-file tree,
+    // and a report renders its output at the same time.
+    let mut out = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
+    out.write_all(&[VERSION])?;
+    out.write_all(&maker())?;
+    let out = postcard::to_io(basis, out).map_err(std::io::Error::other)?;
+    let mut out = postcard::to_io(analysis, out).map_err(std::io::Error::other)?;
+    out.flush()?;
+    drop(out);
     std::fs::rename(&tmp, &target)
 }
 
