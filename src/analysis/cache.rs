@@ -29,9 +29,10 @@ use crate::store::{ContentChunks, FileId, Store, StoreError};
 // 2: names carry their file id. 3: links carry word measures.
 // 4: word measures say how many samples they rest on. 5: word links need
 // trusted estimates. 6: the basis of an update is kept with the analysis.
+// 7: a header (sequence, thresholds) and the basis's length come first.
 // (Bump it whenever what an analysis finds changes: a cache made by an
 // older binary would otherwise be served.)
-const VERSION: u8 = 6;
+const VERSION: u8 = 7;
 
 /// Where an analysis came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,14 +46,26 @@ pub enum Provenance {
     Computed,
 }
 
-/// The cache file: the version byte, the maker, then the basis and the
-/// analysis, each postcard-encoded. An update reads only the basis (its
-/// links are a tenth of the bytes); the analysis is decoded only when it
-/// is served as it is.
+/// The cache file: the version byte, the maker, the sequence number and
+/// thresholds the analysis was made at, the basis's length (u64 LE), then
+/// the basis and the analysis, each postcard-encoded. A repeated report
+/// decodes only the analysis, an update only the basis.
 struct Cached {
-    basis: Basis,
-    /// The encoded analysis.
-    analysis: Vec<u8>,
+    sequence: u64,
+    bytes: Vec<u8>,
+    /// Where the basis and the analysis lie in `bytes`.
+    basis: std::ops::Range<usize>,
+    analysis: usize,
+}
+
+impl Cached {
+    fn analysis(&self) -> Option<Analysis> {
+        postcard::from_bytes(&self.bytes[self.analysis..]).ok()
+    }
+
+    fn basis(&self) -> Option<Basis> {
+        postcard::from_bytes(&self.bytes[self.basis.clone()]).ok()
+    }
 }
 
 fn path(dir: &Path) -> PathBuf {
@@ -82,8 +95,12 @@ fn load(store: &Store, params: &AnalysisParams) -> Option<Cached> {
     if v != VERSION || rest.len() < 16 || rest[..16] != maker() {
         return None;
     }
-    let (basis, analysis): (Basis, _) = postcard::take_from_bytes(&rest[16..]).ok()?;
-    (basis.params == *params).then(|| Cached { analysis: analysis.to_vec(), basis })
+    let ((sequence, made_with), rest): ((u64, AnalysisParams), _) = postcard::take_from_bytes(&rest[16..]).ok()?;
+    let len = u64::from_le_bytes(rest.get(..8)?.try_into().ok()?) as usize;
+    let start = bytes.len() - rest.len() + 8;
+    let basis = start..start.checked_add(len).filter(|&end| end <= bytes.len())?;
+    let analysis = basis.end;
+    (made_with == *params).then_some(Cached { sequence, bytes, basis, analysis })
 }
 
 fn save(store: &Store, analysis: &Analysis, basis: &Basis) -> std::io::Result<()> {
@@ -95,7 +112,10 @@ fn save(store: &Store, analysis: &Analysis, basis: &Basis) -> std::io::Result<()
     let mut out = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
     out.write_all(&[VERSION])?;
     out.write_all(&maker())?;
-    let out = postcard::to_io(basis, out).map_err(std::io::Error::other)?;
+    let mut out = postcard::to_io(&(basis.sequence, basis.params), out).map_err(std::io::Error::other)?;
+    let encoded = postcard::to_stdvec(basis).map_err(std::io::Error::other)?;
+    out.write_all(&(encoded.len() as u64).to_le_bytes())?;
+    out.write_all(&encoded)?;
     let mut out = postcard::to_io(analysis, out).map_err(std::io::Error::other)?;
     out.flush()?;
     drop(out);
@@ -118,14 +138,14 @@ pub fn with_analysis<R>(
     let prev = if fresh { None } else { load(store, params) };
     tracing::debug!("cache read after {:?}", started.elapsed());
     let (analysis, basis, provenance) = match prev {
-        Some(c) if c.basis.sequence == store.sequence() => {
-            if let Ok(a) = postcard::from_bytes::<Analysis>(&c.analysis) {
+        Some(c) if c.sequence == store.sequence() => {
+            if let Some(a) = c.analysis() {
                 return Ok(use_it(&a, Provenance::Cached));
             }
             let (a, b) = analyse_with_basis(store, params, threads)?;
             (a, b, Provenance::Computed)
         }
-        Some(c) => match update(store, params, c.basis)? {
+        Some(c) => match c.basis().map(|b| update(store, params, b)).transpose()?.flatten() {
             Some((a, b, relinked)) => (a, b, Provenance::Updated { relinked }),
             None => {
                 let (a, b) = analyse_with_basis(store, params, threads)?;
