@@ -232,8 +232,9 @@ pub fn run(cli: Cli) -> Result<Exit> {
         Some(d) => d.clone(),
         None => default_db()?,
     };
-    // Reports can run to many thousand lines: buffer, and flush once at the end.
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    // Reports can run to many thousand lines (25 MB of JSON on a 66k-file
+    // tree): buffer in large writes, and flush once at the end.
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
     match cli.command {
         Command::Index { roots, avg_chunk, scan } => {
             let params = avg_chunk.map(ChunkParams::for_average).transpose()?;
