@@ -12,8 +12,8 @@
 //!   `similar` does); every other link is kept, and clusters and names are
 //!   rebuilt from the links. The result equals a fresh analysis, report for
 //!   report (a test holds it to that).
-//! - Otherwise (other templates, another cutoff, more than a sixteenth of
-//!   the contents to redo, a content record missing): a fresh analysis.
+//! - Otherwise (other templates, another cutoff, more than a thirty-second
+//!   of the contents to redo, a content record missing): a fresh analysis.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -246,14 +246,14 @@ fn relink(store: &Store, params: &AnalysisParams, prev: Basis) -> Result<Option<
         return Ok(None);
     }
     let (added, removed) = diff(&prev.contents, &contents);
-    // Relinking one content costs ~12× its share of a fresh analysis (it
+    // Relinking one content costs 12-20× its share of a fresh analysis (it
     // looks up its postings and measures its candidates alone, where the
     // full analysis loads each content once and uses both cores): on
-    // Django (14k contents) 1,393 relinked took 1.5 s against 1.0 s fresh
-    // (`tools/bench_report.py`). Past a sixteenth of the contents, a fresh
-    // analysis is the cheaper way; small indexes are always brought up to
-    // date.
-    let most = (contents.len() / 16).max(64);
+    // Django (14k contents, fresh 0.7-1.0 s) 275 relinked took 0.37 s, 420
+    // took 0.8 s and 1,393 took 1.5 s (`tools/bench_report.py`). Past a
+    // thirty-second of the contents, a fresh analysis is the cheaper way;
+    // small indexes are always brought up to date.
+    let most = (contents.len() / 32).max(64);
     if added.len() + removed.len() > most {
         return Ok(None);
     }
