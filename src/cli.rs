@@ -147,7 +147,8 @@ pub enum Command {
         /// Write the report to FILE instead of standard output
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
-        /// Recompute even when the index did not change since the last report
+        /// Redo the whole analysis rather than reuse the last one (served as it is
+        /// when the index did not change, else brought up to date)
         #[arg(long)]
         fresh: bool,
     },
