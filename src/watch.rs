@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{unbounded, RecvTimeoutError};
 use notify::event::{EventKind, ModifyKind, RenameMode};
 use notify::RecursiveMode;
-use notify_debouncer_full::{new_debouncer, DebounceEventResult};
+use notify_debouncer_full::{new_debouncer_opt, DebounceEventResult, RecommendedCache};
 use serde::{Deserialize, Serialize};
 
 use crate::control;
@@ -228,7 +228,18 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
     // Events from the start of the reconcile on are kept, so nothing that
     // changes during the scan is missed.
     let (tx, rx) = unbounded::<DebounceEventResult>();
-    let mut debouncer = new_debouncer(opts.debounce, None, tx)?;
+    // Access events (open, close) are filtered out by the kernel: each
+    // append would raise three events and the daemon's own read of the file
+    // a fourth, and a 6.6k-file burst then overflows the default queue of
+    // 16,384 events (docs/performance.md).
+    let config = notify::Config::default().with_event_kinds(notify::EventKindMask::CORE);
+    let mut debouncer = new_debouncer_opt::<_, notify::RecommendedWatcher, RecommendedCache>(
+        opts.debounce,
+        None,
+        tx,
+        RecommendedCache::new(),
+        config,
+    )?;
     let summary = ingest::index(store, &opts.index)?;
     let roots = summary.roots.clone();
     state.roots = roots.iter().map(|r| r.display().to_string()).collect();
