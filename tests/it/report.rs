@@ -344,6 +344,81 @@ fn similar_answers_for_unindexed_files_and_stdin_identical_first() {
 
 /// `base` (words separated by single spaces) with one word in `every`
 /// replaced: edits too dense for any 1 KB chunk to survive.
+/// Random rounds of changes (seeded): after each, the analysis brought up
+/// to date must be the fresh one.
+#[test]
+fn random_changes_keep_the_updated_analysis_equal_to_a_fresh_one() {
+    for extra in [&[][..], &["--max-degree", "2"][..]] {
+        let env = Env::new();
+        let mut x: u64 = 0x5eed_cafe;
+        let mut rand = |n: usize| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % n as u64) as usize
+        };
+        // Text (linked by chunks and words) and binary (by chunks alone).
+        let bases: Vec<Vec<u8>> =
+            (0..6).map(|i| if i % 2 == 0 { text(100 + i, 1200) } else { noise(100 + i, 9000) }).collect();
+        let header = noise(150, 5000);
+        let mut live: Vec<String> = Vec::new();
+        for (i, b) in bases.iter().enumerate() {
+            let name = format!("b{i}.txt");
+            env.write(&name, b);
+            live.push(name);
+        }
+        env.index();
+        env.simd().args(["report"]).args(extra).assert().success();
+        let mut next = 0;
+        for round in 0..25 {
+            for _ in 0..1 + rand(4) {
+                next += 1;
+                match rand(6) {
+                    // A new version of a base, a copy, a page with the shared header.
+                    0 => {
+                        let name = format!("v{next}.txt");
+                        env.write(&name, edited(&bases[rand(bases.len())], 1 + rand(4), next as u8));
+                        live.push(name);
+                    }
+                    1 if !live.is_empty() => {
+                        let from = env.root.join(&live[rand(live.len())]);
+                        let name = format!("c{next}.txt");
+                        std::fs::copy(from, env.root.join(&name)).unwrap();
+                        live.push(name);
+                    }
+                    2 => {
+                        let name = format!("h{next}.txt");
+                        env.write(&name, [header.clone(), noise(200 + next as u64, 2000)].concat());
+                        live.push(name);
+                    }
+                    3 if live.len() > 2 => {
+                        let gone = live.swap_remove(rand(live.len()));
+                        std::fs::remove_file(env.root.join(gone)).unwrap();
+                    }
+                    4 if !live.is_empty() => {
+                        let p = env.root.join(&live[rand(live.len())]);
+                        let mut f = std::fs::OpenOptions::new().append(true).open(p).unwrap();
+                        std::io::Write::write_all(&mut f, &text(300 + next as u64, 40)).unwrap();
+                    }
+                    _ if !live.is_empty() => {
+                        let k = rand(live.len());
+                        let name = format!("r{next}.txt");
+                        std::fs::rename(env.root.join(&live[k]), env.root.join(&name)).unwrap();
+                        live[k] = name;
+                    }
+                    _ => {}
+                }
+            }
+            env.index();
+            let out = env.simd().args(["-v", "--format", "json", "report"]).args(extra).assert().success();
+            let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+            assert!(stderr.contains("analysis brought up to date") || stderr.contains("reused"), "{stderr}");
+            let updated: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+            assert_eq!(updated, fresh_report(&env, extra), "round {round}, {extra:?}");
+        }
+    }
+}
+
 fn reworded(base: &[u8], every: usize) -> Vec<u8> {
     let mut out = Vec::new();
     for (i, w) in base.split(|&b| b == b' ').enumerate() {
