@@ -145,7 +145,7 @@ pub fn with_analysis<R>(
             let (a, b) = analyse_with_basis(store, params, threads)?;
             (a, b, Provenance::Computed)
         }
-        Some(c) => match c.basis().map(|b| update(store, params, b)).transpose()?.flatten() {
+        Some(c) => match c.basis().map(|b| update(store, params, threads, b)).transpose()?.flatten() {
             Some((a, b, relinked)) => (a, b, Provenance::Updated { relinked }),
             None => {
                 let (a, b) = analyse_with_basis(store, params, threads)?;
@@ -203,12 +203,17 @@ fn diff(before: &[ContentHash], now: &[ContentHash]) -> (Vec<ContentHash>, Vec<C
 /// Brings `prev` up to date with the index, or None when a fresh analysis
 /// is needed (see the module's comment). Also returns how many contents
 /// had their links found again.
-fn update(store: &Store, params: &AnalysisParams, prev: Basis) -> Result<Option<(Analysis, Basis, usize)>, StoreError> {
+fn update(
+    store: &Store,
+    params: &AnalysisParams,
+    threads: usize,
+    prev: Basis,
+) -> Result<Option<(Analysis, Basis, usize)>, StoreError> {
     // The names come from a scan of every file record, which needs
     // nothing found here: on the other core.
     std::thread::scope(|s| {
         let files = s.spawn(|| FileTable::load(store));
-        let found = relink(store, params, prev)?;
+        let found = relink(store, params, threads, prev)?;
         let files = files.join().expect("the file table loader does not panic")?;
         let Some((frame, links, info, basis, relinked)) = found else { return Ok(None) };
         let Relinked { sequence, cutoff, totals, contents, ids } = frame;
@@ -235,7 +240,7 @@ type Found = (Relinked, Vec<ContentLink>, MemberInfo, (Vec<ChunkId>, [u8; 16]), 
 
 /// The links of the index now, from those of `prev`: see the module's
 /// comment. None when a fresh analysis is needed.
-fn relink(store: &Store, params: &AnalysisParams, prev: Basis) -> Result<Option<Found>, StoreError> {
+fn relink(store: &Store, params: &AnalysisParams, threads: usize, prev: Basis) -> Result<Option<Found>, StoreError> {
     let started = std::time::Instant::now();
     let sequence = store.sequence();
     let (contents, ids) = live_contents(store)?;
@@ -339,7 +344,6 @@ fn relink(store: &Store, params: &AnalysisParams, prev: Basis) -> Result<Option<
         chunks: templates.chunks.iter().chain(&over_common).copied().collect(),
         samples: templates.samples.clone(),
     };
-    let mut feats: HashMap<u32, (Features, u64)> = HashMap::new();
     let load = |i: u32, feats: &mut HashMap<u32, (Features, u64)>| -> Result<(), StoreError> {
         if let std::collections::hash_map::Entry::Vacant(e) = feats.entry(i) {
             let f = features(store, &contents[i as usize], &ignored)?;
@@ -348,47 +352,75 @@ fn relink(store: &Store, params: &AnalysisParams, prev: Basis) -> Result<Option<
         }
         Ok(())
     };
-    let mut links: Vec<ContentLink> = Vec::new();
-    for &d in &relink {
-        load(d, &mut feats)?;
-        let (posted, chunk_ids): (Vec<u32>, Vec<ChunkId>) = {
-            let f = &feats[&d].0;
-            (f.posted.clone(), f.chunks.iter().map(|c| c.0).collect())
-        };
-        let mut shared: HashMap<u32, usize> = HashMap::new();
-        for holders in store.sketch_postings_of(&posted, cap as usize)? {
-            if holders.len() as u64 > cap {
-                continue;
+    // Each worker relinks its share, with its own memo of features.
+    let relink_some = |mine: Vec<u32>| -> Result<(Vec<ContentLink>, MemberInfo), StoreError> {
+        let mut feats: HashMap<u32, (Features, u64)> = HashMap::new();
+        let mut links: Vec<ContentLink> = Vec::new();
+        for d in mine {
+            load(d, &mut feats)?;
+            let (posted, chunk_ids): (Vec<u32>, Vec<ChunkId>) = {
+                let f = &feats[&d].0;
+                (f.posted.clone(), f.chunks.iter().map(|c| c.0).collect())
+            };
+            let mut shared: HashMap<u32, usize> = HashMap::new();
+            for holders in store.sketch_postings_of(&posted, cap as usize)? {
+                if holders.len() as u64 > cap {
+                    continue;
+                }
+                for j in holders.iter().filter_map(index_of).filter(|&j| j != d) {
+                    *shared.entry(j).or_default() += 1;
+                }
             }
-            for j in holders.iter().filter_map(index_of).filter(|&j| j != d) {
-                *shared.entry(j).or_default() += 1;
+            let mut candidates: BTreeSet<u32> = BTreeSet::new();
+            for holders in store.postings_of(&chunk_ids, cutoff)? {
+                candidates.extend(holders.iter().filter_map(|(c, _)| index_of(c)).filter(|&j| j != d));
+            }
+            for (&j, &n) in &shared {
+                load(j, &mut feats)?;
+                if n >= samples_needed(posted.len(), feats[&j].0.posted.len()) {
+                    candidates.insert(j);
+                }
+            }
+            for &j in &candidates {
+                // A pair of two contents to relink is measured once, from the first.
+                if j < d && relink.contains(&j) {
+                    continue;
+                }
+                load(j, &mut feats)?;
+                let (a, b) = (d.min(j), d.max(j));
+                let ((fa, pa), (fb, pb)) = (&feats[&a], &feats[&b]);
+                if let Some((m, kind)) = link(fa, fb, *pa, *pb, params) {
+                    links.push((a, b, m, kind));
+                }
             }
         }
-        let mut candidates: BTreeSet<u32> = BTreeSet::new();
-        for holders in store.postings_of(&chunk_ids, cutoff)? {
-            candidates.extend(holders.iter().filter_map(|(c, _)| index_of(c)).filter(|&j| j != d));
-        }
-        for (&j, &n) in &shared {
-            load(j, &mut feats)?;
-            if n >= samples_needed(posted.len(), feats[&j].0.posted.len()) {
-                candidates.insert(j);
-            }
-        }
-        for &j in &candidates {
-            // A pair of two contents to relink is measured once, from the first.
-            if j < d && relink.contains(&j) {
-                continue;
-            }
-            load(j, &mut feats)?;
-            let (a, b) = (d.min(j), d.max(j));
-            let ((fa, pa), (fb, pb)) = (&feats[&a], &feats[&b]);
-            if let Some((m, kind)) = link(fa, fb, *pa, *pb, params) {
-                links.push((a, b, m, kind));
-            }
-        }
+        let info = links.iter().flat_map(|l| [l.0, l.1]).map(|i| (i, (feats[&i].0.size, feats[&i].1))).collect();
+        Ok((links, info))
+    };
+    let all: Vec<u32> = relink.iter().copied().collect();
+    // A few contents are not worth a thread; past that, both cores (the
+    // file table loads beside them, and is done first).
+    let workers = if all.len() < 32 { 1 } else { threads.max(1) };
+    let parts: Vec<Result<(Vec<ContentLink>, MemberInfo), StoreError>> = if workers == 1 {
+        vec![relink_some(all)]
+    } else {
+        std::thread::scope(|s| {
+            let handles: Vec<_> = (0..workers)
+                .map(|k| {
+                    let mine: Vec<u32> = all.iter().copied().skip(k).step_by(workers).collect();
+                    let relink_some = &relink_some;
+                    s.spawn(move || relink_some(mine))
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().expect("relink workers do not panic")).collect()
+        })
+    };
+    let (mut links, mut info): (Vec<ContentLink>, MemberInfo) = (Vec::new(), MemberInfo::new());
+    for part in parts {
+        let (l, i) = part?;
+        links.extend(l);
+        info.extend(i);
     }
-    let mut info: MemberInfo =
-        links.iter().flat_map(|l| [l.0, l.1]).map(|i| (i, (feats[&i].0.size, feats[&i].1))).collect();
 
     // Every other link is as it was.
     let linked: HashMap<ContentHash, (u64, u64)> =
