@@ -271,6 +271,9 @@ pub fn run(cli: Cli) -> Result<Exit> {
                 None => &mut out,
             };
             let format = cli.format;
+            // Indented for a person at a terminal, one line for a program
+            // (as `gh` does): the report of a large tree is tens of MB.
+            let pretty = out_file.is_none() && std::io::IsTerminal::is_terminal(&std::io::stdout());
             let written = cache::with_analysis(&store, &params, ingest::available_cores(), fresh, |analysis, from| {
                 match from {
                     cache::Provenance::Cached => tracing::info!("analysis reused from the cache"),
@@ -281,7 +284,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
                 }
                 match format {
                     Format::Text => report::write_text(sink, analysis, &view)?,
-                    Format::Json => report::write_json(sink, analysis, &view)?,
+                    Format::Json => report::write_json(sink, analysis, &view, pretty)?,
                     Format::Csv => report::write_csv(sink, analysis, &view)?,
                 }
                 sink.flush()

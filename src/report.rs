@@ -124,8 +124,10 @@ struct JsonWords {
 }
 
 /// Writes the report as JSON (schema: `docs/report-json.md`), streaming:
-/// no document tree is built in memory.
-pub fn write_json(out: &mut dyn Write, a: &Analysis, view: &View) -> io::Result<()> {
+/// no document tree is built in memory. `pretty` indents it for a reader;
+/// a program gets it on one line (on a 66k-file tree, 19 MB instead of 34,
+/// and a quarter of a repeated report's time).
+pub fn write_json(out: &mut dyn Write, a: &Analysis, view: &View, pretty: bool) -> io::Result<()> {
     let (sets, clusters) = view.select(a);
     let report = JsonReport {
         format: "simd-report/1",
@@ -196,7 +198,11 @@ pub fn write_json(out: &mut dyn Write, a: &Analysis, view: &View) -> io::Result<
             })
             .collect(),
     };
-    serde_json::to_writer_pretty(&mut *out, &report).map_err(io::Error::other)?;
+    if pretty {
+        serde_json::to_writer_pretty(&mut *out, &report).map_err(io::Error::other)?;
+    } else {
+        serde_json::to_writer(&mut *out, &report).map_err(io::Error::other)?;
+    }
     writeln!(out)
 }
 
