@@ -109,23 +109,31 @@ fn save(store: &Store, analysis: &Analysis, basis: &Basis) -> std::io::Result<()
     let tmp = target.with_extension(format!("tmp.{}", std::process::id()));
     // Streamed to the file: the encoded cache is ~13 MB on a 66k-file tree,
     // and a report renders its output at the same time.
-    let mut out = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
-    out.write_all(&[VERSION])?;
-    out.write_all(&maker())?;
-    let mut out = postcard::to_io(&(basis.sequence, basis.params), out).map_err(std::io::Error::other)?;
-    let encoded = postcard::to_stdvec(basis).map_err(std::io::Error::other)?;
-    out.write_all(&(encoded.len() as u64).to_le_bytes())?;
-    out.write_all(&encoded)?;
-    let mut out = postcard::to_io(analysis, out).map_err(std::io::Error::other)?;
-    out.flush()?;
-    drop(out);
-    std::fs::rename(&tmp, &target)
+    let write = || -> std::io::Result<()> {
+        let mut out = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
+        out.write_all(&[VERSION])?;
+        out.write_all(&maker())?;
+        let mut out = postcard::to_io(&(basis.sequence, basis.params), out).map_err(std::io::Error::other)?;
+        let encoded = postcard::to_stdvec(basis).map_err(std::io::Error::other)?;
+        out.write_all(&(encoded.len() as u64).to_le_bytes())?;
+        out.write_all(&encoded)?;
+        let mut out = postcard::to_io(analysis, out).map_err(std::io::Error::other)?;
+        out.flush()
+    };
+    // A cache half written (a full disk) is never left behind, nor renamed in.
+    match write().and_then(|()| std::fs::rename(&tmp, &target)) {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            Err(e)
+        }
+    }
 }
 
 /// Hands `use_it` the analysis of the index as it is now: from the cache
 /// when nothing changed since it was made, brought up to date when little
 /// did, else computed (`fresh` always computes it). A new analysis is
-/// cached on another thread while `use_it` runs (it writes ~10 MB on a
+/// cached on another thread while `use_it` runs (it writes ~13 MB on a
 /// 66k-file tree, and a report is waited for).
 pub fn with_analysis<R>(
     store: &Store,
