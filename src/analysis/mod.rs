@@ -362,32 +362,54 @@ fn live_contents(store: &Store) -> Result<(Vec<ContentHash>, Vec<Vec<FileId>>), 
 /// Every file's path and size by id, from one scan of `files`: a report
 /// names most files, and one sequential pass is far cheaper than a point
 /// lookup per name.
-/// Sorted by id (the scan's key order), so a lookup is a binary search.
-pub(crate) struct FileTable(Vec<(FileId, Vec<u8>, u64)>);
+/// Sorted by id (the scan's key order); `at[id - first]` is the place of
+/// each id when the ids are dense (file ids are a counter, so they are,
+/// but for the holes deleted files leave), else a lookup is a binary search.
+pub(crate) struct FileTable {
+    files: Vec<(FileId, Vec<u8>, u64)>,
+    first: u64,
+    at: Vec<u32>,
+}
 
 impl FileTable {
     pub(crate) fn load(store: &Store) -> Result<FileTable, StoreError> {
-        let mut v = Vec::new();
+        let mut files = Vec::new();
         for item in store.scan::<Files>() {
             let (id, rec) = item?;
-            v.push((id, rec.path, rec.size));
+            files.push((id, rec.path, rec.size));
         }
-        Ok(FileTable(v))
+        let (first, last) = match (files.first(), files.last()) {
+            (Some(f), Some(l)) => (f.0 .0, l.0 .0),
+            _ => (0, 0),
+        };
+        let span = last - first + 1;
+        let mut at = Vec::new();
+        if !files.is_empty() && span <= 4 * files.len() as u64 + 1024 {
+            at = vec![u32::MAX; span as usize];
+            for (k, f) in files.iter().enumerate() {
+                at[(f.0 .0 - first) as usize] = k as u32;
+            }
+        }
+        Ok(FileTable { files, first, at })
     }
 
     fn bytes(&self) -> u64 {
-        self.0.iter().map(|(_, _, size)| size).sum()
+        self.files.iter().map(|(_, _, size)| size).sum()
+    }
+
+    fn get(&self, id: FileId) -> Option<&(FileId, Vec<u8>, u64)> {
+        if self.at.is_empty() {
+            return self.files.binary_search_by_key(&id, |e| e.0).ok().map(|k| &self.files[k]);
+        }
+        let slot = *self.at.get(usize::try_from(id.0.checked_sub(self.first)?).ok()?)?;
+        self.files.get(slot as usize)
     }
 
     /// The names of these ids, sorted by path.
     fn names(&self, ids: &[FileId]) -> Vec<Name> {
         let mut names: Vec<Name> = ids
             .iter()
-            .filter_map(|id| {
-                let at = self.0.binary_search_by_key(id, |e| e.0).ok()?;
-                let (_, path, size) = &self.0[at];
-                Some(Name { path: path.clone(), size: *size, id: *id })
-            })
+            .filter_map(|&id| self.get(id).map(|(_, path, size)| Name { path: path.clone(), size: *size, id }))
             .collect();
         names.sort_by(|a, b| a.path.cmp(&b.path));
         names
