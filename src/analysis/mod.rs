@@ -378,6 +378,11 @@ impl FileTable {
             let (id, rec) = item?;
             files.push((id, rec.path, rec.size));
         }
+        Ok(FileTable::new(files))
+    }
+
+    /// From (id, path, size) sorted by id.
+    fn new(files: Vec<(FileId, Vec<u8>, u64)>) -> FileTable {
         let (first, last) = match (files.first(), files.last()) {
             (Some(f), Some(l)) => (f.0 .0, l.0 .0),
             _ => (0, 0),
@@ -390,7 +395,7 @@ impl FileTable {
                 at[(f.0 .0 - first) as usize] = k as u32;
             }
         }
-        Ok(FileTable { files, first, at })
+        FileTable { files, first, at }
     }
 
     fn bytes(&self) -> u64 {
@@ -1046,6 +1051,21 @@ mod tests {
         assert_eq!(Measures::new(90, 90, 90).kind(&p), None, "under min bytes");
         assert_eq!(Measures::new(300, 1000, 1000).kind(&p), None);
         assert_eq!(Measures::new(0, 0, 0).kind(&AnalysisParams { min_bytes: 0, ..p }), None);
+    }
+
+    #[test]
+    fn file_table_finds_names_dense_or_sparse() {
+        let files = |ids: &[u64]| -> Vec<(FileId, Vec<u8>, u64)> {
+            ids.iter().map(|&i| (FileId(i), format!("/f{i:05}").into_bytes(), i)).collect()
+        };
+        for ids in [&[3u64, 4, 7, 9][..], &[1, 50_000, 90_000][..]] {
+            let t = FileTable::new(files(ids));
+            assert_eq!(t.at.is_empty(), ids.len() == 3, "a slot table only when the ids are dense");
+            let want: Vec<FileId> = ids.iter().rev().map(|&i| FileId(i)).collect();
+            let names = t.names(&[&want[..], &[FileId(5), FileId(0), FileId(u64::MAX)]].concat());
+            assert_eq!(names.iter().map(|n| n.id.0).collect::<Vec<_>>(), ids, "sorted by path, unknown ids left out");
+            assert!(names.iter().all(|n| n.size == n.id.0));
+        }
     }
 
     #[test]
