@@ -139,10 +139,10 @@ pub fn write_json(out: &mut dyn Write, a: &Analysis, view: &View, pretty: bool) 
             "max_degree": a.cutoff,
         }),
         ignored: json!({
-            "common_chunks": a.common_chunks,
-            "common_bytes": a.common_bytes,
-            "template_chunks": a.template_chunks,
-            "template_bytes": a.template_bytes,
+            "common_chunks": a.ignored.common_chunks,
+            "common_bytes": a.ignored.common_bytes,
+            "template_chunks": a.ignored.template_chunks,
+            "template_bytes": a.ignored.template_bytes,
         }),
         totals: json!({
             "identical_sets": a.identical.len(),
@@ -273,11 +273,11 @@ pub fn write_text(out: &mut dyn Write, a: &Analysis, view: &View) -> io::Result<
     writeln!(
         out,
         "ignored: {} chunks in more than {} contents ({}), {} template chunks ({})",
-        a.common_chunks,
+        a.ignored.common_chunks,
         a.cutoff,
-        human_bytes(a.common_bytes),
-        a.template_chunks,
-        human_bytes(a.template_bytes)
+        human_bytes(a.ignored.common_bytes),
+        a.ignored.template_chunks,
+        human_bytes(a.ignored.template_bytes)
     )?;
     writeln!(
         out,

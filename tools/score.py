@@ -1028,6 +1028,18 @@ def cmd_reference(args):
 # --------------------------------------------------------------------------
 
 
+def add_reference_args(p):
+    """The options that define the reference (shared with baselines.py, so
+    both score against the same one)."""
+    p.add_argument("--roots", nargs="+", metavar="SUBDIR", help="restrict the reference to these subdirectories of TREE")
+    p.add_argument("--shingle", type=int, default=4, help="words per shingle (default 4)")
+    p.add_argument("--ref-similarity", type=float, default=0.5, help="reference resemblance threshold (0.5)")
+    p.add_argument("--ref-containment", type=float, default=0.8, help="reference containment threshold (0.8)")
+    p.add_argument("--max-df", type=int, default=1000, help="skip shingles in more contents than this when probing (1000)")
+    p.add_argument("--cache", help="reference cache file (default TREE.simd-reference-<params>.json)")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write the reference cache")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="score.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -1041,13 +1053,7 @@ def main(argv=None):
             p.add_argument("--min-similarity", type=float, help="passed to simd")
             p.add_argument("--min-containment", type=float, help="passed to simd")
             p.add_argument("--max-degree", type=int, help="passed to simd")
-        p.add_argument("--roots", nargs="+", metavar="SUBDIR", help="restrict the reference to these subdirectories of TREE")
-        p.add_argument("--shingle", type=int, default=4, help="words per shingle (default 4)")
-        p.add_argument("--ref-similarity", type=float, default=0.5, help="reference resemblance threshold (0.5)")
-        p.add_argument("--ref-containment", type=float, default=0.8, help="reference containment threshold (0.8)")
-        p.add_argument("--max-df", type=int, default=1000, help="skip shingles in more contents than this when probing (1000)")
-        p.add_argument("--cache", help="reference cache file (default TREE.simd-reference-<params>.json)")
-        p.add_argument("--no-cache", action="store_true", help="neither read nor write the reference cache")
+        add_reference_args(p)
         p.add_argument("--seed", type=int, default=1, help="seed for sampling (default 1)")
         p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
         p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")

@@ -277,13 +277,8 @@ pub struct Analysis {
     pub contents: u64,
     pub bytes: u64,
     pub cutoff: u64,
-    /// Chunks ignored as over-common, and the bytes they account for.
-    pub common_chunks: u64,
-    pub common_bytes: u64,
-    /// Chunks ignored as templates, and their bytes.
-    pub template_chunks: u64,
-    pub template_bytes: u64,
-    /// Parts of the partition with more than one content.
+    /// Chunks ignored (over the cutoff, or templates) and their bytes.
+    pub ignored: Totals,
     pub identical: Vec<IdenticalSet>,
     pub clusters: Vec<Cluster>,
 }
@@ -451,9 +446,11 @@ struct Partition {
 
 /// What an analysis ignored, counted.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct Totals {
+pub struct Totals {
+    /// Chunks over the cutoff, and the bytes they account for.
     pub common_chunks: u64,
     pub common_bytes: u64,
+    /// Chunks marked as templates, and their bytes.
     pub template_chunks: u64,
     pub template_bytes: u64,
 }
@@ -830,12 +827,7 @@ impl Basis {
             sequence: a.sequence,
             params: a.params,
             cutoff: a.cutoff,
-            totals: Totals {
-                common_chunks: a.common_chunks,
-                common_bytes: a.common_bytes,
-                template_chunks: a.template_chunks,
-                template_bytes: a.template_bytes,
-            },
+            totals: a.ignored,
             contents,
             over_common,
             templates,
@@ -939,10 +931,7 @@ pub(crate) fn assemble(
         contents: contents.len() as u64,
         bytes: files.bytes(),
         cutoff,
-        common_chunks: totals.common_chunks,
-        common_bytes: totals.common_bytes,
-        template_chunks: totals.template_chunks,
-        template_bytes: totals.template_bytes,
+        ignored: totals,
         identical,
         clusters,
     })
