@@ -382,7 +382,7 @@ impl FileTable {
             (Some(f), Some(l)) => (f.0 .0, l.0 .0),
             _ => (0, 0),
         };
-        let span = last - first + 1;
+        let span = (last - first).saturating_add(1);
         let mut at = Vec::new();
         if !files.is_empty() && span <= 4 * files.len() as u64 + 1024 {
             at = vec![u32::MAX; span as usize];
