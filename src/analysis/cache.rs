@@ -19,7 +19,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use super::{
-    analyse_with_basis, assemble, auto_cutoff, features, link, live_contents, sample_cap, samples_needed, templates,
+    analyse, assemble, auto_cutoff, features, link, live_contents, sample_cap, samples_needed, templates,
     templates_digest, Analysis, AnalysisParams, Basis, ContentLink, Features, FileTable, Frame, Ignored, MemberInfo,
     Totals,
 };
@@ -150,18 +150,18 @@ pub fn with_analysis<R>(
             if let Some(a) = c.analysis() {
                 return Ok(use_it(&a, Provenance::Cached));
             }
-            let (a, b) = analyse_with_basis(store, params, threads)?;
+            let (a, b) = analyse(store, params, threads)?;
             (a, b, Provenance::Computed)
         }
         Some(c) => match c.basis().map(|b| update(store, params, threads, b)).transpose()?.flatten() {
             Some((a, b, relinked)) => (a, b, Provenance::Updated { relinked }),
             None => {
-                let (a, b) = analyse_with_basis(store, params, threads)?;
+                let (a, b) = analyse(store, params, threads)?;
                 (a, b, Provenance::Computed)
             }
         },
         None => {
-            let (a, b) = analyse_with_basis(store, params, threads)?;
+            let (a, b) = analyse(store, params, threads)?;
             (a, b, Provenance::Computed)
         }
     };

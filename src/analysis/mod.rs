@@ -937,17 +937,9 @@ pub(crate) fn assemble(
     })
 }
 
-/// Runs the whole analysis on the index as it is now.
-pub fn analyse(store: &Store, params: &AnalysisParams, threads: usize) -> Result<Analysis, StoreError> {
-    Ok(analyse_with_basis(store, params, threads)?.0)
-}
-
-/// [`analyse`], and what it started from.
-pub(crate) fn analyse_with_basis(
-    store: &Store,
-    params: &AnalysisParams,
-    threads: usize,
-) -> Result<(Analysis, Basis), StoreError> {
+/// Runs the whole analysis on the index as it is now; also returns its
+/// basis, for [`cache`] to bring it up to date later.
+pub(crate) fn analyse(store: &Store, params: &AnalysisParams, threads: usize) -> Result<(Analysis, Basis), StoreError> {
     let started = std::time::Instant::now();
     let sequence = store.sequence();
     let (contents, ids) = live_contents(store)?;
