@@ -145,21 +145,17 @@ pub fn with_analysis<R>(
     let started = std::time::Instant::now();
     let prev = if fresh { None } else { load(store, params) };
     tracing::debug!("cache read after {:?}", started.elapsed());
-    let (analysis, basis, provenance) = match prev {
-        Some(c) if c.sequence == store.sequence() => {
-            if let Some(a) = c.analysis() {
-                return Ok(use_it(&a, Provenance::Cached));
-            }
-            let (a, b) = analyse(store, params, threads)?;
-            (a, b, Provenance::Computed)
-        }
-        Some(c) => match c.basis().map(|b| update(store, params, threads, b)).transpose()?.flatten() {
-            Some((a, b, relinked)) => (a, b, Provenance::Updated { relinked }),
-            None => {
-                let (a, b) = analyse(store, params, threads)?;
-                (a, b, Provenance::Computed)
-            }
+    // The cache as it is, or brought up to date; else a fresh analysis.
+    let updated = match prev {
+        Some(c) if c.sequence == store.sequence() => match c.analysis() {
+            Some(a) => return Ok(use_it(&a, Provenance::Cached)),
+            None => None,
         },
+        Some(c) => c.basis().map(|b| update(store, params, threads, b)).transpose()?.flatten(),
+        None => None,
+    };
+    let (analysis, basis, provenance) = match updated {
+        Some((a, b, relinked)) => (a, b, Provenance::Updated { relinked }),
         None => {
             let (a, b) = analyse(store, params, threads)?;
             (a, b, Provenance::Computed)
