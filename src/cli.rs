@@ -660,6 +660,11 @@ fn print_status(out: &mut impl Write, s: &crate::status::Status) -> std::io::Res
     let cache =
         if s.cache_bytes > 0 { format!(" (+ {} report cache)", human_bytes(s.cache_bytes)) } else { String::new() };
     writeln!(out, "on disk      {}{ratio}{cache}", human_bytes(s.disk_bytes))?;
+    let tables: Vec<String> =
+        s.tables.iter().filter(|t| t.bytes > 0).map(|t| format!("{} {}", t.name, human_bytes(t.bytes))).collect();
+    if !tables.is_empty() {
+        writeln!(out, "  by table   {}", tables.join(", "))?;
+    }
     writeln!(out, "last update  {}", s.last_update.map_or("never".into(), format_time))?;
     match &s.daemon {
         Some(d) => writeln!(

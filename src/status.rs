@@ -31,12 +31,21 @@ pub struct Status {
     pub history: u64,
     /// The index on disk (RocksDB, without the report cache).
     pub disk_bytes: u64,
+    /// Table files by column family, largest first.
+    pub tables: Vec<TableSize>,
     /// The cached last analysis, if any.
     pub cache_bytes: u64,
     pub created: TimeNs,
     pub last_update: Option<TimeNs>,
     /// The daemon holding the index, if one runs.
     pub daemon: Option<crate::watch::DaemonState>,
+}
+
+/// One column family's table files on disk.
+#[derive(Debug, Serialize)]
+pub struct TableSize {
+    pub name: &'static str,
+    pub bytes: u64,
 }
 
 pub fn status(store: &Store) -> Result<Status, StoreError> {
@@ -92,6 +101,7 @@ pub fn status(store: &Store) -> Result<Status, StoreError> {
         distinct_chunks,
         history,
         disk_bytes: store.disk_size(),
+        tables: store.table_sizes()?.into_iter().map(|(name, bytes)| TableSize { name, bytes }).collect(),
         cache_bytes: crate::analysis::cache::size(store),
         created: format.created,
         last_update,

@@ -418,6 +418,21 @@ impl Store {
     pub fn disk_size(&self) -> u64 {
         dir_size(&self.dir.join(DB_DIR))
     }
+
+    /// Bytes of table files each column family takes on disk, largest
+    /// first (what is still only in the write-ahead log is not counted).
+    pub fn table_sizes(&self) -> Result<Vec<(&'static str, u64)>> {
+        let mut sizes = Vec::with_capacity(ALL_CFS.len());
+        for name in ALL_CFS.iter().copied() {
+            let n = self
+                .db
+                .property_int_value_cf(self.cf(name), "rocksdb.total-sst-files-size")
+                .map_err(|e| self.rocks(e))?;
+            sizes.push((name, n.unwrap_or(0)));
+        }
+        sizes.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        Ok(sizes)
+    }
 }
 
 /// Creates an empty index database in `dir/db`: built in `dir/db.creating`

@@ -11,7 +11,7 @@ use crate::sketch::Sketch;
 
 /// The on-disk schema version of the whole index. Bump it (and log the change
 /// in `schema/README.md`) whenever any CF's bytes change meaning.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// Why bytes read from a CF could not be decoded.
 #[derive(Debug, thiserror::Error)]
@@ -274,13 +274,13 @@ impl ContentRecord {
 ///
 /// ```text
 /// key:   content hash (16 bytes)
-/// value: 0x02 ‖ postcard(ContentRecord)
+/// value: 0x03 ‖ postcard(ContentRecord)
 /// ```
 pub struct ContentChunks;
 
 impl Table for ContentChunks {
     const NAME: &'static str = "content_chunks";
-    const VALUE_VERSION: u8 = 2;
+    const VALUE_VERSION: u8 = 3;
     type Key = ContentHash;
     type Value = ContentRecord;
 

@@ -144,6 +144,19 @@ fn status_text_names_the_figures() {
     for needle in ["files        2", "contents     1 distinct", "chunks", "on disk", "Tmin 460", "last update"] {
         assert!(t.contains(needle), "missing {needle:?} in\n{t}");
     }
+    // The index run flushed its tables: they are listed by column family,
+    // largest first, and they are part of what is on disk.
+    let out = env.simd().args(["--format", "json", "status"]).assert().success();
+    let st: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let tables = st["tables"].as_array().unwrap();
+    assert_eq!(tables.len(), simd::store::ALL_CFS.len(), "{st}");
+    let sizes: Vec<u64> = tables.iter().map(|t| t["bytes"].as_u64().unwrap()).collect();
+    assert!(sizes.windows(2).all(|w| w[0] >= w[1]), "{sizes:?}");
+    let named = |n: &str| tables.iter().find(|t| t["name"] == n).unwrap()["bytes"].as_u64().unwrap();
+    assert!(named("content_chunks") > 0 && named("files") > 0, "{st}");
+    assert!(sizes.iter().sum::<u64>() <= st["disk_bytes"].as_u64().unwrap(), "{st}");
+    let line = t.lines().find(|l| l.starts_with("  by table   ")).unwrap_or_else(|| panic!("no tables in\n{t}"));
+    assert!(line.contains("content_chunks ") && line.contains("files "), "{line}");
 }
 
 #[test]

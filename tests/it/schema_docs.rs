@@ -28,7 +28,7 @@ fn examples() -> Vec<(&'static str, u8, String, String)> {
     vec![
         example::<Meta>(
             MetaKey::Format,
-            MetaValue::Format(Format { schema_version: 2, params: ChunkParams::default(), created: T }),
+            MetaValue::Format(Format { schema_version: 3, params: ChunkParams::default(), created: T }),
         ),
         example::<Files>(
             file,
@@ -40,14 +40,14 @@ fn examples() -> Vec<(&'static str, u8, String, String)> {
             ContentRecord {
                 size: 1234,
                 runs: vec![ChunkRun { id: c1, len: 1000, count: 1 }, ChunkRun { id: c2, len: 234, count: 1 }],
-                sketch: Sketch { level: 0, samples: vec![0x0400_0005, 0x1000_0000, 0x8000_0000] },
+                sketch: Sketch { level: 0, samples: vec![0x0400_8000, 0x1000_0000, 0x8000_0000] },
             },
         ),
         example::<ChunkContents>((c1, content), Posting { count: 1, len: 1000 }),
-        example::<SketchContents>((0x0400_0005, content), ()),
+        example::<SketchContents>((0x0400_8000, content), ()),
         example::<ContentNames>((content, file), ()),
         example::<Templates>(c1, TemplateMark { marked: T, cluster: 7, len: 1000 }),
-        example::<TemplateSamples>(0x0400_0005, TemplateMark { marked: T, cluster: 7, len: 0 }),
+        example::<TemplateSamples>(0x0400_8000, TemplateMark { marked: T, cluster: 7, len: 0 }),
         example::<History>(
             (b"/docs/old.txt".to_vec(), T),
             HistoryRecord::Ghost { content, size: 1234, since: FileId(40) },
