@@ -301,7 +301,7 @@ fn answer_file(
         let same: Vec<Name> = ctx
             .names(&content)?
             .iter()
-            .filter(|n| !candidates.iter().any(|c: &Candidate| c.path == n.path))
+            .filter(|n| !candidates.iter().any(|c: &Candidate| *c.path == *n.path))
             .filter(|n| !empty || n.id >= since)
             .cloned()
             .collect();
@@ -312,12 +312,21 @@ fn answer_file(
         let mut ranked: Vec<(Rank, Candidate)> = Vec::with_capacity(same.len() + similar.len());
         for n in same {
             let rank = Rank::new(Kind::Identical, 1.0, &n, since, &last);
-            let c = Candidate { path: n.path, kind: Kind::Identical, score: 1.0, resemblance: 1.0, via: via.clone() };
+            let c = Candidate {
+                path: n.path.to_vec(),
+                kind: Kind::Identical,
+                score: 1.0,
+                resemblance: 1.0,
+                via: via.clone(),
+            };
             ranked.push((rank, c));
         }
         for (n, score, resemblance) in similar {
             let rank = Rank::new(Kind::Similar, score, &n, since, &last);
-            ranked.push((rank, Candidate { path: n.path, kind: Kind::Similar, score, resemblance, via: via.clone() }));
+            ranked.push((
+                rank,
+                Candidate { path: n.path.to_vec(), kind: Kind::Similar, score, resemblance, via: via.clone() },
+            ));
         }
         ranked.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.path.cmp(&b.1.path)));
         candidates.extend(ranked.into_iter().map(|(_, c)| c));

@@ -225,7 +225,7 @@ pub fn similar_to(
         if h.names.is_empty() {
             h.names = analysis::names_of(store, &h.content)?;
             if let Some(own) = own_path {
-                h.names.retain(|n| n.path != own);
+                h.names.retain(|n| *n.path != *own);
             }
         }
         if !h.names.is_empty() {

@@ -48,6 +48,7 @@ def main():
     ap.add_argument("--churn", type=float)
     ap.add_argument("--soak", type=int)
     ap.add_argument("--probe", choices=["lost", "report", "similar"], default="lost")
+    ap.add_argument("--debounce-ms", type=int, help="passed to simd watch (default: simd's own)")
     a = ap.parse_args()
     tree = os.path.realpath(a.tree)
     if a.churn:
@@ -83,7 +84,8 @@ def main():
             shutil.rmtree(base)
         print(f"simd index, first run of just the burst's {len(churn)} files: {nbytes/1e6:.0f} MB in {same:.2f} s "
               f"= {nbytes/1e6/same:.0f} MB/s")
-    d = subprocess.Popen([a.simd, "--db", a.db, "watch", tree], stderr=subprocess.DEVNULL)
+    debounce = ["--debounce-ms", str(a.debounce_ms)] if a.debounce_ms is not None else []
+    d = subprocess.Popen([a.simd, "--db", a.db, "watch", *debounce, tree], stderr=subprocess.DEVNULL)
     try:
         state = os.path.join(a.db, "daemon.json")
         t0 = time.time()

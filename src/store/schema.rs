@@ -179,6 +179,9 @@ impl Table for Meta {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileRecord {
     /// The path's raw bytes (`OsStr` on Unix), never lossily converted.
+    /// (Written as one byte string, not byte by byte: postcard's wire
+    /// format is the same either way.)
+    #[serde(with = "serde_bytes")]
     pub path: Vec<u8>,
     pub size: u64,
     pub mtime: TimeNs,
@@ -475,7 +478,10 @@ pub enum HistoryRecord {
     /// be where the file went; a lower id was there before.
     Ghost { content: ContentHash, size: u64, since: FileId },
     /// The file was renamed to `to` with unchanged content.
-    Moved { to: Vec<u8> },
+    Moved {
+        #[serde(with = "serde_bytes")]
+        to: Vec<u8>,
+    },
 }
 
 /// `history`: lost-and-found records per path.
