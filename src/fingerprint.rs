@@ -23,6 +23,18 @@ pub struct ChunkId(pub [u8; 16]);
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct ContentHash(pub [u8; 16]);
 
+/// Lower-case hex of 16 bytes, without the formatting machinery per byte
+/// (a report prints ~100k content hashes).
+pub fn hex16(bytes: &[u8; 16]) -> [u8; 32] {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = [0u8; 32];
+    for (i, b) in bytes.iter().enumerate() {
+        out[2 * i] = DIGITS[usize::from(b >> 4)];
+        out[2 * i + 1] = DIGITS[usize::from(b & 15)];
+    }
+    out
+}
+
 macro_rules! hex_debug {
     ($t:ty) => {
         impl std::fmt::Debug for $t {
@@ -32,10 +44,7 @@ macro_rules! hex_debug {
         }
         impl std::fmt::Display for $t {
             fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                for b in self.0 {
-                    write!(f, "{b:02x}")?;
-                }
-                Ok(())
+                f.write_str(std::str::from_utf8(&hex16(&self.0)).expect("hex digits are ASCII"))
             }
         }
     };

@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 
 use crate::analysis::{Analysis, Cluster, IdenticalSet, Name};
 use crate::cli::human_bytes;
+use crate::fingerprint::{hex16, ContentHash};
 use crate::scan::is_under;
 
 /// What to show of an analysis.
@@ -63,8 +64,22 @@ fn round(x: f64) -> f64 {
     (x * 10_000.0).round() / 10_000.0
 }
 
-fn paths(names: &[Name]) -> Vec<JsonPath<'_>> {
-    names.iter().map(|n| JsonPath(&n.path)).collect()
+/// The names' paths as a JSON array, written as it goes.
+struct JsonPaths<'a>(&'a [Name]);
+
+impl Serialize for JsonPaths<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().map(|n| JsonPath(&n.path)))
+    }
+}
+
+/// A content hash as its hex string, without a `String` for each.
+struct JsonHash<'a>(&'a ContentHash);
+
+impl Serialize for JsonHash<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(std::str::from_utf8(&hex16(&self.0 .0)).expect("hex digits are ASCII"))
+    }
 }
 
 #[derive(Serialize)]
@@ -80,11 +95,11 @@ struct JsonReport<'a> {
 
 #[derive(Serialize)]
 struct JsonSet<'a> {
-    content: String,
+    content: JsonHash<'a>,
     size: u64,
     copies: usize,
     wasted: u64,
-    files: Vec<JsonPath<'a>>,
+    files: JsonPaths<'a>,
 }
 
 #[derive(Serialize)]
@@ -98,10 +113,10 @@ struct JsonCluster<'a> {
 
 #[derive(Serialize)]
 struct JsonMember<'a> {
-    content: String,
+    content: JsonHash<'a>,
     size: u64,
     payload: u64,
-    files: Vec<JsonPath<'a>>,
+    files: JsonPaths<'a>,
 }
 
 #[derive(Serialize)]
@@ -154,11 +169,11 @@ pub fn write_json(out: &mut dyn Write, a: &Analysis, view: &View, pretty: bool) 
         identical: sets
             .iter()
             .map(|s| JsonSet {
-                content: s.content.to_string(),
+                content: JsonHash(&s.content),
                 size: s.size,
                 copies: s.names.len(),
                 wasted: s.wasted(),
-                files: paths(&s.names),
+                files: JsonPaths(&s.names),
             })
             .collect(),
         clusters: clusters
@@ -171,10 +186,10 @@ pub fn write_json(out: &mut dyn Write, a: &Analysis, view: &View, pretty: bool) 
                     .members
                     .iter()
                     .map(|m| JsonMember {
-                        content: m.content.to_string(),
+                        content: JsonHash(&m.content),
                         size: m.size,
                         payload: m.payload,
-                        files: paths(&m.names),
+                        files: JsonPaths(&m.names),
                     })
                     .collect(),
                 links: c
@@ -198,12 +213,16 @@ pub fn write_json(out: &mut dyn Write, a: &Analysis, view: &View, pretty: bool) 
             })
             .collect(),
     };
+    // serde_json writes a token at a time: through a buffer of a concrete
+    // type those writes are inlined copies, not a virtual call each.
+    let mut buffered = io::BufWriter::with_capacity(1 << 16, &mut *out);
     if pretty {
-        serde_json::to_writer_pretty(&mut *out, &report).map_err(io::Error::other)?;
+        serde_json::to_writer_pretty(&mut buffered, &report).map_err(io::Error::other)?;
     } else {
-        serde_json::to_writer(&mut *out, &report).map_err(io::Error::other)?;
+        serde_json::to_writer(&mut buffered, &report).map_err(io::Error::other)?;
     }
-    writeln!(out)
+    writeln!(buffered)?;
+    buffered.flush()
 }
 
 /// One CSV field, quoted when it needs to be.
