@@ -179,7 +179,7 @@ pub enum Command {
         /// Directories to watch [default: the roots the index remembers]
         roots: Vec<PathBuf>,
         /// Gather a burst of events on a path for this long before handling it
-        #[arg(long, value_name = "MS", default_value_t = 100)]
+        #[arg(long, value_name = "MS", default_value_t = 50)]
         debounce_ms: u64,
         #[command(flatten)]
         scan: ScanArgs,

@@ -41,7 +41,7 @@ impl Default for WatchOptions {
     fn default() -> Self {
         WatchOptions {
             index: IndexOptions::default(),
-            debounce: Duration::from_millis(100),
+            debounce: Duration::from_millis(50),
             rescan_every: Duration::from_secs(300),
             flush_idle: Duration::from_secs(1),
         }

@@ -172,7 +172,9 @@ pub fn with_analysis<R>(
             }
             tracing::debug!("cache written after {:?}", started.elapsed());
         });
-        use_it(&analysis, provenance)
+        let r = use_it(&analysis, provenance);
+        tracing::debug!("used after {:?}", started.elapsed());
+        r
     }))
 }
 

@@ -18,10 +18,14 @@ impl Drop for Daemon {
 }
 
 fn start(env: &Env) -> Daemon {
+    start_with(env, 50)
+}
+
+fn start_with(env: &Env, debounce_ms: u64) -> Daemon {
     let child = Command::new(assert_cmd::cargo::cargo_bin("simd"))
         .arg("--db")
         .arg(&env.db)
-        .args(["watch", "--debounce-ms", "50"])
+        .args(["watch", "--debounce-ms", &debounce_ms.to_string()])
         .arg(&env.root)
         .spawn()
         .unwrap();
@@ -80,6 +84,31 @@ fn converges(env: &Env, what: &str) {
         only(&live_files, &want.0),
         only(&want.0, &live_files)
     );
+}
+
+#[test]
+fn a_file_saved_in_several_writes_is_read_once() {
+    use std::io::Write;
+    let env = Env::new();
+    env.write("a.txt", text(1, 300));
+    // A debounce far longer than the writes take, so that a slow machine
+    // cannot split them.
+    let _daemon = start_with(&env, 1000);
+    converges(&env, "start");
+    let changed = || simd::watch::DaemonState::running(&env.db).unwrap().changed_files;
+    let before = changed();
+    let mut f = std::fs::File::create(env.root.join("saved.txt")).unwrap();
+    for i in 0..5 {
+        f.write_all(&text(10 + i, 200)).unwrap();
+        f.flush().unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(f);
+    converges(&env, "a file saved in five writes");
+    // Had any write been handled alone, a later one would follow within the
+    // debounce: wait it out before counting.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(changed() - before, 1, "five writes, one read");
 }
 
 #[test]
