@@ -383,7 +383,7 @@ fn relink(store: &Store, params: &AnalysisParams, threads: usize, prev: Basis) -
             }
             for (&j, &n) in &shared {
                 load(j, &mut feats)?;
-                if n >= samples_needed(posted.len(), feats[&j].0.posted.len()) {
+                if n >= samples_needed(&feats[&d].0, &feats[&j].0) {
                     candidates.insert(j);
                 }
             }
