@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use super::{
     analyse, assemble, auto_cutoff, features, link, live_contents, sample_cap, samples_needed, templates,
     templates_digest, Analysis, AnalysisParams, Basis, ContentLink, Features, FileTable, Frame, Ignored, MemberInfo,
-    Totals,
+    Pending, Totals,
 };
 use crate::fingerprint::{ChunkId, ContentHash};
 use crate::store::{ContentChunks, FileId, Store, StoreError};
@@ -146,21 +146,25 @@ pub fn with_analysis<R>(
     let prev = if fresh { None } else { load(store, params) };
     tracing::debug!("cache read after {:?}", started.elapsed());
     // The cache as it is, or brought up to date; else a fresh analysis.
-    let updated = match prev {
+    let prev = match prev {
         Some(c) if c.sequence == store.sequence() => match c.analysis() {
             Some(a) => return Ok(use_it(&a, Provenance::Cached)),
             None => None,
         },
-        Some(c) => c.basis().map(|b| update(store, params, threads, b)).transpose()?.flatten(),
-        None => None,
+        other => other,
     };
-    let (analysis, basis, provenance) = match updated {
-        Some((a, b, relinked)) => (a, b, Provenance::Updated { relinked }),
-        None => {
-            let (a, b) = analyse(store, params, threads)?;
-            (a, b, Provenance::Computed)
+    let (analysis, basis, provenance) = std::thread::scope(|s| -> Result<_, StoreError> {
+        // Either way the names come from a scan of every file record,
+        // which needs nothing else: on the other core from the start.
+        let mut files = Pending::new(s.spawn(|| FileTable::load(store)));
+        if let Some(b) = prev.and_then(|c| c.basis()) {
+            if let Some((a, b, relinked)) = update(store, params, threads, b, &mut files)? {
+                return Ok((a, b, Provenance::Updated { relinked }));
+            }
         }
-    };
+        let (a, b) = analyse(store, params, threads, &mut files)?;
+        Ok((a, b, Provenance::Computed))
+    })?;
     tracing::debug!("analysis after {:?}", started.elapsed());
     Ok(std::thread::scope(|s| {
         s.spawn(|| {
@@ -214,20 +218,14 @@ fn update(
     params: &AnalysisParams,
     threads: usize,
     prev: Basis,
+    files: &mut Pending<'_, Result<FileTable, StoreError>>,
 ) -> Result<Option<(Analysis, Basis, usize)>, StoreError> {
-    // The names come from a scan of every file record, which needs
-    // nothing found here: on the other core.
-    std::thread::scope(|s| {
-        let files = s.spawn(|| FileTable::load(store));
-        let found = relink(store, params, threads, prev)?;
-        let files = files.join().expect("the file table loader does not panic")?;
-        let Some((frame, links, info, basis, relinked)) = found else { return Ok(None) };
-        let Relinked { sequence, cutoff, totals, contents, ids } = frame;
-        let frame = Frame { sequence, params, cutoff, totals, contents: &contents, ids: &ids };
-        let analysis = assemble(store, frame, files, links, &info)?;
-        let basis = Basis::new(&analysis, contents, basis.0, basis.1);
-        Ok(Some((analysis, basis, relinked)))
-    })
+    let Some((frame, links, info, basis, relinked)) = relink(store, params, threads, prev)? else { return Ok(None) };
+    let Relinked { sequence, cutoff, totals, contents, ids } = frame;
+    let frame = Frame { sequence, params, cutoff, totals, contents: &contents, ids: &ids };
+    let analysis = assemble(store, frame, files.take()?, links, &info)?;
+    let basis = Basis::new(&analysis, contents, basis.0, basis.1);
+    Ok(Some((analysis, basis, relinked)))
 }
 
 /// The index's state as [`relink`] found it.

@@ -975,9 +975,31 @@ pub(crate) fn assemble(
     })
 }
 
+/// A value made on another thread, taken (waited for) once.
+pub(crate) struct Pending<'scope, T>(Option<std::thread::ScopedJoinHandle<'scope, T>>);
+
+impl<'scope, T> Pending<'scope, T> {
+    pub(crate) fn new(handle: std::thread::ScopedJoinHandle<'scope, T>) -> Self {
+        Pending(Some(handle))
+    }
+
+    /// Waits for the value. Taken once: a second take is a bug.
+    pub(crate) fn take(&mut self) -> T {
+        self.0.take().expect("a pending value is taken once").join().expect("its thread does not panic")
+    }
+}
+
 /// Runs the whole analysis on the index as it is now; also returns its
 /// basis, for [`cache`] to bring it up to date later.
-pub(crate) fn analyse(store: &Store, params: &AnalysisParams, threads: usize) -> Result<(Analysis, Basis), StoreError> {
+///
+/// `files` is the file table, read on another thread meanwhile (a whole
+/// scan of `files`, waited for only when the clusters are named).
+pub(crate) fn analyse(
+    store: &Store,
+    params: &AnalysisParams,
+    threads: usize,
+    files: &mut Pending<'_, Result<FileTable, StoreError>>,
+) -> Result<(Analysis, Basis), StoreError> {
     let started = std::time::Instant::now();
     let sequence = store.sequence();
     let (contents, ids) = live_contents(store)?;
@@ -1032,7 +1054,7 @@ pub(crate) fn analyse(store: &Store, params: &AnalysisParams, threads: usize) ->
     let (links, info) = results.into_inner().expect("threads joined");
     tracing::debug!("{} links after {:?}", links.len(), started.elapsed());
     let frame = Frame { sequence, params, cutoff, totals: part.totals, contents: &contents, ids: &ids };
-    let analysis = assemble(store, frame, FileTable::load(store)?, links, &info)?;
+    let analysis = assemble(store, frame, files.take()?, links, &info)?;
     let mut over_common = part.over_common;
     over_common.sort_unstable();
     let basis = Basis::new(&analysis, contents, over_common, templates_digest(&templates));
