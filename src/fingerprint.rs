@@ -67,8 +67,9 @@ pub struct Fingerprint {
     pub size: u64,
     /// The file's chunks in order, consecutive repeats merged.
     pub runs: Vec<ChunkRun>,
-    /// A sample of its word shingles.
-    pub sketch: Sketch,
+    /// A sample of its word shingles; None when it was not made because the
+    /// index already held the content's record, which has it (`known`).
+    pub sketch: Option<Sketch>,
 }
 
 impl Fingerprint {
@@ -109,11 +110,12 @@ impl Builder {
     }
 
     /// The fingerprint; `whole` is the content when the sketch was deferred.
-    fn finish(self, whole: &[u8], known: &dyn Fn(&ContentHash) -> Option<Sketch>) -> Fingerprint {
+    fn finish(self, whole: &[u8], known: &dyn Fn(&ContentHash) -> bool) -> Fingerprint {
         let content = ContentHash(self.content.finalize().into());
         let sketch = match self.shingles {
-            Some(s) => s.finish(),
-            None => known(&content).unwrap_or_else(|| crate::sketch::sketch_bytes(whole)),
+            Some(s) => Some(s.finish()),
+            None if known(&content) => None,
+            None => Some(crate::sketch::sketch_bytes(whole)),
         };
         Fingerprint { content, size: self.size, runs: self.runs, sketch }
     }
@@ -131,30 +133,31 @@ pub fn fingerprint_bytes(data: &[u8], params: &ChunkParams) -> Fingerprint {
         b.push(&rest[..cut]);
         rest = &rest[cut..];
     }
-    b.finish(&[], &|_| None)
+    b.finish(&[], &|_| false)
 }
 
 /// Fingerprints a stream with one fixed [`READ_BUF`] buffer, reading it
 /// exactly once. `buf` is reused between calls.
 pub fn fingerprint_reader<R: Read>(reader: R, params: &ChunkParams, buf: &mut Vec<u8>) -> io::Result<Fingerprint> {
-    fingerprint_reader_sized(reader.take(u64::MAX), params, buf, READ_BUF, &|_| None)
+    fingerprint_reader_sized(reader.take(u64::MAX), params, buf, READ_BUF, &|_| false)
 }
 
 /// [`fingerprint_reader`] for a file whose size was just stat'ed: reads at
 /// most `size` bytes, sparing the final zero-length read. A file that grew
 /// meanwhile is caught by the caller's second stat, as any change is.
 ///
-/// `known` gives the sketch of a content the index already holds: a sketch
-/// is a function of the content, so for a file that fits in the buffer (the
-/// sketch is then made after the content hash is known) an identical copy
-/// costs a lookup instead of shingling. Larger files are sketched as they
-/// stream.
+/// `known` says whether the index already holds a content's record: a
+/// sketch is a function of the content, so for a file that fits in the
+/// buffer (the sketch is then made after the content hash is known) an
+/// identical copy of a content the index has costs a lookup instead of
+/// shingling, and its fingerprint carries no sketch (the record has it).
+/// Larger files are sketched as they stream.
 pub fn fingerprint_file(
     file: &std::fs::File,
     size: u64,
     params: &ChunkParams,
     buf: &mut Vec<u8>,
-    known: &dyn Fn(&ContentHash) -> Option<Sketch>,
+    known: &dyn Fn(&ContentHash) -> bool,
 ) -> io::Result<Fingerprint> {
     fingerprint_reader_sized(file.take(size), params, buf, READ_BUF, known)
 }
@@ -166,7 +169,7 @@ fn fingerprint_reader_sized<R: Read>(
     params: &ChunkParams,
     buf: &mut Vec<u8>,
     size: usize,
-    known: &dyn Fn(&ContentHash) -> Option<Sketch>,
+    known: &dyn Fn(&ContentHash) -> bool,
 ) -> io::Result<Fingerprint> {
     let cap = size.max(2 * params.max as usize);
     // Zeroed once per buffer, not per file: reads overwrite what they use.
@@ -261,16 +264,19 @@ mod tests {
         let data: Vec<u8> = (0..20_000u32).map(|i| if i % 7 == 0 { b' ' } else { b'a' + (i % 23) as u8 }).collect();
         let p = ChunkParams::default();
         let fresh = fingerprint_bytes(&data, &p);
-        let stored = Sketch { level: 9, samples: vec![1, 2, 3] };
+        assert!(fresh.sketch.as_ref().is_some_and(|s| !s.samples.is_empty()));
         let asked = std::cell::Cell::new(None);
         let known = |c: &ContentHash| {
             asked.set(Some(*c));
-            Some(stored.clone())
+            true
         };
-        // Fits in the buffer: the sketch is looked up by content hash.
+        // Fits in the buffer: the index is asked by content hash, and has it.
         let fp = fingerprint_reader_sized((&data[..]).take(u64::MAX), &p, &mut Vec::new(), READ_BUF, &known).unwrap();
-        assert_eq!((fp.content, &fp.sketch), (fresh.content, &stored));
+        assert_eq!((fp.content, &fp.runs, &fp.sketch), (fresh.content, &fresh.runs, &None));
         assert_eq!(asked.get(), Some(fresh.content));
+        // A content the index lacks is sketched.
+        let fp = fingerprint_reader_sized((&data[..]).take(u64::MAX), &p, &mut Vec::new(), READ_BUF, &|_| false);
+        assert_eq!(fp.unwrap(), fresh);
         // Streamed through a smaller buffer: sketched as it is read, no lookup.
         asked.set(None);
         let fp = fingerprint_reader_sized((&data[..]).take(u64::MAX), &p, &mut Vec::new(), 8192, &known).unwrap();
@@ -288,7 +294,7 @@ mod tests {
             let p = ChunkParams::for_average(128).unwrap();
             let mut buf = Vec::new();
             let streamed =
-                fingerprint_reader_sized(Trickle { data: &data, step }.take(u64::MAX), &p, &mut buf, size, &|_| None)
+                fingerprint_reader_sized(Trickle { data: &data, step }.take(u64::MAX), &p, &mut buf, size, &|_| false)
                     .unwrap();
             prop_assert_eq!(streamed, fingerprint_bytes(&data, &p));
         }

@@ -17,7 +17,6 @@ use crossbeam_channel::bounded;
 
 use crate::fingerprint::{fingerprint_file, ContentHash, Fingerprint};
 use crate::scan::{self, is_under, path_bytes, Candidate, SkipReason, Stat, WalkOptions};
-use crate::sketch::Sketch;
 use crate::store::{
     Batch, ChunkContents, ContentChunks, ContentNames, ContentRecord, Counts, FileId, FileRecord, Files, History,
     HistoryRecord, Meta, MetaKey, MetaValue, NameProbe, Paths, Posting, SketchContents, Store, StoreError, TimeNs,
@@ -153,8 +152,9 @@ pub fn index(store: &Store, opts: &IndexOptions) -> Result<Summary, IngestError>
     let params = *store.params();
 
     let mut summary = Summary { roots: roots.clone(), ..Summary::default() };
+    let held = Held::default();
     let walked = std::thread::scope(|s| -> Result<scan::WalkOutcome, IngestError> {
-        spawn_readers(s, store, workers, cand_rx, out_tx, params);
+        spawn_readers(s, store, &held, workers, cand_rx, out_tx, params);
         let walker = s.spawn(|| {
             let r = scan::walk(store, &roots, &walk_opts, &cand_tx);
             drop(cand_tx);
@@ -233,8 +233,9 @@ pub fn ingest_candidates(
     let (cand_tx, cand_rx) = bounded::<Candidate>(QUEUE);
     let (out_tx, out_rx) = bounded::<Outcome>(QUEUE);
     let progress = Progress::new(false);
+    let held = Held::default();
     std::thread::scope(|s| {
-        spawn_readers(s, writer.store, workers.clamp(1, cands.len().max(1)), cand_rx, out_tx, params);
+        spawn_readers(s, writer.store, &held, workers.clamp(1, cands.len().max(1)), cand_rx, out_tx, params);
         s.spawn(move || {
             for c in cands {
                 if cand_tx.send(c).is_err() {
@@ -259,6 +260,7 @@ pub fn ingest_candidates(
 fn spawn_readers<'scope, 'env>(
     s: &'scope std::thread::Scope<'scope, 'env>,
     store: &'env Store,
+    held: &'env Held,
     workers: usize,
     rx: crossbeam_channel::Receiver<Candidate>,
     tx: crossbeam_channel::Sender<Outcome>,
@@ -268,8 +270,21 @@ fn spawn_readers<'scope, 'env>(
         let (rx, tx) = (rx.clone(), tx.clone());
         s.spawn(move || {
             let mut buf = Vec::new();
-            // A content the index has already has its sketch there.
-            let known = |c: &ContentHash| store.get::<ContentChunks>(c).ok().flatten().map(|r| r.sketch);
+            let known = |c: &ContentHash| {
+                let lock = || held.lock().unwrap_or_else(|p| p.into_inner());
+                if lock().contains(c) {
+                    return true;
+                }
+                let has = store.contains::<ContentChunks>(c).unwrap_or(false);
+                if has {
+                    let mut set = lock();
+                    if set.len() >= HELD_MAX {
+                        set.clear();
+                    }
+                    set.insert(*c);
+                }
+                has
+            };
             for cand in rx {
                 if tx.send(read_candidate(cand, &params, &mut buf, &known)).is_err() {
                     break;
@@ -278,6 +293,17 @@ fn spawn_readers<'scope, 'env>(
         });
     }
 }
+
+/// Contents whose record the index was seen to hold, shared by the readers
+/// of one scan or daemon batch: a content with many copies is looked up
+/// once, not once per copy (the lookup was ~8 % of a first index's CPU).
+/// Records are never removed while readers run (retention runs after a
+/// scan, and between the daemon's batches), so an entry stays true for as
+/// long as the set lives.
+type Held = std::sync::Mutex<HashSet<ContentHash>>;
+
+/// Bounds [`Held`] (16 bytes an entry).
+const HELD_MAX: usize = 1 << 18;
 
 fn record_skip(summary: &mut Summary, path: PathBuf, reason: SkipReason) {
     let n = summary.skipped.entry(reason).or_default();
@@ -309,7 +335,7 @@ fn read_candidate(
     cand: Candidate,
     params: &crate::chunker::ChunkParams,
     buf: &mut Vec<u8>,
-    known: &dyn Fn(&ContentHash) -> Option<Sketch>,
+    known: &dyn Fn(&ContentHash) -> bool,
 ) -> Outcome {
     let skip = |cand, reason, detail: String| Outcome::Skip { cand, reason, detail };
     for _ in 0..READ_ATTEMPTS {
@@ -598,7 +624,16 @@ impl<'s> Writer<'s> {
                     Some(r) => r,
                     None => {
                         new_chunks = true;
-                        let r = ContentRecord { size: fp.size, runs: fp.runs.clone(), sketch: fp.sketch.clone() };
+                        // Readers leave the sketch out only for a content whose
+                        // record the index held, and records are never removed
+                        // while they run.
+                        let Some(sketch) = fp.sketch.clone() else {
+                            return Err(self.store.corrupt::<ContentChunks>(
+                                &fp.content,
+                                "the record was gone when the file's content came to be written",
+                            ));
+                        };
+                        let r = ContentRecord { size: fp.size, runs: fp.runs.clone(), sketch };
                         self.group.batch.put::<ContentChunks>(&fp.content, &r);
                         self.group.records.insert(fp.content, r.clone());
                         r
@@ -959,14 +994,14 @@ mod tests {
     use std::sync::atomic::{AtomicBool, Ordering};
 
     fn candidate(path: &Path) -> Candidate {
-        Candidate { path: path.to_path_buf(), stat: Stat { size: 0, mtime: 0, inode: 0 }, old: None }
+        Candidate { path: path.to_path_buf(), old: None }
     }
 
     #[test]
     fn a_file_gone_before_it_is_read_is_vanished() {
         let tmp = tempfile::tempdir().unwrap();
         let p = tmp.path().join("gone.txt");
-        let out = read_candidate(candidate(&p), &ChunkParams::default(), &mut Vec::new(), &|_| None);
+        let out = read_candidate(candidate(&p), &ChunkParams::default(), &mut Vec::new(), &|_| false);
         assert!(matches!(out, Outcome::Vanished { .. }));
     }
 
@@ -975,11 +1010,11 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let fifo = tmp.path().join("was-a-file");
         assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
-        let out = read_candidate(candidate(&fifo), &ChunkParams::default(), &mut Vec::new(), &|_| None);
+        let out = read_candidate(candidate(&fifo), &ChunkParams::default(), &mut Vec::new(), &|_| false);
         assert!(matches!(out, Outcome::Skip { reason: SkipReason::Special, .. }));
         let link = tmp.path().join("link");
         std::os::unix::fs::symlink(&fifo, &link).unwrap();
-        let out = read_candidate(candidate(&link), &ChunkParams::default(), &mut Vec::new(), &|_| None);
+        let out = read_candidate(candidate(&link), &ChunkParams::default(), &mut Vec::new(), &|_| false);
         assert!(matches!(out, Outcome::Skip { reason: SkipReason::Symlink, .. }));
     }
 
@@ -1011,7 +1046,7 @@ mod tests {
             });
             let mut buf = Vec::new();
             for _ in 0..5 {
-                match read_candidate(candidate(&p), &params, &mut buf, &|_| None) {
+                match read_candidate(candidate(&p), &params, &mut buf, &|_| false) {
                     Outcome::Read { fp, .. } => assert!(fps.contains(&fp), "indexed a mix of two versions"),
                     Outcome::Skip { reason, .. } => assert_eq!(reason, SkipReason::KeptChanging),
                     Outcome::Vanished { .. } => panic!("the file never vanished"),

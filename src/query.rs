@@ -107,7 +107,8 @@ pub fn similar(
     limit: usize,
 ) -> Result<Similar, QueryError> {
     let fp = fingerprint_reader(reader, store.params(), &mut Vec::new()).map_err(QueryError::Read)?;
-    let query = ContentRecord { size: fp.size, runs: fp.runs, sketch: fp.sketch };
+    // Nothing is known to `fingerprint_reader`: it always sketches.
+    let query = ContentRecord { size: fp.size, runs: fp.runs, sketch: fp.sketch.unwrap_or_default() };
     Ok(similar_to(store, fp.content, &query, own_path, params, all, limit, Order::Best)?)
 }
 

@@ -3,7 +3,8 @@
 //!
 //! A file is a candidate for reading only when its (size, mtime ns, inode)
 //! differs from the index's record; unchanged files cost one `lstat` and two
-//! point lookups. Symlinks are never followed and FIFOs, sockets and devices
+//! point lookups, and a path the index has no record of costs no `lstat`
+//! here (the reader stats the open file). Symlinks are never followed and FIFOs, sockets and devices
 //! are never opened.
 
 use std::ffi::OsStr;
@@ -52,11 +53,11 @@ impl Stat {
     }
 }
 
-/// A file the walk wants read: new, or changed since its record.
+/// A file the walk wants read: new, or changed since its record. (The
+/// reader takes its stat from the open file, before and after reading.)
 #[derive(Debug)]
 pub struct Candidate {
     pub path: PathBuf,
-    pub stat: Stat,
     pub old: Option<(FileId, FileRecord)>,
 }
 
@@ -187,21 +188,28 @@ pub fn walk(
                 local.out.skipped.push((entry.into_path(), SkipReason::Special));
                 return WalkState::Continue;
             }
-            let meta = match entry.metadata() {
-                Ok(m) => m,
-                // Gone between readdir and lstat: not seen, so not in the index.
-                Err(_) => return WalkState::Continue,
-            };
-            let stat = Stat::of(&meta);
-            let path = entry.into_path();
-            let found = if opts.index_empty { Ok(None) } else { lookup(store, &path) };
+            let path = entry.path();
+            // A path the index has no record of is read whatever its stat
+            // says (the reader stats the open file): only a recorded file
+            // needs an lstat here, to tell whether it changed.
+            let found = if opts.index_empty { Ok(None) } else { lookup(store, path) };
             match found {
-                Ok(Some((id, rec))) if stat.matches(&rec) => {
-                    local.out.unchanged.push(id);
-                    local.out.unchanged_bytes += rec.size;
-                }
-                Ok(old) => {
-                    if tx.send(Candidate { path, stat, old }).is_err() {
+                Ok(Some((id, rec))) => match entry.metadata() {
+                    Ok(meta) if Stat::of(&meta).matches(&rec) => {
+                        local.out.unchanged.push(id);
+                        local.out.unchanged_bytes += rec.size;
+                    }
+                    Ok(_) => {
+                        if tx.send(Candidate { path: entry.into_path(), old: Some((id, rec)) }).is_err() {
+                            return WalkState::Quit;
+                        }
+                    }
+                    // Gone between readdir and lstat: not seen, so the
+                    // removal pass records it.
+                    Err(_) => {}
+                },
+                Ok(None) => {
+                    if tx.send(Candidate { path: entry.into_path(), old: None }).is_err() {
                         return WalkState::Quit;
                     }
                 }

@@ -350,6 +350,10 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
             let s = ingest::index(store, &opts.index)?;
             state.rescans += 1;
             state.changed_files += s.new + s.changed + s.moved + s.removed;
+            // Saved before the replies go: whoever asked for the rescan
+            // reads a state that counts it.
+            state.pending = rx.len();
+            state.save(&dir);
             for reply in rescan_replies.drain(..) {
                 let _ = reply.send(Ok(format!(
                     "rescanned: {} new, {} changed, {} moved, {} removed, {} unchanged",
@@ -507,7 +511,7 @@ fn examine(
         let m = meta.expect("is_file implies metadata");
         let stat = Stat::of(&m);
         if !old.as_ref().is_some_and(|(_, rec)| stat.matches(rec)) {
-            cands.push(Candidate { path: path.to_path_buf(), stat, old });
+            cands.push(Candidate { path: path.to_path_buf(), old });
         }
         return Ok(());
     }
@@ -529,7 +533,7 @@ fn examine(
                             let stat = Stat::of(&m);
                             let old = writer.lookup(&p)?;
                             if !old.as_ref().is_some_and(|(_, rec)| stat.matches(rec)) {
-                                cands.push(Candidate { path: p, stat, old });
+                                cands.push(Candidate { path: p, old });
                             }
                         }
                     }

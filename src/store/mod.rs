@@ -242,7 +242,7 @@ impl Store {
         StoreError::Rocks { dir: self.dir.clone(), source }
     }
 
-    fn corrupt<T: Table>(&self, key: &T::Key, reason: impl ToString) -> StoreError {
+    pub(crate) fn corrupt<T: Table>(&self, key: &T::Key, reason: impl ToString) -> StoreError {
         StoreError::Corrupt {
             dir: self.dir.clone(),
             cf: T::NAME,
