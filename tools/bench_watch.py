@@ -14,8 +14,9 @@ With --churn F, instead: appends a line to a fraction F of the tree's files
 (every 1/F-th file in sorted order), then waits until the daemon has handled
 that many changed files (daemon.json's changed_files), and prints the
 throughput (bytes of the rewritten files per second, from the first write to
-the last file handled) beside `simd index`'s first-run throughput on a copy
-of the same files measured just before (bar: churn >= 80 % of it).
+the last file handled) beside `simd index`'s first-run throughput (median of
+3 runs, warm page cache) on the whole tree and on a copy of just the files
+the burst rewrites, measured just before (bar: churn >= 80 % of it).
 
 TREE must be a scratch copy (the script writes files into TREE/.simd-bench-*;
 never point it at real data). IDX is an index of TREE (made by `simd index`
@@ -57,31 +58,40 @@ def main():
         step = max(1, round(1 / a.churn))
         churn = files[::step]
         nbytes = sum(os.path.getsize(f) for f in churn)
-        # Baseline: a first index of the same files (in a fresh index).
+        # Baselines (medians of 3, warm page cache, as tools/bench_index.sh
+        # measures): a first index of the whole tree, and of a copy of just
+        # the files the burst rewrites (the same work as the burst: every
+        # file a new content).
         import shutil, tempfile
-        base = tempfile.mkdtemp()
-        try:
-            t = time.time()
-            subprocess.run([a.simd, "--db", os.path.join(base, "idx"), "--quiet", "index", tree], check=True)
-            first = time.time() - t
-            total = sum(os.path.getsize(f) for f in files)
-        finally:
-            shutil.rmtree(base)
+        for f in files:
+            with open(f, "rb") as h:
+                while h.read(1 << 20):
+                    pass
+
+        def first_index(root):
+            times = []
+            for _ in range(3):
+                base = tempfile.mkdtemp()
+                try:
+                    t = time.time()
+                    subprocess.run([a.simd, "--db", os.path.join(base, "idx"), "--quiet", "index", root], check=True)
+                    times.append(time.time() - t)
+                finally:
+                    shutil.rmtree(base)
+            return statistics.median(times)
+
+        first = first_index(tree)
+        total = sum(os.path.getsize(f) for f in files)
         print(f"simd index, first run: {total/1e6:.0f} MB in {first:.2f} s = {total/1e6/first:.0f} MB/s")
-        # The same work as the burst (every file a new content): a first
-        # index of a copy of just the files the burst rewrites.
-        base = tempfile.mkdtemp()
+        copy = tempfile.mkdtemp()
         try:
             for k, f in enumerate(churn):
-                d = os.path.join(base, "tree", str(k % 100))
+                d = os.path.join(copy, str(k % 100))
                 os.makedirs(d, exist_ok=True)
                 shutil.copyfile(f, os.path.join(d, f"{k}-{os.path.basename(f)}"))
-            t = time.time()
-            subprocess.run([a.simd, "--db", os.path.join(base, "idx"), "--quiet", "index", os.path.join(base, "tree")],
-                           check=True)
-            same = time.time() - t
+            same = first_index(copy)
         finally:
-            shutil.rmtree(base)
+            shutil.rmtree(copy)
         print(f"simd index, first run of just the burst's {len(churn)} files: {nbytes/1e6:.0f} MB in {same:.2f} s "
               f"= {nbytes/1e6/same:.0f} MB/s")
     debounce = ["--debounce-ms", str(a.debounce_ms)] if a.debounce_ms is not None else []

@@ -10,8 +10,15 @@ use crate::fingerprint::{ChunkId, ChunkRun, ContentHash};
 use crate::sketch::Sketch;
 
 /// The on-disk schema version of the whole index. Bump it (and log the change
-/// in `schema/README.md`) whenever any CF's bytes change meaning.
-pub const SCHEMA_VERSION: u32 = 3;
+/// in `schema/README.md`) whenever any CF's bytes change meaning, or an
+/// older simd could no longer read the files (4: zstd table blocks).
+pub const SCHEMA_VERSION: u32 = 4;
+
+/// Older versions this simd reads as they are, and a writer upgrades in
+/// place by rewriting the format record: version 3 differs from 4 only in
+/// how new table blocks are compressed (its LZ4 blocks stay readable, and
+/// compaction rewrites them as zstd).
+pub const UPGRADABLE_VERSIONS: [u32; 1] = [3];
 
 /// Why bytes read from a CF could not be decoded.
 #[derive(Debug, thiserror::Error)]

@@ -1,5 +1,6 @@
 //! Golden indexes of every schema version (`tests/golden/`): the current
-//! one is read and answers as it did when it was made; older ones are
+//! one is read and answers as it did when it was made; an upgradable older
+//! one is read as well and upgraded by the first writer; the others are
 //! refused with a message naming both versions, never a RocksDB error.
 
 use std::path::Path;
@@ -42,9 +43,13 @@ const TREE: &str = "/tmp/simd-golden/tree";
 
 #[test]
 fn the_current_version_reads_its_golden_index() {
-    let g = golden(simd::store::SCHEMA_VERSION);
-    simd(&g).arg("check").assert().success();
-    let r = json(simd(&g).args(["--format", "json", "report"]));
+    answers_as_made(&golden(simd::store::SCHEMA_VERSION));
+}
+
+/// The golden index answers as it did when it was made.
+fn answers_as_made(g: &tempfile::TempDir) {
+    simd(g).arg("check").assert().success();
+    let r = json(simd(g).args(["--format", "json", "report"]));
     assert_eq!(r["index"]["files"], 6);
     let sets = r["identical"].as_array().unwrap();
     assert_eq!(sets.len(), 1, "{r:#}");
@@ -57,13 +62,42 @@ fn the_current_version_reads_its_golden_index() {
     assert_eq!((link["kind"].as_str(), link["common"].as_u64()), (Some("similar"), Some(0)), "{link}");
     assert!(link["words"]["resemblance"].as_f64().unwrap() > 0.7, "{link}");
     // The rename between the two runs left a ghost that lost-and-found follows.
-    let l = json(simd(&g).args(["--format", "json", "lost", &format!("{TREE}/old-plan.txt")]));
+    let l = json(simd(g).args(["--format", "json", "lost", &format!("{TREE}/old-plan.txt")]));
     assert_eq!(l["files"][0]["candidates"][0]["path"], format!("{TREE}/plan.txt"), "{l:#}");
+}
+
+fn schema_version(g: &tempfile::TempDir) -> u64 {
+    json(simd(g).args(["--format", "json", "status"]))["schema_version"].as_u64().unwrap()
+}
+
+#[test]
+fn upgradable_versions_are_read_and_a_writer_upgrades_them() {
+    for &version in &simd::store::UPGRADABLE_VERSIONS {
+        let g = golden(version);
+        // Readers leave the index as it is.
+        answers_as_made(&g);
+        assert_eq!(schema_version(&g), u64::from(version));
+        // A writer's new blocks are of the current version: so is the index.
+        let more = g.path().join("more");
+        std::fs::create_dir(&more).unwrap();
+        std::fs::write(more.join("new.txt"), "a file written after the upgrade\n").unwrap();
+        simd(&g).arg("--quiet").arg("index").arg(&more).assert().success();
+        assert_eq!(schema_version(&g), u64::from(simd::store::SCHEMA_VERSION));
+        answers_as_made_with(&g, 7);
+    }
+}
+
+/// [`answers_as_made`]'s identical set, with `files` files in the index.
+fn answers_as_made_with(g: &tempfile::TempDir, files: u64) {
+    simd(g).arg("check").assert().success();
+    let r = json(simd(g).args(["--format", "json", "report"]));
+    assert_eq!(r["index"]["files"], files);
+    assert_eq!(r["identical"][0]["files"][1]["path"], format!("{TREE}/guide.txt"), "{r:#}");
 }
 
 #[test]
 fn older_versions_are_refused_with_both_versions_named() {
-    for version in 1..simd::store::SCHEMA_VERSION {
+    for version in (1..simd::store::SCHEMA_VERSION).filter(|v| !simd::store::UPGRADABLE_VERSIONS.contains(v)) {
         let g = golden(version);
         for args in [&["status"][..], &["--format", "json", "report"], &["index", TREE]] {
             let out = simd(&g).args(args).assert().failure();
