@@ -4,8 +4,8 @@
 //! A file is a candidate for reading only when its (size, mtime ns, inode)
 //! differs from the index's record; unchanged files cost one `lstat` and two
 //! point lookups, and a path the index has no record of costs no `lstat`
-//! here (the reader stats the open file). Symlinks are never followed and FIFOs, sockets and devices
-//! are never opened.
+//! here (the reader stats the open file). Symlinks are never followed and
+//! FIFOs, sockets and devices are never opened.
 
 use std::ffi::OsStr;
 use std::fs::Metadata;
