@@ -217,11 +217,18 @@ impl Store {
                 // simd refuses the index by its version instead of failing
                 // on a block it cannot decompress.
                 if upgradable && access == Access::Write {
+                    // Said once, where a user sees it: an older simd can no
+                    // longer open the index after this.
+                    tracing::warn!(
+                        "{}: index upgraded from schema version {} to {SCHEMA_VERSION}; older simd versions cannot \
+                         open it any more",
+                        dir.display(),
+                        found.schema_version
+                    );
                     found.schema_version = SCHEMA_VERSION;
                     let mut b = store.batch();
                     b.put::<Meta>(&MetaKey::Format, &MetaValue::Format(found));
                     store.write(b)?;
-                    tracing::info!("{}: index upgraded to schema version {SCHEMA_VERSION}", dir.display());
                 }
                 store.format = found;
             }

@@ -81,7 +81,10 @@ fn upgradable_versions_are_read_and_a_writer_upgrades_them() {
         let more = g.path().join("more");
         std::fs::create_dir(&more).unwrap();
         std::fs::write(more.join("new.txt"), "a file written after the upgrade\n").unwrap();
-        simd(&g).arg("--quiet").arg("index").arg(&more).assert().success();
+        let out = simd(&g).arg("index").arg(&more).assert().success();
+        let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+        let told = format!("upgraded from schema version {version} to {}", simd::store::SCHEMA_VERSION);
+        assert!(err.contains(&told), "{err}");
         assert_eq!(schema_version(&g), u64::from(simd::store::SCHEMA_VERSION));
         answers_as_made_with(&g, 7);
     }
