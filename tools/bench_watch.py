@@ -18,8 +18,11 @@ the last file handled) beside `simd index`'s first-run throughput (median of
 3 runs, warm page cache) on the whole tree and on a copy of just the files
 the burst rewrites, measured just before (bar: churn >= 80 % of it).
 
-TREE must be a scratch copy (the script writes files into TREE/.simd-bench-*;
-never point it at real data). IDX is an index of TREE (made by `simd index`
+TREE must be a scratch copy (the script writes files into TREE/.simd-bench-*
+and appends lines to files of the tree; never point it at real data). When
+it ends it truncates the files it appended to back to their sizes and
+removes its scratch directory, so that the tree can be measured again; the
+index then lags the tree until its next run. IDX is an index of TREE (made by `simd index`
 first, so the daemon's reconcile scan is quick). The script starts
 `simd watch`, waits until it is ready, then 50 times writes a new file with
 unique content and polls `simd lost --format json FILE` (a read-only query,
@@ -94,6 +97,17 @@ def main():
             shutil.rmtree(copy)
         print(f"simd index, first run of just the burst's {len(churn)} files: {nbytes/1e6:.0f} MB in {same:.2f} s "
               f"= {nbytes/1e6/same:.0f} MB/s")
+    # What the script changes in TREE, put back when it ends (after the
+    # daemon has stopped), so that the tree can be measured again: the
+    # size of every file it appends to, and its scratch directory.
+    appended = {}
+    work = os.path.join(tree, f".simd-bench-{os.getpid()}")
+
+    def append(f, line):
+        appended.setdefault(f, os.path.getsize(f))
+        with open(f, "ab") as h:
+            h.write(line)
+
     debounce = ["--debounce-ms", str(a.debounce_ms)] if a.debounce_ms is not None else []
     d = subprocess.Popen([a.simd, "--db", a.db, "watch", *debounce, tree], stderr=subprocess.DEVNULL)
     try:
@@ -119,8 +133,7 @@ def main():
             t0, k, last = time.time(), 0, 0
             while time.time() - t0 < a.soak:
                 for _ in range(20):
-                    with open(files[k % len(files)], "ab") as h:
-                        h.write(b"\n# soak\n")
+                    append(files[k % len(files)], b"\n# soak\n")
                     k += 1
                 if time.time() - last >= 30:
                     rss, cpu = sample()
@@ -132,8 +145,7 @@ def main():
             before = json.load(open(state))["changed_files"]
             t = time.time()
             for f in churn:
-                with open(f, "ab") as h:
-                    h.write(b"\n# churn\n")
+                append(f, b"\n# churn\n")
             while json.load(open(state))["changed_files"] - before < len(churn):
                 if time.time() - t > 600:
                     sys.exit("churn not absorbed after 600 s")
@@ -149,7 +161,6 @@ def main():
             except OSError:
                 pass
             return
-        work = os.path.join(tree, f".simd-bench-{os.getpid()}")
         os.makedirs(work)
         time.sleep(1)
         lat, ends = [], []
@@ -214,6 +225,14 @@ def main():
         d.send_signal(signal.SIGTERM)
         d.wait(timeout=60)
         print(f"daemon exit code {d.returncode}", file=sys.stderr)
+        # The tree as it was (the index is not: its next run catches up).
+        for f, size in appended.items():
+            os.truncate(f, size)
+        if os.path.isdir(work):
+            import shutil
+            shutil.rmtree(work)
+        if appended:
+            print(f"restored {len(appended)} appended files of {tree}", file=sys.stderr)
 
 
 if __name__ == "__main__":
