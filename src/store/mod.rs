@@ -201,8 +201,7 @@ impl Store {
         };
         match store.get::<Meta>(&MetaKey::Format)? {
             Some(MetaValue::Format(mut found)) => {
-                let upgradable = UPGRADABLE_VERSIONS.contains(&found.schema_version);
-                if found.schema_version != SCHEMA_VERSION && !upgradable {
+                if !reads_version(found.schema_version) {
                     return Err(StoreError::SchemaMismatch {
                         dir: dir.to_path_buf(),
                         found: found.schema_version,
@@ -216,7 +215,7 @@ impl Store {
                 // says so before any of them is written, so that an older
                 // simd refuses the index by its version instead of failing
                 // on a block it cannot decompress.
-                if upgradable && access == Access::Write {
+                if found.schema_version != SCHEMA_VERSION && access == Access::Write {
                     // Said once, where a user sees it: an older simd can no
                     // longer open the index after this.
                     tracing::warn!(
@@ -483,9 +482,7 @@ fn older_format(dir: &Path, db_dir: &Path, existing: &[String]) -> StoreError {
         .and_then(|cf| db.get_cf(cf, Meta::encode_key(&MetaKey::Format)).ok().flatten())
         .and_then(|bytes| Meta::decode_value(&bytes).ok());
     match format {
-        Some(MetaValue::Format(f))
-            if f.schema_version != SCHEMA_VERSION && !UPGRADABLE_VERSIONS.contains(&f.schema_version) =>
-        {
+        Some(MetaValue::Format(f)) if !reads_version(f.schema_version) => {
             StoreError::SchemaMismatch { dir: dir.to_path_buf(), found: f.schema_version, expected: SCHEMA_VERSION }
         }
         _ => not_index(),

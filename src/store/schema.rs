@@ -20,6 +20,12 @@ pub const SCHEMA_VERSION: u32 = 4;
 /// compaction rewrites them as zstd).
 pub const UPGRADABLE_VERSIONS: [u32; 1] = [3];
 
+/// Whether this simd reads an index of schema `version` (the current one,
+/// or one it upgrades in place).
+pub fn reads_version(version: u32) -> bool {
+    version == SCHEMA_VERSION || UPGRADABLE_VERSIONS.contains(&version)
+}
+
 /// Why bytes read from a CF could not be decoded.
 #[derive(Debug, thiserror::Error)]
 pub enum DecodeError {
