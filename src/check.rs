@@ -10,7 +10,10 @@
 //!   without a name has none;
 //! - a chunk list is kept only for a content with a name or one a history
 //!   ghost refers to, and every ghost's content has its chunk list;
-//! - `meta` holds the format, and the next file id is above every id in use.
+//! - every kept chunk list has its own content id, which `content_by_id`
+//!   maps back to it, and `content_by_id` holds nothing else;
+//! - `meta` holds the format, and the next file and content ids are above
+//!   every id in use.
 //!
 //! Memory is O(files + postings of live contents): this is an audit, run on
 //! demand, not a hot path.
@@ -19,8 +22,8 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 use crate::fingerprint::{ChunkId, ContentHash};
 use crate::store::{
-    ChunkContents, ContentChunks, ContentNames, FileId, Files, History, HistoryRecord, Meta, MetaKey, MetaValue, Paths,
-    Posting, SketchContents, Store, StoreError,
+    ChunkContents, ContentById, ContentChunks, ContentId, ContentNames, FileId, Files, History, HistoryRecord, Meta,
+    MetaKey, MetaValue, Paths, Posting, SketchContents, Store, StoreError,
 };
 
 /// What the checker found.
@@ -106,40 +109,71 @@ pub fn check(store: &Store) -> Result<CheckReport, StoreError> {
         }
     }
 
-    // content_chunks ↔ chunk_contents
-    let mut expected: HashMap<(ChunkId, ContentHash), Posting> = HashMap::new();
-    let mut expected_samples: HashSet<(u32, ContentHash)> = HashSet::new();
+    // content_chunks ↔ content_by_id ↔ chunk_contents
+    let mut expected: HashMap<(ChunkId, ContentId), Posting> = HashMap::new();
+    let mut expected_samples: HashSet<(u32, ContentId)> = HashSet::new();
+    // Each kept content's id, and whether its id is live.
+    let mut by_id: HashMap<ContentId, (ContentHash, bool)> = HashMap::new();
     let mut contents = 0;
+    let mut max_content = 0;
     for item in store.scan::<ContentChunks>() {
         let (content, rec) = item?;
         contents += 1;
+        max_content = max_content.max(rec.id.0);
+        if rec.id.0 == 0 {
+            problem(format!("content {content}: stored without a content id"));
+        }
+        if let Some((other, _)) = by_id.insert(rec.id, (content, live.contains(&content))) {
+            problem(format!("content {content}: its id {} is also content {other}'s", rec.id));
+        }
         let total: u64 = rec.runs.iter().map(|r| u64::from(r.len) * u64::from(r.count)).sum();
         if total != rec.size {
             problem(format!("content {content}: chunks add up to {total} bytes, record says {}", rec.size));
         }
         if live.contains(&content) {
             for (chunk, len, count) in rec.chunk_counts() {
-                expected.insert((chunk, content), Posting { count, len });
+                expected.insert((chunk, rec.id), Posting { count, len });
             }
-            expected_samples.extend(rec.sketch.posted().iter().map(|&s| (s, content)));
+            expected_samples.extend(rec.sketch.posted().iter().map(|&s| (s, rec.id)));
         } else if !ghosts.contains(&content) {
             problem(format!("content {content}: chunk list kept with no name and no ghost"));
         }
     }
+    let mut mapped = 0;
+    for item in store.scan::<ContentById>() {
+        let (id, hash) = item?;
+        mapped += 1;
+        match by_id.get(&id) {
+            Some((c, _)) if *c == hash => {}
+            Some((c, _)) => problem(format!("content_by_id says {id} is {hash}, content {c} holds that id")),
+            None => problem(format!("content_by_id maps {id} to {hash}, which has no chunk list with that id")),
+        }
+    }
+    if mapped != by_id.len() {
+        problem(format!("content_by_id holds {mapped} ids for {} kept chunk lists", by_id.len()));
+    }
+    // A posting names a content by id: the content it means, for messages.
+    let named = |id: &ContentId| match by_id.get(id) {
+        Some((hash, _)) => format!("content {hash} ({id})"),
+        None => format!("content id {id}"),
+    };
     for item in store.scan::<ChunkContents>() {
         let ((chunk, content), posting) = item?;
         postings += 1;
         match expected.remove(&(chunk, content)) {
             Some(p) if p == posting => {}
-            Some(p) => problem(format!("posting {chunk} in {content}: {posting:?}, chunk list says {p:?}")),
-            None if live.contains(&content) => {
-                problem(format!("posting {chunk} in {content}: not in the content's chunk list"))
+            Some(p) => problem(format!("posting {chunk} in {}: {posting:?}, chunk list says {p:?}", named(&content))),
+            None if by_id.get(&content).is_some_and(|c| c.1) => {
+                problem(format!("posting {chunk} in {}: not in the content's chunk list", named(&content)))
             }
-            None => problem(format!("posting {chunk} in {content}: the content has no name")),
+            None if by_id.contains_key(&content) => {
+                problem(format!("posting {chunk} in {}: the content has no name", named(&content)))
+            }
+            None => problem(format!("posting {chunk} in {}: no chunk list has this id", named(&content))),
         }
     }
     for (chunk, content) in expected.keys() {
-        problem(format!("content {content}: posting for chunk {chunk} missing"));
+        problem(format!("{}: posting for chunk {chunk} missing", named(content)));
     }
 
     // content_chunks' sketches ↔ sketch_contents
@@ -147,11 +181,14 @@ pub fn check(store: &Store) -> Result<CheckReport, StoreError> {
         let ((sample, content), ()) = item?;
         postings += 1;
         if !expected_samples.remove(&(sample, content)) {
-            problem(format!("sketch posting {sample:08x} in {content}: not a posted sample of a live content"));
+            problem(format!(
+                "sketch posting {sample:08x} in {}: not a posted sample of a live content",
+                named(&content)
+            ));
         }
     }
     for (sample, content) in &expected_samples {
-        problem(format!("content {content}: sketch posting for sample {sample:08x} missing"));
+        problem(format!("{}: sketch posting for sample {sample:08x} missing", named(content)));
     }
 
     // meta
@@ -166,6 +203,11 @@ pub fn check(store: &Store) -> Result<CheckReport, StoreError> {
     match store.get::<Meta>(&MetaKey::NextFileId)? {
         Some(MetaValue::NextFileId(n)) if n > max_id => {}
         other => problem(format!("meta next_file_id is {other:?}, but file id {max_id} is in use")),
+    }
+    match store.get::<Meta>(&MetaKey::NextContentId)? {
+        Some(MetaValue::NextContentId(n)) if n > max_content => {}
+        None if max_content == 0 => {}
+        other => problem(format!("meta next_content_id is {other:?}, but content id {max_content} is in use")),
     }
 
     Ok(CheckReport { files: files_count, contents, postings, ghosts: ghost_count, problems })

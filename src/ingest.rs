@@ -18,8 +18,9 @@ use crossbeam_channel::bounded;
 use crate::fingerprint::{fingerprint_file, ContentHash, Fingerprint};
 use crate::scan::{self, is_under, path_bytes, Candidate, SkipReason, Stat, WalkOptions};
 use crate::store::{
-    Batch, ChunkContents, ContentChunks, ContentNames, ContentRecord, Counts, FileId, FileRecord, Files, History,
-    HistoryRecord, Meta, MetaKey, MetaValue, NameProbe, Paths, Posting, SketchContents, Store, StoreError, TimeNs,
+    Batch, ChunkContents, ContentById, ContentChunks, ContentId, ContentNames, ContentRecord, Counts, FileId,
+    FileRecord, Files, History, HistoryRecord, Meta, MetaKey, MetaValue, NameProbe, Paths, Posting, SketchContents,
+    Store, StoreError, TimeNs,
 };
 
 /// How many times a file that changes while being read is read again.
@@ -393,6 +394,7 @@ pub struct Writer<'s> {
     /// [`HistoryRecord::Ghost`]).
     pass_start: u64,
     next_id: u64,
+    next_content: u64,
     counts: Counts,
     group: Group<'s>,
     /// Ids of files written this run (they count as seen).
@@ -421,6 +423,7 @@ struct Group<'s> {
     files: usize,
     counts: Counts,
     next_id: u64,
+    next_content: u64,
     names_added: HashMap<ContentHash, Vec<FileId>>,
     names_removed: HashSet<(ContentHash, FileId)>,
     records: HashMap<ContentHash, ContentRecord>,
@@ -428,12 +431,13 @@ struct Group<'s> {
 }
 
 impl<'s> Group<'s> {
-    fn new(store: &'s Store, counts: Counts, next_id: u64) -> Self {
+    fn new(store: &'s Store, counts: Counts, next_id: u64, next_content: u64) -> Self {
         Group {
             batch: store.batch(),
             files: 0,
             counts,
             next_id,
+            next_content,
             names_added: HashMap::new(),
             names_removed: HashSet::new(),
             records: HashMap::new(),
@@ -462,13 +466,18 @@ impl<'s> Writer<'s> {
             Some(MetaValue::NextFileId(n)) => n,
             _ => 1,
         };
+        let next_content = match store.get::<Meta>(&MetaKey::NextContentId)? {
+            Some(MetaValue::NextContentId(n)) => n,
+            _ => 1,
+        };
         let counts = store.counts()?;
         Ok(Writer {
             store,
             pass_start: next_id,
             next_id,
+            next_content,
             counts,
-            group: Group::new(store, counts, next_id),
+            group: Group::new(store, counts, next_id, next_content),
             touched: Vec::new(),
             changes: 0,
             gained: HashSet::new(),
@@ -633,13 +642,19 @@ impl<'s> Writer<'s> {
                                 "the record was gone when the file's content came to be written",
                             ));
                         };
-                        let r = ContentRecord { size: fp.size, runs: fp.runs.clone(), sketch };
+                        if self.group.next_content > ContentId::MAX {
+                            return Err(StoreError::ContentIdsExhausted { dir: self.store.dir().to_path_buf() });
+                        }
+                        let id = ContentId(self.group.next_content);
+                        self.group.next_content += 1;
+                        let r = ContentRecord { id, size: fp.size, runs: fp.runs.clone(), sketch };
                         self.group.batch.put::<ContentChunks>(&fp.content, &r);
+                        self.group.batch.put::<ContentById>(&id, &fp.content);
                         self.group.records.insert(fp.content, r.clone());
                         r
                     }
                 };
-                put_postings(&mut self.group.batch, &fp.content, &record);
+                put_postings(&mut self.group.batch, &record);
             }
             self.group.add_name(fp.content, id);
             if self.gained.len() >= MEMO_MAX {
@@ -689,7 +704,8 @@ impl<'s> Writer<'s> {
         if self.group.files == 0 {
             return Ok(());
         }
-        let mut group = std::mem::replace(&mut self.group, Group::new(self.store, self.counts, self.next_id));
+        let mut group =
+            std::mem::replace(&mut self.group, Group::new(self.store, self.counts, self.next_id, self.next_content));
         let now = now_ns();
         group.batch.put::<Meta>(&MetaKey::LastUpdate, &MetaValue::LastUpdate(now));
         if group.counts != self.counts {
@@ -698,12 +714,16 @@ impl<'s> Writer<'s> {
         if group.next_id != self.next_id {
             group.batch.put::<Meta>(&MetaKey::NextFileId, &MetaValue::NextFileId(group.next_id));
         }
+        if group.next_content != self.next_content {
+            group.batch.put::<Meta>(&MetaKey::NextContentId, &MetaValue::NextContentId(group.next_content));
+        }
         self.store.write(group.batch)?;
         *self.probe.get_mut() = None;
         // The in-memory totals follow only once the write succeeded.
         self.counts = group.counts;
         self.next_id = group.next_id;
-        self.group = Group::new(self.store, self.counts, self.next_id);
+        self.next_content = group.next_content;
+        self.group = Group::new(self.store, self.counts, self.next_id, self.next_content);
         self.changes += group.files as u64;
         Ok(())
     }
@@ -719,10 +739,10 @@ impl<'s> Writer<'s> {
             self.group.counts.contents -= 1;
             if let Some(record) = self.record(&rec.content)? {
                 for (chunk, _, _) in record.chunk_counts() {
-                    self.group.batch.delete::<ChunkContents>(&(chunk, rec.content));
+                    self.group.batch.delete::<ChunkContents>(&(chunk, record.id));
                 }
                 for &sample in record.sketch.posted() {
-                    self.group.batch.delete::<SketchContents>(&(sample, rec.content));
+                    self.group.batch.delete::<SketchContents>(&(sample, record.id));
                 }
             }
             if version_ghost {
@@ -932,6 +952,9 @@ impl<'s> Writer<'s> {
             batch.delete::<History>(&r.0);
             if let Some(c) = r.1 {
                 if !kept.contains(&c) && dropped.insert(c) && !self.has_names(&c, None)? {
+                    if let Some(rec) = self.store.get::<ContentChunks>(&c)? {
+                        batch.delete::<ContentById>(&rec.id);
+                    }
                     batch.delete::<ContentChunks>(&c);
                 }
             }
@@ -941,12 +964,12 @@ impl<'s> Writer<'s> {
     }
 }
 
-fn put_postings(b: &mut Batch<'_>, content: &ContentHash, record: &ContentRecord) {
+fn put_postings(b: &mut Batch<'_>, record: &ContentRecord) {
     for (chunk, len, count) in record.chunk_counts() {
-        b.put::<ChunkContents>(&(chunk, *content), &Posting { count, len });
+        b.put::<ChunkContents>(&(chunk, record.id), &Posting { count, len });
     }
     for &sample in record.sketch.posted() {
-        b.put::<SketchContents>(&(sample, *content), &());
+        b.put::<SketchContents>(&(sample, record.id), &());
     }
 }
 

@@ -12,7 +12,7 @@ use std::io::Read;
 use crate::analysis::{self, auto_cutoff, AnalysisParams, LinkKind, Measures, Name};
 use crate::fingerprint::{fingerprint_reader, ChunkId, ContentHash};
 use crate::sketch::Sketch;
-use crate::store::{ContentChunks, ContentRecord, Posting, Store, StoreError};
+use crate::store::{ContentChunks, ContentId, ContentRecord, Posting, Store, StoreError};
 
 /// One indexed content that resembles the query.
 #[derive(Clone, Debug)]
@@ -66,7 +66,7 @@ impl Ignored<'_> {
     }
 
     /// Remembers whether a chunk is over the cutoff, from its postings.
-    fn remember(&mut self, chunk: ChunkId, holders: &[(ContentHash, Posting)]) {
+    fn remember(&mut self, chunk: ChunkId, holders: &[(ContentId, Posting)]) {
         self.memo.insert(chunk, holders.len() as u64 > self.cutoff);
     }
 
@@ -108,7 +108,8 @@ pub fn similar(
 ) -> Result<Similar, QueryError> {
     let fp = fingerprint_reader(reader, store.params(), &mut Vec::new()).map_err(QueryError::Read)?;
     // Nothing is known to `fingerprint_reader`: it always sketches.
-    let query = ContentRecord { size: fp.size, runs: fp.runs, sketch: fp.sketch.unwrap_or_default() };
+    let query =
+        ContentRecord { id: ContentId::default(), size: fp.size, runs: fp.runs, sketch: fp.sketch.unwrap_or_default() };
     Ok(similar_to(store, fp.content, &query, own_path, params, all, limit, Order::Best)?)
 }
 
@@ -138,7 +139,7 @@ pub fn similar_to(
     let query_chunks = query.chunk_counts(); // by chunk id, distinct
     let ids: Vec<ChunkId> = query_chunks.iter().map(|c| c.0).collect();
     let postings = store.postings_of(&ids, ignored.cutoff)?;
-    let mut common: HashMap<ContentHash, u64> = HashMap::new();
+    let mut common: HashMap<ContentId, u64> = HashMap::new();
     let mut payload = 0u64;
     for (&(chunk, len, count), holders) in query_chunks.iter().zip(&postings) {
         ignored.remember(chunk, holders);
@@ -164,7 +165,8 @@ pub fn similar_to(
     }
 
     let mut candidates = Vec::with_capacity(common.len());
-    for (holder, shared) in common {
+    let (ids, shared): (Vec<ContentId>, Vec<u64>) = common.into_iter().unzip();
+    for (holder, shared) in store.content_hashes(&ids)?.into_iter().zip(shared) {
         if let Some(rec) = store.get::<ContentChunks>(&holder)? {
             let their_sketch = rec.sketch.without(&ignored.templates.samples);
             candidates.push((holder, shared, rec, their_sketch));

@@ -21,10 +21,10 @@ use std::path::{Path, PathBuf};
 use super::{
     analyse, assemble, auto_cutoff, features, link, live_contents, sample_cap, samples_needed, templates,
     templates_digest, Analysis, AnalysisParams, Basis, ContentLink, Features, FileTable, Frame, Ignored, MemberInfo,
-    Pending, Totals,
+    Pending, Places, Totals,
 };
 use crate::fingerprint::{ChunkId, ContentHash};
-use crate::store::{ContentChunks, FileId, Store, StoreError};
+use crate::store::{ContentChunks, ContentId, FileId, Store, StoreError};
 
 // 2: names carry their file id. 3: links carry word measures.
 // 4: word measures say how many samples they rest on. 5: word links need
@@ -292,7 +292,9 @@ fn relink(store: &Store, params: &AnalysisParams, threads: usize, prev: Basis) -
     let mut totals = prev.totals;
     let mut over_common: HashSet<ChunkId> = prev.over_common.iter().copied().collect();
     let mut dirty: BTreeSet<u32> = BTreeSet::new();
-    let index_of = |c: &ContentHash| contents.binary_search(c).ok().map(|i| i as u32);
+    let places = Places::new(store, &contents)?;
+    let index_of = |c: &ContentId| places.of(*c);
+    let place = |c: &ContentHash| contents.binary_search(c).ok().map(|i| i as u32);
     let mut chunks: Vec<ChunkId> = chunk_delta.keys().copied().collect();
     chunks.sort_unstable();
     for (chunk, holders) in chunks.iter().zip(store.postings_of(&chunks, u64::MAX)?) {
@@ -338,7 +340,7 @@ fn relink(store: &Store, params: &AnalysisParams, threads: usize, prev: Basis) -
         }
     }
     let mut relink = dirty;
-    relink.extend(added.iter().filter_map(index_of));
+    relink.extend(added.iter().filter_map(place));
     if relink.len() > most {
         return Ok(None);
     }
@@ -430,7 +432,7 @@ fn relink(store: &Store, params: &AnalysisParams, threads: usize, prev: Basis) -
     let linked: HashMap<ContentHash, (u64, u64)> =
         prev.linked.iter().map(|&(c, size, payload)| (c, (size, payload))).collect();
     for (a, b, measures, kind) in &prev.links {
-        let (Some(ia), Some(ib)) = (index_of(a), index_of(b)) else { continue };
+        let (Some(ia), Some(ib)) = (place(a), place(b)) else { continue };
         if relink.contains(&ia) || relink.contains(&ib) {
             continue;
         }

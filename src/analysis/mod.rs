@@ -25,8 +25,8 @@ use serde::{Deserialize, Serialize};
 use crate::fingerprint::{ChunkId, ContentHash};
 use crate::sketch::{Estimate, Sketch};
 use crate::store::{
-    ChunkContents, ContentChunks, ContentNames, FileId, Files, SketchContents, Store, StoreError, TemplateSamples,
-    Templates,
+    ChunkContents, ContentById, ContentChunks, ContentId, ContentNames, FileId, Files, SketchContents, Store,
+    StoreError, TemplateSamples, Templates,
 };
 
 /// Thresholds of an analysis.
@@ -372,6 +372,30 @@ fn live_contents(store: &Store) -> Result<(Vec<ContentHash>, Vec<Vec<FileId>>), 
     Ok((contents, ids))
 }
 
+/// Where each content id of the postings sits among the live contents
+/// (sorted by hash), from one scan of `content_by_id` (in id order): the
+/// postings name contents by id, the analysis by their place.
+pub(crate) struct Places(Vec<(ContentId, u32)>);
+
+impl Places {
+    pub(crate) fn new(store: &Store, contents: &[ContentHash]) -> Result<Places, StoreError> {
+        let mut places = Vec::with_capacity(contents.len());
+        for item in store.scan::<ContentById>() {
+            let (id, hash) = item?;
+            // Contents kept only for history have an id and no place.
+            if let Ok(i) = contents.binary_search(&hash) {
+                places.push((id, i as u32));
+            }
+        }
+        Ok(Places(places))
+    }
+
+    /// The place of a live content.
+    pub(crate) fn of(&self, id: ContentId) -> Option<u32> {
+        self.0.binary_search_by_key(&id, |&(c, _)| c).ok().map(|i| self.0[i].1)
+    }
+}
+
 /// Every file's path and size by id, from one scan of `files`: a report
 /// names most files, and one sequential pass is far cheaper than a point
 /// lookup per name.
@@ -481,6 +505,7 @@ fn partition(
     templates: &Ignored,
     cutoff: u64,
 ) -> Result<Partition, StoreError> {
+    let places = Places::new(store, contents)?;
     let mut uf = UnionFind::new(contents.len());
     let mut p = Partition {
         components: Vec::new(),
@@ -520,8 +545,8 @@ fn partition(
         }
         // Postings only exist for live contents; a miss would be an
         // inconsistency that `simd check` reports, so it is skipped here.
-        if let Ok(i) = contents.binary_search(&content) {
-            group.push(i as u32);
+        if let Some(i) = places.of(content) {
+            group.push(i);
             group_bytes += u64::from(posting.len) * u64::from(posting.count);
         }
     }
@@ -547,8 +572,8 @@ fn partition(
             join(&mut group, &mut uf, current, &mut p);
             current = Some(sample);
         }
-        if let Ok(i) = contents.binary_search(&content) {
-            group.push(i as u32);
+        if let Some(i) = places.of(content) {
+            group.push(i);
         }
     }
     join(&mut group, &mut uf, current, &mut p);

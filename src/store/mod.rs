@@ -7,6 +7,7 @@
 //! can be told who holds the index.
 
 pub mod schema;
+mod upgrade;
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Seek, Write};
@@ -34,6 +35,13 @@ pub enum StoreError {
     Missing { dir: PathBuf },
     #[error("{dir}: index schema version {found}, this simd reads version {expected}; rebuild it with `simd index` into a new --db")]
     SchemaMismatch { dir: PathBuf, found: u32, expected: u32 },
+    #[error("{dir}: index schema version {found}, this simd reads version {expected} and upgrades it in place when it writes: run `simd index` (or start `simd watch`) once, then ask again (older simd versions cannot open the index after that)")]
+    NeedsUpgrade { dir: PathBuf, found: u32, expected: u32 },
+    #[error(
+        "{dir}: the index has handed out all {} content ids; rebuild it with `simd index` into a new --db",
+        ContentId::MAX
+    )]
+    ContentIdsExhausted { dir: PathBuf },
     #[error("{dir}: index was made with chunk parameters {found}, asked for {requested}; use the index's own (omit --avg-chunk) or another --db")]
     ParamsMismatch { dir: PathBuf, found: ChunkParams, requested: ChunkParams },
     #[error("{dir}: corrupt index: {cf} key {key}: {reason}")]
@@ -120,11 +128,22 @@ impl Store {
         // An index of another schema version may lack some of this
         // version's column families, and RocksDB refuses to open it with
         // them: read its format record first, so the user hears which
-        // versions differ rather than a RocksDB error.
+        // versions differ rather than a RocksDB error. A writer upgrading
+        // an older index creates them.
         if exists {
             if let Ok(existing) = DB::list_cf(&Options::default(), &db_dir) {
                 if ALL_CFS.iter().any(|n| !existing.iter().any(|e| e == n)) {
-                    return Err(older_format(dir, &db_dir, &existing));
+                    match older_format(dir, &db_dir, &existing) {
+                        Ok(v) if access == Access::Write && UPGRADABLE_VERSIONS.contains(&v) => {}
+                        Ok(found) => {
+                            return Err(StoreError::NeedsUpgrade {
+                                dir: dir.to_path_buf(),
+                                found,
+                                expected: SCHEMA_VERSION,
+                            })
+                        }
+                        Err(e) => return Err(e),
+                    }
                 }
             }
         }
@@ -132,7 +151,7 @@ impl Store {
         let cache = Cache::new_lru_cache(BLOCK_CACHE);
         let mut opts = Options::default();
         opts.create_if_missing(false);
-        opts.create_missing_column_families(false);
+        opts.create_missing_column_families(access == Access::Write);
         opts.set_db_write_buffer_size(WRITE_BUFFER_TOTAL);
         opts.set_max_background_jobs(2);
         // RocksDB's info log: the current one and the one before (each open
@@ -211,23 +230,30 @@ impl Store {
                 if let Some(requested) = params.filter(|p| *p != found.params) {
                     return Err(StoreError::ParamsMismatch { dir: dir.to_path_buf(), found: found.params, requested });
                 }
-                // A writer's blocks are zstd from now on: the format record
-                // says so before any of them is written, so that an older
-                // simd refuses the index by its version instead of failing
-                // on a block it cannot decompress.
-                if found.schema_version != SCHEMA_VERSION && access == Access::Write {
-                    // Said once, where a user sees it: an older simd can no
-                    // longer open the index after this.
-                    tracing::warn!(
-                        "{}: index upgraded from schema version {} to {SCHEMA_VERSION}; older simd versions cannot \
-                         open it any more",
-                        dir.display(),
-                        found.schema_version
-                    );
+                if found.schema_version != SCHEMA_VERSION {
+                    if access == Access::Read {
+                        return Err(StoreError::NeedsUpgrade {
+                            dir: dir.to_path_buf(),
+                            found: found.schema_version,
+                            expected: SCHEMA_VERSION,
+                        });
+                    }
+                    let from = found.schema_version;
+                    let upgraded = store.upgrade_to_content_ids()?;
                     found.schema_version = SCHEMA_VERSION;
                     let mut b = store.batch();
                     b.put::<Meta>(&MetaKey::Format, &MetaValue::Format(found));
                     store.write(b)?;
+                    store.sync()?;
+                    // Said once, where a user sees it: an older simd can no
+                    // longer open the index after this.
+                    tracing::warn!(
+                        "{}: index upgraded from schema version {from} to {SCHEMA_VERSION} ({} contents numbered, \
+                         {} postings rewritten); older simd versions cannot open it any more",
+                        dir.display(),
+                        upgraded.contents,
+                        upgraded.postings,
+                    );
                 }
                 store.format = found;
             }
@@ -312,7 +338,7 @@ impl Store {
     /// The contents that posted each of `samples` (ascending), at most
     /// `cap + 1` each (more means over the cap): a query looks up hundreds
     /// of samples ([`Store::entries_under`]).
-    pub fn sketch_postings_of(&self, samples: &[u32], cap: usize) -> Result<Vec<Vec<ContentHash>>> {
+    pub fn sketch_postings_of(&self, samples: &[u32], cap: usize) -> Result<Vec<Vec<ContentId>>> {
         debug_assert!(samples.windows(2).all(|w| w[0] < w[1]));
         let found = self.entries_under::<SketchContents, _>(samples.iter().map(|s| s.to_be_bytes()), cap as u64)?;
         Ok(found.into_iter().map(|v| v.into_iter().map(|((_, content), ())| content).collect()).collect())
@@ -322,10 +348,26 @@ impl Store {
     /// `cap + 1` each (more means over the cap): a query that measures a
     /// thousand candidates needs the degrees of tens of thousands of chunks
     /// ([`Store::entries_under`]).
-    pub fn postings_of(&self, chunks: &[ChunkId], cap: u64) -> Result<Vec<Vec<(ContentHash, Posting)>>> {
+    pub fn postings_of(&self, chunks: &[ChunkId], cap: u64) -> Result<Vec<Vec<(ContentId, Posting)>>> {
         debug_assert!(chunks.windows(2).all(|w| w[0] < w[1]));
         let found = self.entries_under::<ChunkContents, _>(chunks.iter().map(|c| c.0), cap)?;
         Ok(found.into_iter().map(|v| v.into_iter().map(|((_, content), p)| (content, p)).collect()).collect())
+    }
+
+    /// The content hash of each of `ids`, in their order: the postings name
+    /// contents by id. An id with no hash is an inconsistency (postings go
+    /// before their content's id does), reported as such.
+    pub fn content_hashes(&self, ids: &[ContentId]) -> Result<Vec<ContentHash>> {
+        let cf = self.cf(ContentById::NAME);
+        let keys: Vec<Vec<u8>> = ids.iter().map(ContentById::encode_key).collect();
+        let found = self.db.batched_multi_get_cf(cf, &keys, false);
+        ids.iter()
+            .zip(found)
+            .map(|(id, got)| match got.map_err(|e| self.rocks(e))? {
+                Some(v) => ContentById::decode_value(&v).map_err(|e| self.corrupt::<ContentById>(id, e)),
+                None => Err(self.corrupt::<ContentById>(id, "a posting names this content id, which has no hash")),
+            })
+            .collect()
     }
 
     /// The entries of `T` under each of `prefixes` (ascending), at most
@@ -461,31 +503,35 @@ impl Store {
 /// Creates an empty index database in `dir/db`: built in `dir/db.creating`
 /// (whatever an interrupted creation left there is discarded), given its
 /// format record, closed, synced and renamed into place.
-/// The error for a database that lacks some of this version's column
-/// families: a schema mismatch when it holds simd's format record (an older
-/// or newer index), else not an index.
-fn older_format(dir: &Path, db_dir: &Path, existing: &[String]) -> StoreError {
+/// The schema version of a database that lacks some of this version's
+/// column families, when this simd upgrades it; else the error: a schema
+/// mismatch when it holds simd's format record (an older or newer index),
+/// else not an index.
+fn older_format(dir: &Path, db_dir: &Path, existing: &[String]) -> Result<u32> {
     let missing: Vec<&str> = ALL_CFS.iter().copied().filter(|n| !existing.iter().any(|e| e == n)).collect();
     let not_index = || StoreError::NotAnIndex {
         dir: dir.to_path_buf(),
         reason: format!("column families missing: {}", missing.join(", ")),
     };
     if !existing.iter().any(|e| e == Meta::NAME) {
-        return not_index();
+        return Err(not_index());
     }
     let cfs = existing.iter().map(|n| ColumnFamilyDescriptor::new(n, Options::default()));
     let Ok(db) = DB::open_cf_descriptors_read_only(&Options::default(), db_dir, cfs, false) else {
-        return not_index();
+        return Err(not_index());
     };
     let format = db
         .cf_handle(Meta::NAME)
         .and_then(|cf| db.get_cf(cf, Meta::encode_key(&MetaKey::Format)).ok().flatten())
         .and_then(|bytes| Meta::decode_value(&bytes).ok());
     match format {
-        Some(MetaValue::Format(f)) if !reads_version(f.schema_version) => {
-            StoreError::SchemaMismatch { dir: dir.to_path_buf(), found: f.schema_version, expected: SCHEMA_VERSION }
-        }
-        _ => not_index(),
+        Some(MetaValue::Format(f)) if UPGRADABLE_VERSIONS.contains(&f.schema_version) => Ok(f.schema_version),
+        Some(MetaValue::Format(f)) if f.schema_version != SCHEMA_VERSION => Err(StoreError::SchemaMismatch {
+            dir: dir.to_path_buf(),
+            found: f.schema_version,
+            expected: SCHEMA_VERSION,
+        }),
+        _ => Err(not_index()),
     }
 }
 
@@ -739,16 +785,13 @@ mod tests {
         let (a, b) = (ChunkId([1; 16]), ChunkId([2; 16]));
         let mut batch = s.batch();
         for (i, chunk) in [a, a, b].iter().enumerate() {
-            batch.put::<ChunkContents>(&(*chunk, ContentHash([i as u8; 16])), &Posting { count: i as u32 + 1, len: 9 });
+            batch.put::<ChunkContents>(&(*chunk, ContentId(i as u64 + 1)), &Posting { count: i as u32 + 1, len: 9 });
         }
         s.write(batch).unwrap();
         let none = ChunkId([0xff; 16]);
         let got = s.postings_of(&[a, b, none], 10).unwrap();
         let counts: Vec<Vec<_>> = got.iter().map(|h| h.iter().map(|(c, p)| (*c, p.count)).collect()).collect();
-        assert_eq!(
-            counts,
-            vec![vec![(ContentHash([0; 16]), 1), (ContentHash([1; 16]), 2)], vec![(ContentHash([2; 16]), 3)], vec![]]
-        );
+        assert_eq!(counts, vec![vec![(ContentId(1), 1), (ContentId(2), 2)], vec![(ContentId(3), 3)], vec![]]);
         // At most cap + 1 each: enough to tell a chunk over the cap.
         assert_eq!(s.postings_of(&[a, b], 0).unwrap().iter().map(Vec::len).collect::<Vec<_>>(), vec![1, 1]);
     }

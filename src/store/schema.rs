@@ -11,17 +11,18 @@ use crate::sketch::Sketch;
 
 /// The on-disk schema version of the whole index. Bump it (and log the change
 /// in `schema/README.md`) whenever any CF's bytes change meaning, or an
-/// older simd could no longer read the files (4: zstd table blocks).
-pub const SCHEMA_VERSION: u32 = 4;
+/// older simd could no longer read the files (5: content ids in postings).
+pub const SCHEMA_VERSION: u32 = 5;
 
-/// Older versions this simd reads as they are, and a writer upgrades in
-/// place by rewriting the format record: version 3 differs from 4 only in
-/// how new table blocks are compressed (its LZ4 blocks stay readable, and
-/// compaction rewrites them as zstd).
-pub const UPGRADABLE_VERSIONS: [u32; 1] = [3];
+/// Older versions a writer of this simd upgrades in place (readers ask for
+/// that first): versions 3 and 4 name contents by their hash in the
+/// postings, where version 5 names them by their [`ContentId`]; 3 differs
+/// from 4 only in how table blocks are compressed (its LZ4 blocks stay
+/// readable, and compaction rewrites them as zstd).
+pub const UPGRADABLE_VERSIONS: [u32; 2] = [3, 4];
 
-/// Whether this simd reads an index of schema `version` (the current one,
-/// or one it upgrades in place).
+/// Whether this simd opens an index of schema `version`: the current one
+/// as it is, an upgradable one to upgrade it.
 pub fn reads_version(version: u32) -> bool {
     version == SCHEMA_VERSION || UPGRADABLE_VERSIONS.contains(&version)
 }
@@ -88,6 +89,40 @@ impl std::fmt::Display for FileId {
     }
 }
 
+/// A content's number, assigned when its chunk list is first stored and
+/// never reused: the postings name contents by it (5 bytes in a key where
+/// the content hash took 16: the Django tree's index went from 6.5 % to
+/// 5.0 % of its file bytes). `content_by_id` maps it back to the hash.
+/// Numbers start at 1; 0 is a record not stored (a query's).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ContentId(pub u64);
+
+impl ContentId {
+    /// Bytes of a content id in a key (big-endian): 2^40 ids, a thousand
+    /// new contents a second for 35 years.
+    pub const BYTES: usize = 5;
+    /// The largest id a key holds.
+    pub const MAX: u64 = (1 << (8 * Self::BYTES as u64)) - 1;
+
+    fn write(self, out: &mut Vec<u8>) {
+        debug_assert!(self.0 <= Self::MAX);
+        out.extend_from_slice(&self.0.to_be_bytes()[8 - Self::BYTES..]);
+    }
+
+    fn read(bytes: &[u8]) -> Result<ContentId, DecodeError> {
+        let b: [u8; Self::BYTES] = fixed(bytes, "5")?;
+        let mut full = [0u8; 8];
+        full[8 - Self::BYTES..].copy_from_slice(&b);
+        Ok(ContentId(u64::from_be_bytes(full)))
+    }
+}
+
+impl std::fmt::Display for ContentId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "c{}", self.0)
+    }
+}
+
 /// Nanoseconds since the Unix epoch.
 pub type TimeNs = i64;
 
@@ -115,11 +150,20 @@ pub enum MetaKey {
     LastUpdate,
     /// [`MetaValue::Counts`]: files and live contents, kept by the writer.
     Counts,
+    /// [`MetaValue::NextContentId`]: the next content id to hand out
+    /// (absent: 1).
+    NextContentId,
 }
 
 impl MetaKey {
-    pub const ALL: [MetaKey; 5] =
-        [MetaKey::Format, MetaKey::Roots, MetaKey::NextFileId, MetaKey::LastUpdate, MetaKey::Counts];
+    pub const ALL: [MetaKey; 6] = [
+        MetaKey::Format,
+        MetaKey::Roots,
+        MetaKey::NextFileId,
+        MetaKey::LastUpdate,
+        MetaKey::Counts,
+        MetaKey::NextContentId,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -128,6 +172,7 @@ impl MetaKey {
             MetaKey::NextFileId => "next_file_id",
             MetaKey::LastUpdate => "last_update",
             MetaKey::Counts => "counts",
+            MetaKey::NextContentId => "next_content_id",
         }
     }
 }
@@ -148,6 +193,7 @@ pub enum MetaValue {
     NextFileId(u64),
     LastUpdate(TimeNs),
     Counts(Counts),
+    NextContentId(u64),
 }
 
 /// Totals the writer keeps current in the same batch as each change, so that
@@ -256,9 +302,11 @@ impl Table for Paths {
 
 // ---------------------------------------------------------------- content_chunks
 
-/// A distinct content: its size, chunk list and word-shingle sketch.
+/// A distinct content: its id, size, chunk list and word-shingle sketch.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ContentRecord {
+    /// Its id in the postings (0 for a record not stored).
+    pub id: ContentId,
     pub size: u64,
     /// Chunks in file order, consecutive repeats merged into runs.
     pub runs: Vec<ChunkRun>,
@@ -290,13 +338,13 @@ impl ContentRecord {
 ///
 /// ```text
 /// key:   content hash (16 bytes)
-/// value: 0x03 ‖ postcard(ContentRecord)
+/// value: 0x04 ‖ postcard(ContentRecord)
 /// ```
 pub struct ContentChunks;
 
 impl Table for ContentChunks {
     const NAME: &'static str = "content_chunks";
-    const VALUE_VERSION: u8 = 3;
+    const VALUE_VERSION: u8 = 4;
     type Key = ContentHash;
     type Value = ContentRecord;
 
@@ -322,7 +370,7 @@ pub struct Posting {
 /// `chunk_contents`: postings, chunk→contents holding it (chunk→files).
 ///
 /// ```text
-/// key:   chunk id (16 bytes) ‖ content hash (16 bytes)
+/// key:   chunk id (16 bytes) ‖ content id (u40 BE, 5 bytes)
 /// value: 0x01 ‖ postcard(Posting { count: u32, len: u32 })
 /// ```
 pub struct ChunkContents;
@@ -330,23 +378,23 @@ pub struct ChunkContents;
 impl Table for ChunkContents {
     const NAME: &'static str = "chunk_contents";
     const VALUE_VERSION: u8 = 1;
-    type Key = (ChunkId, ContentHash);
+    type Key = (ChunkId, ContentId);
     type Value = Posting;
 
-    fn encode_key(key: &(ChunkId, ContentHash)) -> Vec<u8> {
-        let mut k = Vec::with_capacity(32);
+    fn encode_key(key: &(ChunkId, ContentId)) -> Vec<u8> {
+        let mut k = Vec::with_capacity(16 + ContentId::BYTES);
         Self::write_key(key, &mut k);
         k
     }
 
-    fn write_key(&(chunk, content): &(ChunkId, ContentHash), out: &mut Vec<u8>) {
+    fn write_key(&(chunk, content): &(ChunkId, ContentId), out: &mut Vec<u8>) {
         out.extend_from_slice(&chunk.0);
-        out.extend_from_slice(&content.0);
+        content.write(out);
     }
 
-    fn decode_key(bytes: &[u8]) -> Result<(ChunkId, ContentHash), DecodeError> {
-        let b: [u8; 32] = fixed(bytes, "32")?;
-        Ok((ChunkId(fixed(&b[..16], "16")?), ContentHash(fixed(&b[16..], "16")?)))
+    fn decode_key(bytes: &[u8]) -> Result<(ChunkId, ContentId), DecodeError> {
+        let b: [u8; 21] = fixed(bytes, "21")?;
+        Ok((ChunkId(fixed(&b[..16], "16")?), ContentId::read(&b[16..])?))
     }
 }
 
@@ -357,7 +405,7 @@ impl Table for ChunkContents {
 /// find each other.
 ///
 /// ```text
-/// key:   sample (u32 BE, 4 bytes) ‖ content hash (16 bytes)
+/// key:   sample (u32 BE, 4 bytes) ‖ content id (u40 BE, 5 bytes)
 /// value: 0x01 ‖ postcard(())   (i.e. the single byte 0x01)
 /// ```
 pub struct SketchContents;
@@ -365,23 +413,51 @@ pub struct SketchContents;
 impl Table for SketchContents {
     const NAME: &'static str = "sketch_contents";
     const VALUE_VERSION: u8 = 1;
-    type Key = (u32, ContentHash);
+    type Key = (u32, ContentId);
     type Value = ();
 
-    fn encode_key(key: &(u32, ContentHash)) -> Vec<u8> {
-        let mut k = Vec::with_capacity(20);
+    fn encode_key(key: &(u32, ContentId)) -> Vec<u8> {
+        let mut k = Vec::with_capacity(4 + ContentId::BYTES);
         Self::write_key(key, &mut k);
         k
     }
 
-    fn write_key(&(sample, content): &(u32, ContentHash), out: &mut Vec<u8>) {
+    fn write_key(&(sample, content): &(u32, ContentId), out: &mut Vec<u8>) {
         out.extend_from_slice(&sample.to_be_bytes());
-        out.extend_from_slice(&content.0);
+        content.write(out);
     }
 
-    fn decode_key(bytes: &[u8]) -> Result<(u32, ContentHash), DecodeError> {
-        let b: [u8; 20] = fixed(bytes, "20")?;
-        Ok((u32::from_be_bytes(fixed(&b[..4], "4")?), ContentHash(fixed(&b[4..], "16")?)))
+    fn decode_key(bytes: &[u8]) -> Result<(u32, ContentId), DecodeError> {
+        let b: [u8; 9] = fixed(bytes, "9")?;
+        Ok((u32::from_be_bytes(fixed(&b[..4], "4")?), ContentId::read(&b[4..])?))
+    }
+}
+
+// ---------------------------------------------------------------- content_by_id
+
+/// `content_by_id`: maps a content id to its content hash, for the
+/// contents the postings name.
+///
+/// ```text
+/// key:   content id (u40 BE, 5 bytes)
+/// value: 0x01 ‖ postcard(ContentHash)   (its 16 bytes)
+/// ```
+pub struct ContentById;
+
+impl Table for ContentById {
+    const NAME: &'static str = "content_by_id";
+    const VALUE_VERSION: u8 = 1;
+    type Key = ContentId;
+    type Value = ContentHash;
+
+    fn encode_key(key: &ContentId) -> Vec<u8> {
+        let mut k = Vec::with_capacity(ContentId::BYTES);
+        key.write(&mut k);
+        k
+    }
+
+    fn decode_key(bytes: &[u8]) -> Result<ContentId, DecodeError> {
+        ContentId::read(bytes)
     }
 }
 
@@ -534,13 +610,14 @@ impl Table for History {
 }
 
 /// Every CF's name, in the order they are created.
-pub const ALL_CFS: [&str; 10] = [
+pub const ALL_CFS: [&str; 11] = [
     Meta::NAME,
     Files::NAME,
     Paths::NAME,
     ContentChunks::NAME,
     ChunkContents::NAME,
     SketchContents::NAME,
+    ContentById::NAME,
     ContentNames::NAME,
     Templates::NAME,
     TemplateSamples::NAME,
@@ -556,6 +633,10 @@ mod tests {
         any::<[u8; 16]>()
     }
 
+    fn content_id() -> impl Strategy<Value = ContentId> {
+        (0..=ContentId::MAX).prop_map(ContentId)
+    }
+
     proptest! {
         #[test]
         fn decoders_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
@@ -568,6 +649,8 @@ mod tests {
             let _ = ContentChunks::decode_value(&bytes);
             let _ = ChunkContents::decode_key(&bytes);
             let _ = SketchContents::decode_key(&bytes);
+            let _ = ContentById::decode_key(&bytes);
+            let _ = ContentById::decode_value(&bytes);
             let _ = TemplateSamples::decode_key(&bytes);
             let _ = ChunkContents::decode_value(&bytes);
             let _ = ContentNames::decode_key(&bytes);
@@ -585,18 +668,25 @@ mod tests {
         }
 
         #[test]
-        fn posting_keys_round_trip_in_order(c1 in id16(), h1 in id16(), c2 in id16(), h2 in id16()) {
-            let (a, b) = ((ChunkId(c1), ContentHash(h1)), (ChunkId(c2), ContentHash(h2)));
+        fn posting_keys_round_trip_in_order(c1 in id16(), h1 in content_id(), c2 in id16(), h2 in content_id()) {
+            let (a, b) = ((ChunkId(c1), h1), (ChunkId(c2), h2));
             let (ka, kb) = (ChunkContents::encode_key(&a), ChunkContents::encode_key(&b));
             prop_assert_eq!(ChunkContents::decode_key(&ka).unwrap(), a);
             prop_assert_eq!(a.cmp(&b), ka.cmp(&kb));
         }
 
         #[test]
-        fn sketch_posting_keys_round_trip_in_order(s1 in any::<u32>(), h1 in id16(), s2 in any::<u32>(), h2 in id16()) {
-            let (a, b) = ((s1, ContentHash(h1)), (s2, ContentHash(h2)));
+        fn sketch_posting_keys_round_trip_in_order(s1 in any::<u32>(), h1 in content_id(), s2 in any::<u32>(), h2 in content_id()) {
+            let (a, b) = ((s1, h1), (s2, h2));
             let (ka, kb) = (SketchContents::encode_key(&a), SketchContents::encode_key(&b));
             prop_assert_eq!(SketchContents::decode_key(&ka).unwrap(), a);
+            prop_assert_eq!(a.cmp(&b), ka.cmp(&kb));
+        }
+
+        #[test]
+        fn content_id_keys_round_trip_in_order(a in content_id(), b in content_id()) {
+            let (ka, kb) = (ContentById::encode_key(&a), ContentById::encode_key(&b));
+            prop_assert_eq!(ContentById::decode_key(&ka).unwrap(), a);
             prop_assert_eq!(a.cmp(&b), ka.cmp(&kb));
         }
 
@@ -638,6 +728,7 @@ mod tests {
         let a = ChunkId([1; 16]);
         let b = ChunkId([2; 16]);
         let rec = ContentRecord {
+            id: ContentId(1),
             size: 0,
             runs: vec![
                 ChunkRun { id: b, len: 5, count: 1 },

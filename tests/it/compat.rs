@@ -1,7 +1,8 @@
 //! Golden indexes of every schema version (`tests/golden/`): the current
 //! one is read and answers as it did when it was made; an upgradable older
-//! one is read as well and upgraded by the first writer; the others are
-//! refused with a message naming both versions, never a RocksDB error.
+//! one is upgraded in place by the first writer (readers are told to run
+//! one) and then answers as it did; the others are refused with a message
+//! naming both versions, never a RocksDB error.
 
 use std::path::Path;
 
@@ -72,21 +73,29 @@ fn schema_version(g: &tempfile::TempDir) -> u64 {
 }
 
 #[test]
-fn upgradable_versions_are_read_and_a_writer_upgrades_them() {
+fn upgradable_versions_are_upgraded_by_a_writer_and_answer_as_made() {
+    let current = simd::store::SCHEMA_VERSION;
     for &version in &simd::store::UPGRADABLE_VERSIONS {
         let g = golden(version);
-        // Readers leave the index as it is.
-        answers_as_made(&g, 6);
-        assert_eq!(schema_version(&g), u64::from(version));
-        // A writer's new blocks are of the current version: so is the index.
+        // Readers leave the index as it is, and say what upgrades it.
+        for args in [&["status"][..], &["--format", "json", "report"], &["similar", "-"]] {
+            let out = simd(&g).args(args).write_stdin("some words").assert().failure();
+            let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+            let want = format!(
+                "index schema version {version}, this simd reads version {current} and upgrades it in place when it \
+                 writes: run `simd index`"
+            );
+            assert!(err.contains(&want), "{args:?}: {err}");
+        }
+        // The first writer upgrades it before it writes anything else.
         let more = g.path().join("more");
         std::fs::create_dir(&more).unwrap();
         std::fs::write(more.join("new.txt"), "a file written after the upgrade\n").unwrap();
         let out = simd(&g).arg("index").arg(&more).assert().success();
         let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
-        let told = format!("upgraded from schema version {version} to {}", simd::store::SCHEMA_VERSION);
+        let told = format!("upgraded from schema version {version} to {current} (5 contents numbered, ");
         assert!(err.contains(&told), "{err}");
-        assert_eq!(schema_version(&g), u64::from(simd::store::SCHEMA_VERSION));
+        assert_eq!(schema_version(&g), u64::from(current));
         answers_as_made(&g, 7);
     }
 }

@@ -4,12 +4,8 @@
 
 use std::time::{Duration, Instant};
 
-use super::{files_of, noise, text, Env};
-use simd::store::{Access, ChunkContents, Store};
-
-fn postings(store: &Store) -> Vec<String> {
-    store.scan::<ChunkContents>().map(|r| format!("{:?}", r.unwrap())).collect()
-}
+use super::{files_of, noise, postings, text, Env};
+use simd::store::{Access, Store};
 
 fn body(i: u64, version: u64) -> Vec<u8> {
     // Shared content across files, identical copies, and per-version changes.

@@ -14,7 +14,25 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
-use simd::store::{Access, Files, Store};
+use simd::store::{Access, ChunkContents, Files, SketchContents, Store};
+
+/// Every posting of an index (chunks, then sketch samples) with the
+/// content it names by hash, sorted: content ids depend on the order in
+/// which contents were first written, so two indexes of one tree agree on
+/// hashes, not ids.
+pub fn postings(store: &Store) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for item in store.scan::<ChunkContents>() {
+        let ((chunk, id), posting) = item.unwrap();
+        out.push(format!("{chunk} {} {posting:?}", store.content_hashes(&[id]).unwrap()[0]));
+    }
+    for item in store.scan::<SketchContents>() {
+        let ((sample, id), ()) = item.unwrap();
+        out.push(format!("sample {sample:08x} {}", store.content_hashes(&[id]).unwrap()[0]));
+    }
+    out.sort();
+    out
+}
 
 /// A temp dir with a tree to index and an index location.
 pub struct Env {

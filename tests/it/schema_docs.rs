@@ -25,11 +25,13 @@ fn examples() -> Vec<(&'static str, u8, String, String)> {
     let content = ContentHash([0xab; 16]);
     let (c1, c2) = (ChunkId([0x11; 16]), ChunkId([0x22; 16]));
     let file = FileId(42);
+    let id = ContentId(300);
     vec![
         example::<Meta>(
             MetaKey::Format,
             MetaValue::Format(Format { schema_version: 3, params: ChunkParams::default(), created: T }),
         ),
+        example::<Meta>(MetaKey::NextContentId, MetaValue::NextContentId(301)),
         example::<Files>(
             file,
             FileRecord { path: b"/docs/a.txt".to_vec(), size: 1234, mtime: T + 123_456_789, inode: 99, content },
@@ -38,13 +40,15 @@ fn examples() -> Vec<(&'static str, u8, String, String)> {
         example::<ContentChunks>(
             content,
             ContentRecord {
+                id,
                 size: 1234,
                 runs: vec![ChunkRun { id: c1, len: 1000, count: 1 }, ChunkRun { id: c2, len: 234, count: 1 }],
                 sketch: Sketch { level: 0, samples: vec![0x0400_8000, 0x1000_0000, 0x8000_0000] },
             },
         ),
-        example::<ChunkContents>((c1, content), Posting { count: 1, len: 1000 }),
-        example::<SketchContents>((0x0400_8000, content), ()),
+        example::<ChunkContents>((c1, id), Posting { count: 1, len: 1000 }),
+        example::<SketchContents>((0x0400_8000, id), ()),
+        example::<ContentById>(id, content),
         example::<ContentNames>((content, file), ()),
         example::<Templates>(c1, TemplateMark { marked: T, cluster: 7, len: 1000 }),
         example::<TemplateSamples>(0x0400_8000, TemplateMark { marked: T, cluster: 7, len: 0 }),

@@ -6,7 +6,7 @@ use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use super::{boilerplate_articles, files_of, noise, text, Env};
-use simd::store::{Access, ChunkContents, History, HistoryRecord, Store};
+use simd::store::{Access, History, HistoryRecord, Store};
 
 struct Daemon(Child);
 
@@ -46,8 +46,7 @@ type IndexState = (Vec<(Vec<u8>, String)>, Vec<String>);
 /// The state of an index, for comparison.
 fn state(db: &std::path::Path) -> Option<IndexState> {
     let s = Store::open(db, Access::Read, None).ok()?;
-    let postings = s.scan::<ChunkContents>().map(|r| format!("{:?}", r.unwrap())).collect();
-    Some((files_of(&s), postings))
+    Some((files_of(&s), super::postings(&s)))
 }
 
 /// Waits until the live index equals a fresh index of the same tree.

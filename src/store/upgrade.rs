@@ -1,0 +1,160 @@
+//! In-place upgrade of a version-3 or -4 index to version 5, where the
+//! postings name contents by [`ContentId`] instead of by content hash.
+//!
+//! The upgrade numbers every stored content (its record gains the id, and
+//! `content_by_id` maps the id back), then rewrites each posting under its
+//! new key. It commits in batches and can be resumed: records of both value
+//! versions, and postings keys of both lengths, may sit side by side after
+//! a crash, and the next writer carries on from there. Only once everything
+//! is rewritten does the caller change the format record to version 5, so
+//! a reader never sees a half-upgraded index as current.
+
+use std::collections::HashMap;
+
+use rocksdb::WriteBatch;
+use serde::Deserialize;
+
+use super::{
+    ChunkContents, ContentById, ContentChunks, ContentId, ContentRecord, Meta, MetaKey, MetaValue, Result,
+    SketchContents, Store, StoreError, Table,
+};
+use crate::fingerprint::{ChunkRun, ContentHash};
+use crate::sketch::Sketch;
+
+/// A `content_chunks` value of schema versions 3 and 4 (value version 3):
+/// the record without its id.
+#[derive(Deserialize)]
+struct RecordV3 {
+    size: u64,
+    runs: Vec<ChunkRun>,
+    sketch: Sketch,
+}
+
+const RECORD_V3: u8 = 3;
+/// Key lengths of the postings in versions 3 and 4: the chunk id or the
+/// sample, then the 16-byte content hash.
+const OLD_CHUNK_KEY: usize = 32;
+const OLD_SAMPLE_KEY: usize = 20;
+/// Writes per committed batch.
+const BATCH_OPS: usize = 50_000;
+/// At most this many content ids are remembered while postings are
+/// rewritten (the rest are read back from their records).
+const MEMO_MAX: usize = 1 << 20;
+
+/// What an upgrade rewrote.
+pub(crate) struct Upgraded {
+    pub contents: u64,
+    pub postings: u64,
+}
+
+impl Store {
+    /// Numbers every content and rewrites the postings by content id (see
+    /// the module's comment). The caller then records version 5.
+    pub(crate) fn upgrade_to_content_ids(&self) -> Result<Upgraded> {
+        let mut next = match self.get::<Meta>(&MetaKey::NextContentId)? {
+            Some(MetaValue::NextContentId(n)) => n,
+            _ => 1,
+        };
+        let mut done = Upgraded { contents: 0, postings: 0 };
+
+        // Each stored content gets an id, in the order of their hashes.
+        let records = self.cf(ContentChunks::NAME);
+        let by_id = self.cf(ContentById::NAME);
+        let mut batch = WriteBatch::default();
+        let mut it = self.db.raw_iterator_cf(records);
+        it.seek_to_first();
+        while let Some((k, v)) = it.item() {
+            if v.first() == Some(&RECORD_V3) {
+                let hash = ContentChunks::decode_key(k).map_err(|e| self.corrupt_raw::<ContentChunks>(k, e))?;
+                let old: RecordV3 =
+                    postcard::from_bytes(&v[1..]).map_err(|e| self.corrupt_raw::<ContentChunks>(k, e))?;
+                if next > ContentId::MAX {
+                    return Err(StoreError::ContentIdsExhausted { dir: self.dir.clone() });
+                }
+                let rec = ContentRecord { id: ContentId(next), size: old.size, runs: old.runs, sketch: old.sketch };
+                next += 1;
+                batch.put_cf(records, k, ContentChunks::encode_value(&rec));
+                batch.put_cf(by_id, ContentById::encode_key(&rec.id), ContentById::encode_value(&hash));
+                done.contents += 1;
+                if batch.len() >= BATCH_OPS {
+                    self.commit_numbered(&mut batch, next)?;
+                }
+            }
+            it.next();
+        }
+        it.status().map_err(|e| self.rocks(e))?;
+        drop(it);
+        self.commit_numbered(&mut batch, next)?;
+
+        // Then every posting under its new key.
+        let mut ids: HashMap<ContentHash, Option<ContentId>> = HashMap::new();
+        done.postings += self.rekey::<ChunkContents>(OLD_CHUNK_KEY, 16, &mut ids)?;
+        done.postings += self.rekey::<SketchContents>(OLD_SAMPLE_KEY, 4, &mut ids)?;
+
+        // The old keys are tombstones now: compacting drops them, so the
+        // upgraded index is as small as a new one (and flushing first
+        // drops the write-ahead log the upgrade wrote).
+        self.flush()?;
+        for name in [ContentChunks::NAME, ChunkContents::NAME, SketchContents::NAME, ContentById::NAME] {
+            self.db.compact_range_cf(self.cf(name), None::<&[u8]>, None::<&[u8]>);
+        }
+        Ok(done)
+    }
+
+    /// Writes `batch` with the next content id, and empties it.
+    fn commit_numbered(&self, batch: &mut WriteBatch, next: u64) -> Result<()> {
+        batch.put_cf(
+            self.cf(Meta::NAME),
+            Meta::encode_key(&MetaKey::NextContentId),
+            Meta::encode_value(&MetaValue::NextContentId(next)),
+        );
+        self.db.write(std::mem::take(batch)).map_err(|e| self.rocks(e))
+    }
+
+    /// Rewrites every key of `T` that is `old_len` bytes long (a `prefix`,
+    /// then a content hash) as the prefix and the content's id. A posting
+    /// of a content with no record (which `simd check` would have called
+    /// an inconsistency) is dropped: nothing could measure it.
+    fn rekey<T: Table>(
+        &self,
+        old_len: usize,
+        prefix: usize,
+        ids: &mut HashMap<ContentHash, Option<ContentId>>,
+    ) -> Result<u64> {
+        let cf = self.cf(T::NAME);
+        let mut batch = WriteBatch::default();
+        let mut rewritten = 0;
+        let mut it = self.db.raw_iterator_cf(cf);
+        it.seek_to_first();
+        while let Some((k, v)) = it.item() {
+            if k.len() == old_len {
+                let hash = ContentHash(k[prefix..].try_into().expect("old_len - prefix is 16"));
+                if ids.len() >= MEMO_MAX {
+                    ids.clear();
+                }
+                let id = match ids.get(&hash) {
+                    Some(id) => *id,
+                    None => {
+                        let id = self.get::<ContentChunks>(&hash)?.map(|r| r.id);
+                        ids.insert(hash, id);
+                        id
+                    }
+                };
+                if let Some(id) = id {
+                    let mut key = k[..prefix].to_vec();
+                    key.extend_from_slice(&ContentById::encode_key(&id));
+                    batch.put_cf(cf, key, v);
+                }
+                batch.delete_cf(cf, k);
+                rewritten += 1;
+                if batch.len() >= BATCH_OPS {
+                    self.db.write(std::mem::take(&mut batch)).map_err(|e| self.rocks(e))?;
+                }
+            }
+            it.next();
+        }
+        it.status().map_err(|e| self.rocks(e))?;
+        self.db.write(batch).map_err(|e| self.rocks(e))?;
+        Ok(rewritten)
+    }
+}
