@@ -154,8 +154,11 @@ impl Store {
         opts.create_missing_column_families(access == Access::Write);
         opts.set_db_write_buffer_size(WRITE_BUFFER_TOTAL);
         opts.set_max_background_jobs(2);
-        // RocksDB's info log: the current one and the one before (each open
-        // writes ~150 KB of option dumps, and an older log helps nobody).
+        // RocksDB's info log holds warnings and errors only: at its default
+        // level each open dumps ~150 KB of options for the 11 column
+        // families, 0.5 % of a 70 MB tree's index with the log before it
+        // (simd logs its own work through `tracing`). Two files at most.
+        opts.set_log_level(rocksdb::LogLevel::Warn);
         opts.set_keep_log_file_num(2);
         opts.set_max_log_file_size(1 << 20);
         opts.set_max_total_wal_size(64 << 20);
@@ -547,6 +550,7 @@ fn create(dir: &Path, params: ChunkParams) -> Result<()> {
     let rocks = |source| StoreError::Rocks { dir: dir.to_path_buf(), source };
     {
         let mut opts = Options::default();
+        opts.set_log_level(rocksdb::LogLevel::Warn);
         opts.create_if_missing(true);
         opts.create_missing_column_families(true);
         let cfs = ALL_CFS.iter().map(|&name| ColumnFamilyDescriptor::new(name, Options::default()));
