@@ -94,8 +94,17 @@ impl Builder {
         Builder { content: Md5::new(), size: 0, runs: Vec::new(), shingles: Some(Shingler::new()) }
     }
 
-    fn push(&mut self, chunk: &[u8]) {
-        let id = ChunkId(Md5::digest(chunk).into());
+    /// Adds the chunks in order, their MD5s computed side by side.
+    fn push_all(&mut self, chunks: &[&[u8]], ids: &mut Vec<[u8; 16]>) {
+        ids.clear();
+        ids.resize(chunks.len(), [0; 16]);
+        hasher().hash_many(chunks, ids);
+        for (chunk, id) in chunks.iter().zip(ids.iter()) {
+            self.push(chunk, ChunkId(*id));
+        }
+    }
+
+    fn push(&mut self, chunk: &[u8], id: ChunkId) {
         if let Some(s) = &mut self.shingles {
             s.feed(chunk);
         }
@@ -121,6 +130,12 @@ impl Builder {
     }
 }
 
+/// The batch MD5 engine, its CPU features detected once.
+fn hasher() -> md5_many::Md5Many {
+    static HASHER: std::sync::OnceLock<md5_many::Md5Many> = std::sync::OnceLock::new();
+    *HASHER.get_or_init(md5_many::Md5Many::new)
+}
+
 /// The read buffer size: large enough that the undecided tail (< Tmax) that
 /// is moved to the front after each refill is a small fraction of it.
 pub const READ_BUF: usize = 1 << 20;
@@ -129,10 +144,12 @@ pub const READ_BUF: usize = 1 << 20;
 pub fn fingerprint_bytes(data: &[u8], params: &ChunkParams) -> Fingerprint {
     let mut b = Builder::new();
     let mut rest = data;
+    let mut chunks = Vec::new();
     while let Some(cut) = find_cut(rest, params, true) {
-        b.push(&rest[..cut]);
+        chunks.push(&rest[..cut]);
         rest = &rest[cut..];
     }
+    b.push_all(&chunks, &mut Vec::new());
     b.finish(&[], &|_| false)
 }
 
@@ -177,6 +194,8 @@ fn fingerprint_reader_sized<R: Read>(
         buf.resize(cap, 0);
     }
     let mut b = Builder::new();
+    let mut cuts: Vec<(usize, usize)> = Vec::new();
+    let mut ids: Vec<[u8; 16]> = Vec::new();
     let mut filled = 0usize;
     let mut eof = false;
     loop {
@@ -199,10 +218,13 @@ fn fingerprint_reader_sized<R: Read>(
             b.shingles = None;
         }
         let mut start = 0;
+        cuts.clear();
         while let Some(cut) = find_cut(&buf[start..filled], params, eof) {
-            b.push(&buf[start..start + cut]);
+            cuts.push((start, start + cut));
             start += cut;
         }
+        let chunks: Vec<&[u8]> = cuts.iter().map(|&(a, z)| &buf[a..z]).collect();
+        b.push_all(&chunks, &mut ids);
         if eof {
             return Ok(b.finish(if whole { &buf[..filled] } else { &[] }, known));
         }
@@ -285,6 +307,27 @@ mod tests {
     }
 
     proptest! {
+        /// The batch engine (md5-many, an alpha crate) against RustCrypto's
+        /// md-5, on batches of any size and chunks of any length, the
+        /// padding boundaries (55, 56, 64 bytes) included.
+        #[test]
+        fn batch_md5_equals_md5(
+            lens in proptest::collection::vec(prop_oneof![0usize..130, 440usize..3000], 0..40),
+            seed in any::<u8>(),
+        ) {
+            let data: Vec<Vec<u8>> = lens
+                .iter()
+                .enumerate()
+                .map(|(i, &n)| (0..n).map(|j| (j as u8).wrapping_mul(31).wrapping_add(seed ^ i as u8)).collect())
+                .collect();
+            let chunks: Vec<&[u8]> = data.iter().map(Vec::as_slice).collect();
+            let mut ids = vec![[0u8; 16]; chunks.len()];
+            hasher().hash_many(&chunks, &mut ids);
+            for (chunk, id) in chunks.iter().zip(&ids) {
+                prop_assert_eq!(&Md5::digest(chunk)[..], &id[..]);
+            }
+        }
+
         #[test]
         fn reader_equals_bytes(
             data in proptest::collection::vec(any::<u8>(), 0..30_000),
