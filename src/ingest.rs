@@ -405,6 +405,12 @@ pub struct Writer<'s> {
     /// a name, which spares a prefix seek per file for identical copies.
     gained: HashSet<ContentHash>,
     dropped: HashSet<ContentHash>,
+    /// The index held no content when this writer started, and `gained`
+    /// has held every content that gained a name since (a content's record
+    /// is only ever written as it gains its first name): a content outside
+    /// `gained` then has neither a name nor a record, and a first index
+    /// looks up neither (~14k lookups on the Django tree).
+    fresh: bool,
     /// Names as committed: made on first use after each commit (a probe
     /// sees the index as it was when made).
     probe: std::cell::RefCell<Option<NameProbe<'s>>>,
@@ -471,6 +477,10 @@ impl<'s> Writer<'s> {
             _ => 1,
         };
         let counts = store.counts()?;
+        let fresh = match store.scan::<ContentChunks>().next() {
+            None => true,
+            Some(r) => r.map(|_| false)?,
+        };
         Ok(Writer {
             store,
             pass_start: next_id,
@@ -482,6 +492,7 @@ impl<'s> Writer<'s> {
             changes: 0,
             gained: HashSet::new(),
             dropped: HashSet::new(),
+            fresh,
             probe: Default::default(),
         })
     }
@@ -583,6 +594,7 @@ impl<'s> Writer<'s> {
         self.touched.clear();
         self.gained.clear();
         self.dropped.clear();
+        self.fresh = false;
     }
 
     /// Whether anything was written since the writer started.
@@ -660,6 +672,7 @@ impl<'s> Writer<'s> {
             if self.gained.len() >= MEMO_MAX {
                 self.gained.clear();
                 self.dropped.clear();
+                self.fresh = false;
             }
             self.gained.insert(fp.content);
             if let Some((_, old_rec)) = &old {
@@ -756,6 +769,9 @@ impl<'s> Writer<'s> {
 
     /// A content's chunk list, from the group or the index.
     fn record(&self, content: &ContentHash) -> Result<Option<ContentRecord>, StoreError> {
+        if self.fresh && !self.gained.contains(content) && !self.group.records.contains_key(content) {
+            return Ok(None);
+        }
         match self.group.records.get(content) {
             Some(r) => Ok(Some(r.clone())),
             None => self.store.get::<ContentChunks>(content),
@@ -767,6 +783,9 @@ impl<'s> Writer<'s> {
     fn has_names(&self, content: &ContentHash, except: Option<FileId>) -> Result<bool, StoreError> {
         if except.is_none() && self.gained.contains(content) && !self.dropped.contains(content) {
             return Ok(true);
+        }
+        if self.fresh && !self.gained.contains(content) {
+            return Ok(false);
         }
         if self.group.names_added.get(content).is_some_and(|v| v.iter().any(|&id| Some(id) != except)) {
             return Ok(true);
