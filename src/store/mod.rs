@@ -154,12 +154,13 @@ impl Store {
         opts.create_missing_column_families(access == Access::Write);
         opts.set_db_write_buffer_size(WRITE_BUFFER_TOTAL);
         opts.set_max_background_jobs(2);
-        // RocksDB's info log holds warnings and errors only: at its default
-        // level each open dumps ~150 KB of options for the 11 column
-        // families, 0.5 % of a 70 MB tree's index with the log before it
-        // (simd logs its own work through `tracing`). Two files at most.
+        // RocksDB's info log holds warnings and errors only (simd logs its
+        // own work through `tracing`), and only the current one is kept:
+        // each open still writes a ~125 KB options dump for the 11 column
+        // families, and with the log before it that was 0.5 % of a 70 MB
+        // tree's index.
         opts.set_log_level(rocksdb::LogLevel::Warn);
-        opts.set_keep_log_file_num(2);
+        opts.set_keep_log_file_num(1);
         opts.set_max_log_file_size(1 << 20);
         opts.set_max_total_wal_size(64 << 20);
         opts.set_max_open_files(256);
