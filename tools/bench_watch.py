@@ -146,6 +146,7 @@ def main():
             t = time.time()
             for f in churn:
                 append(f, b"\n# churn\n")
+            wrote = time.time() - t
             while json.load(open(state))["changed_files"] - before < len(churn):
                 if time.time() - t > 600:
                     sys.exit("churn not absorbed after 600 s")
@@ -154,6 +155,10 @@ def main():
             print(f"churn: {len(churn)} files, {nbytes/1e6:.0f} MB absorbed in {took:.2f} s = {nbytes/1e6/took:.0f} MB/s "
                   f"({100 * (nbytes/took) / (total/first):.0f} % of the first-run throughput; "
                   f"{100 * same / took:.0f} % of that of just the burst's files)")
+            # The burst cannot be absorbed before it is written: how long
+            # the writes took, and how far behind them the daemon ended.
+            print(f"writing the burst took {wrote:.2f} s; the daemon had handled every file "
+                  f"{1000 * (took - wrote):.0f} ms after the last write (the debounce included)")
             try:
                 q = open("/proc/sys/fs/inotify/max_queued_events").read().strip()
                 print(f"fs.inotify.max_queued_events = {q} (a burst beyond it overflows into a rescan; "
