@@ -145,15 +145,11 @@ fn shared_at_least(a: &[u32], b: &[u32], need: usize) -> Option<usize> {
         if n + (a.len() - i).min(b.len() - j) < need {
             return None;
         }
-        match a[i].cmp(&b[j]) {
-            std::cmp::Ordering::Less => i += 1,
-            std::cmp::Ordering::Greater => j += 1,
-            std::cmp::Ordering::Equal => {
-                n += 1;
-                i += 1;
-                j += 1;
-            }
-        }
+        // Branch-free: which side moves is data the CPU cannot predict.
+        let (x, y) = (a[i], b[j]);
+        i += usize::from(x <= y);
+        j += usize::from(y <= x);
+        n += usize::from(x == y);
     }
     (n >= need).then_some(n)
 }
