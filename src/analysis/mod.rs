@@ -514,71 +514,92 @@ fn partition(
         common_samples: HashSet::new(),
         totals: Totals::default(),
     };
-    let mut current: Option<ChunkId> = None;
-    let mut group: Vec<u32> = Vec::new();
-    let mut group_bytes = 0u64;
-    let flush = |chunk: ChunkId, group: &mut Vec<u32>, bytes: u64, uf: &mut UnionFind, p: &mut Partition| {
-        if templates.chunks.contains(&chunk) {
-            p.totals.template_chunks += 1;
-            p.totals.template_bytes += bytes;
-            p.ignored.chunks.insert(chunk);
-        } else if group.len() as u64 > cutoff {
-            p.totals.common_chunks += 1;
-            p.totals.common_bytes += bytes;
-            p.ignored.chunks.insert(chunk);
-            p.over_common.push(chunk);
-        } else {
-            for w in group.windows(2) {
-                uf.union(w[0], w[1]);
+    // The two postings tables are scanned side by side: the sketch samples'
+    // on another thread, which hands back the pairs to join (on Django, a
+    // fresh report's partition went from 75 to ~60 ms).
+    let sketch_pairs = std::thread::scope(|s| {
+        let samples = s.spawn(|| sample_pairs(store, &places, templates, cutoff));
+        let mut current: Option<ChunkId> = None;
+        let mut group: Vec<u32> = Vec::new();
+        let mut group_bytes = 0u64;
+        let flush = |chunk: ChunkId, group: &mut Vec<u32>, bytes: u64, uf: &mut UnionFind, p: &mut Partition| {
+            if templates.chunks.contains(&chunk) {
+                p.totals.template_chunks += 1;
+                p.totals.template_bytes += bytes;
+                p.ignored.chunks.insert(chunk);
+            } else if group.len() as u64 > cutoff {
+                p.totals.common_chunks += 1;
+                p.totals.common_bytes += bytes;
+                p.ignored.chunks.insert(chunk);
+                p.over_common.push(chunk);
+            } else {
+                for w in group.windows(2) {
+                    uf.union(w[0], w[1]);
+                }
+            }
+            group.clear();
+        };
+        for item in store.scan::<ChunkContents>() {
+            let ((chunk, content), posting) = item?;
+            if current != Some(chunk) {
+                if let Some(c) = current {
+                    flush(c, &mut group, group_bytes, &mut uf, &mut p);
+                }
+                current = Some(chunk);
+                group_bytes = 0;
+            }
+            // Postings only exist for live contents; a miss would be an
+            // inconsistency that `simd check` reports, so it is skipped here.
+            if let Some(i) = places.of(content) {
+                group.push(i);
+                group_bytes += u64::from(posting.len) * u64::from(posting.count);
             }
         }
-        group.clear();
-    };
-    for item in store.scan::<ChunkContents>() {
-        let ((chunk, content), posting) = item?;
-        if current != Some(chunk) {
-            if let Some(c) = current {
-                flush(c, &mut group, group_bytes, &mut uf, &mut p);
-            }
-            current = Some(chunk);
-            group_bytes = 0;
+        if let Some(c) = current {
+            flush(c, &mut group, group_bytes, &mut uf, &mut p);
         }
-        // Postings only exist for live contents; a miss would be an
-        // inconsistency that `simd check` reports, so it is skipped here.
-        if let Some(i) = places.of(content) {
-            group.push(i);
-            group_bytes += u64::from(posting.len) * u64::from(posting.count);
-        }
+        samples.join().expect("the sample scan does not panic")
+    })?;
+    let (pairs, common_samples) = sketch_pairs;
+    for (a, b) in pairs {
+        uf.union(a, b);
     }
-    if let Some(c) = current {
-        flush(c, &mut group, group_bytes, &mut uf, &mut p);
-    }
-    // The same over the posted sketch samples.
+    p.common_samples = common_samples;
+    p.components = uf.groups();
+    Ok(p)
+}
+
+/// Pairs of places to join, and the samples over the sample cap.
+type SamplePairs = (Vec<(u32, u32)>, HashSet<u32>);
+
+/// The pairs of contents (places) that share a posted sketch sample held
+/// by no more than the sample cap (consecutive holders of each sample:
+/// enough for union-find), and the samples over the cap.
+fn sample_pairs(store: &Store, places: &Places, templates: &Ignored, cutoff: u64) -> Result<SamplePairs, StoreError> {
+    let (mut pairs, mut common) = (Vec::new(), HashSet::new());
     let mut current: Option<u32> = None;
-    let join = |group: &mut Vec<u32>, uf: &mut UnionFind, sample: Option<u32>, p: &mut Partition| {
+    let mut group: Vec<u32> = Vec::new();
+    let mut join = |group: &mut Vec<u32>, sample: Option<u32>| {
         let template = sample.is_some_and(|s| templates.samples.contains(&s));
         if group.len() as u64 > sample_cap(cutoff) {
-            p.common_samples.extend(sample);
+            common.extend(sample);
         } else if !template {
-            for w in group.windows(2) {
-                uf.union(w[0], w[1]);
-            }
+            pairs.extend(group.windows(2).map(|w| (w[0], w[1])));
         }
         group.clear();
     };
     for item in store.scan::<SketchContents>() {
         let ((sample, content), ()) = item?;
         if current != Some(sample) {
-            join(&mut group, &mut uf, current, &mut p);
+            join(&mut group, current);
             current = Some(sample);
         }
         if let Some(i) = places.of(content) {
             group.push(i);
         }
     }
-    join(&mut group, &mut uf, current, &mut p);
-    p.components = uf.groups();
-    Ok(p)
+    join(&mut group, current);
+    Ok((pairs, common))
 }
 
 /// Loads a content's features: its chunk list and sketch without ignored
