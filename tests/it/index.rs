@@ -180,3 +180,45 @@ fn nested_roots_are_walked_once() {
     env.check();
     assert_eq!(env.files().len(), 31);
 }
+
+#[test]
+fn the_checker_finds_each_planted_inconsistency() {
+    use simd::store::{
+        Access, ChunkContents, ContentById, ContentId, Meta, MetaKey, MetaValue, Paths, Posting, SketchContents, Store,
+    };
+
+    let env = Env::new();
+    env.write("a.txt", text(1, 4000));
+    env.write("b.txt", text(2, 4000));
+    env.write("c.txt", text(3, 4000));
+    env.index();
+    env.check();
+
+    // One fault of each kind, planted in one batch.
+    let store = Store::open(&env.db, Access::Write, None).unwrap();
+    let (_, rec) = store.scan::<ContentChunks>().next().unwrap().unwrap();
+    let ((chunk, _), _) = store.scan::<ChunkContents>().next().unwrap().unwrap();
+    let ((sample, holder), ()) = store.scan::<SketchContents>().next().unwrap().unwrap();
+    let (path, _) = store.scan::<Paths>().next().unwrap().unwrap();
+    let mut b = store.batch();
+    b.delete::<ContentById>(&rec.id);
+    b.put::<ChunkContents>(&(chunk, ContentId(999)), &Posting { count: 1, len: 10 });
+    b.delete::<SketchContents>(&(sample, holder));
+    b.delete::<Paths>(&path);
+    b.put::<Meta>(&MetaKey::NextContentId, &MetaValue::NextContentId(1));
+    store.write(b).unwrap();
+    drop(store);
+
+    let out = env.simd().arg("check").output().unwrap();
+    assert_eq!(out.status.code(), Some(3), "an inconsistent index exits 3");
+    let text = String::from_utf8_lossy(&out.stdout);
+    for want in [
+        "content_by_id holds 2 ids for 3 kept chunk lists".to_string(),
+        "content id c999: no chunk list has this id".to_string(),
+        format!("sketch posting for sample {sample:08x} missing"),
+        "has no paths entry".to_string(),
+        "meta next_content_id is Some(NextContentId(1))".to_string(),
+    ] {
+        assert!(text.contains(&want), "`{want}` not in:\n{text}");
+    }
+}
