@@ -78,7 +78,6 @@ impl ScanArgs {
                 no_ignore: self.no_ignore,
                 threads: self.threads,
                 skip_dirs: Vec::new(),
-                index_empty: false,
             },
             workers: self.threads,
             progress,

@@ -144,7 +144,7 @@ pub fn index(store: &Store, opts: &IndexOptions) -> Result<Summary, IngestError>
 
     let mut writer = Writer::new(store)?;
     writer.remember_roots(&roots, remembered)?;
-    walk_opts.index_empty = writer.counts.files == 0;
+    let known = scan::Known::load(store, writer.counts.files)?;
 
     let progress = Progress::new(opts.progress);
     let workers = if opts.workers == 0 { available_cores() } else { opts.workers };
@@ -157,7 +157,7 @@ pub fn index(store: &Store, opts: &IndexOptions) -> Result<Summary, IngestError>
     let walked = std::thread::scope(|s| -> Result<scan::WalkOutcome, IngestError> {
         spawn_readers(s, store, &held, workers, cand_rx, out_tx, params);
         let walker = s.spawn(|| {
-            let r = scan::walk(store, &roots, &walk_opts, &cand_tx);
+            let r = scan::walk(store, &roots, &walk_opts, &known, &cand_tx);
             drop(cand_tx);
             tracing::debug!("walk done after {:?}", start.elapsed());
             r

@@ -2,11 +2,13 @@
 //! change detection. Nothing here reads a file's bytes or writes the index.
 //!
 //! A file is a candidate for reading only when its (size, mtime ns, inode)
-//! differs from the index's record; unchanged files cost one `lstat` and two
-//! point lookups, and a path the index has no record of costs no `lstat`
-//! here (the reader stats the open file). Symlinks are never followed and
+//! differs from the index's record; unchanged files cost one `lstat` and a
+//! hash lookup in the records read beforehand ([`Known`]), and a path the
+//! index has no record of costs no `lstat` here (the reader stats the open
+//! file). Symlinks are never followed and
 //! FIFOs, sockets and devices are never opened.
 
+use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::fs::Metadata;
 use std::os::unix::ffi::OsStrExt;
@@ -30,9 +32,56 @@ pub struct WalkOptions {
     pub threads: usize,
     /// Directories never entered (the index itself).
     pub skip_dirs: Vec<PathBuf>,
-    /// The index held no files when the scan began: every file is new, and
-    /// the two lookups per file are skipped.
-    pub index_empty: bool,
+}
+
+/// The index's file records as the walk looks them up.
+pub enum Known {
+    /// The index holds no file: every file is new (a first index).
+    Nothing,
+    /// Every record, by path (the path itself moved into the key), read in
+    /// one sequential scan of `files` before the walk, where each file
+    /// cost two point lookups (`paths`, then `files`): a re-index of the
+    /// Django tree with nothing changed went from 396 to 319 ms (user CPU
+    /// 377 → 185 ms), of the generated corpus at scale 10 from 115 to 81 ms.
+    Loaded(HashMap<Vec<u8>, (FileId, FileRecord)>),
+    /// Two point lookups per file, for an index of more than
+    /// [`Known::LOAD_MAX`] files, so that memory stays bounded.
+    Lookups,
+}
+
+impl Known {
+    /// Above this many files, records are looked up one by one (~160 bytes
+    /// a file when loaded: 40 MB at most).
+    pub const LOAD_MAX: u64 = 1 << 18;
+
+    /// What the walk needs for an index holding `files` files.
+    pub fn load(store: &Store, files: u64) -> Result<Known, StoreError> {
+        if files == 0 {
+            return Ok(Known::Nothing);
+        }
+        if files > Self::LOAD_MAX {
+            return Ok(Known::Lookups);
+        }
+        let mut map = HashMap::with_capacity(files as usize);
+        for item in store.scan::<Files>() {
+            let (id, mut rec) = item?;
+            let path = std::mem::take(&mut rec.path);
+            map.insert(path, (id, rec));
+        }
+        Ok(Known::Loaded(map))
+    }
+
+    /// The record of `path`, if the index had one when this was made.
+    pub fn get(&self, store: &Store, path: &Path) -> Result<Option<(FileId, FileRecord)>, StoreError> {
+        match self {
+            Known::Nothing => Ok(None),
+            Known::Loaded(map) => {
+                let key = path_bytes(path);
+                Ok(map.get(&key).map(|(id, rec)| (*id, FileRecord { path: key, ..rec.clone() })))
+            }
+            Known::Lookups => lookup(store, path),
+        }
+    }
 }
 
 /// The stat fields that decide whether a file changed.
@@ -125,6 +174,7 @@ pub fn walk(
     store: &Store,
     roots: &[PathBuf],
     opts: &WalkOptions,
+    known: &Known,
     tx: &Sender<Candidate>,
 ) -> Result<WalkOutcome, ignore::Error> {
     let Some((first, rest)) = roots.split_first() else {
@@ -192,7 +242,7 @@ pub fn walk(
             // A path the index has no record of is read whatever its stat
             // says (the reader stats the open file): only a recorded file
             // needs an lstat here, to tell whether it changed.
-            let found = if opts.index_empty { Ok(None) } else { lookup(store, path) };
+            let found = known.get(store, path);
             match found {
                 Ok(Some((id, rec))) => match entry.metadata() {
                     Ok(meta) if Stat::of(&meta).matches(&rec) => {

@@ -222,3 +222,25 @@ fn the_checker_finds_each_planted_inconsistency() {
         assert!(text.contains(&want), "`{want}` not in:\n{text}");
     }
 }
+
+#[test]
+fn records_loaded_for_the_walk_answer_as_point_lookups_do() {
+    use simd::scan::Known;
+    use simd::store::{Access, Store};
+
+    let env = Env::new();
+    env.write("a.txt", text(1, 500));
+    env.write("sub/b.txt", text(2, 500));
+    env.write("sub/c.txt", text(1, 500));
+    env.index();
+    let store = Store::open(&env.db, Access::Read, None).unwrap();
+    let loaded = Known::load(&store, 3).unwrap();
+    assert!(matches!(loaded, Known::Loaded(_)));
+    for rel in ["a.txt", "sub/b.txt", "sub/c.txt", "sub/missing.txt"] {
+        let path = env.root.join(rel);
+        let (got, want) = (loaded.get(&store, &path).unwrap(), Known::Lookups.get(&store, &path).unwrap());
+        assert_eq!(got, want, "{rel}");
+        assert_eq!(got.is_some(), rel != "sub/missing.txt", "{rel}");
+    }
+    assert!(Known::Nothing.get(&store, &env.root.join("a.txt")).unwrap().is_none());
+}
