@@ -238,9 +238,23 @@ pub fn run(cli: Cli) -> Result<Exit> {
     match cli.command {
         Command::Index { roots, avg_chunk, scan } => {
             let params = avg_chunk.map(ChunkParams::for_average).transpose()?;
-            let store = Store::open(&db, Access::Write, params)?;
             let opts = scan.index_options(roots, !cli.quiet && std::io::stderr().is_terminal());
-            let summary = ingest::index(&store, &opts)?;
+            // A run that changes nothing opens the index read-only (under
+            // the writer's lock, so nothing changes meanwhile): a writer's
+            // open and close would cost more than the walk on a small tree.
+            // Any failure here (no index yet, an older schema) is left to the
+            // writer's open, which reports it.
+            let quick = match Store::open(&db, Access::Read, params) {
+                Ok(reader) => {
+                    let _lock = crate::store::lock_writer(&db)?;
+                    ingest::unchanged(&reader, &opts)?
+                }
+                Err(_) => None,
+            };
+            let summary = match quick {
+                Some(summary) => summary,
+                None => ingest::index(&Store::open(&db, Access::Write, params)?, &opts)?,
+            };
             if !cli.quiet {
                 match cli.format {
                     Format::Json => writeln!(out, "{}", summary_json(&summary))?,

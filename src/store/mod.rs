@@ -596,6 +596,21 @@ fn prefix_upper_bound(prefix: &[u8]) -> Option<Vec<u8>> {
     None
 }
 
+/// The writer's lock of an index, held without opening the index for
+/// writing (see [`lock_writer`]); released when dropped.
+pub struct WriterLock {
+    _file: File,
+}
+
+/// Takes the writer's lock of the index at `dir` (which must exist), as a
+/// writer's open would, failing the same way when another process holds
+/// it: a caller that only reads can then be sure nothing changes the index
+/// meanwhile. Drop it before opening the index for writing in the same
+/// process (the lock is per open file).
+pub fn lock_writer(dir: &Path) -> Result<WriterLock> {
+    Ok(WriterLock { _file: take_lock(dir)? })
+}
+
 fn take_lock(dir: &Path) -> Result<File> {
     let path = dir.join(LOCK_FILE);
     let io = |source| StoreError::Io { path: path.clone(), source };

@@ -244,3 +244,43 @@ fn records_loaded_for_the_walk_answer_as_point_lookups_do() {
     }
     assert!(Known::Nothing.get(&store, &env.root.join("a.txt")).unwrap().is_none());
 }
+
+#[test]
+fn a_run_that_changes_nothing_leaves_the_index_as_it_was() {
+    let env = Env::new();
+    for i in 0..20 {
+        env.write(&format!("d{}/f{i}.txt", i % 3), text(i, 300));
+    }
+    env.write("link-target.txt", text(50, 300));
+    std::os::unix::fs::symlink("link-target.txt", env.root.join("a-link")).unwrap();
+    env.index();
+    // What RocksDB keeps on disk: a writer's open would add a new options
+    // file, log and write-ahead log, and bump the manifest.
+    let listing = || -> Vec<(String, u64)> {
+        let mut v: Vec<(String, u64)> = std::fs::read_dir(env.db.join("db"))
+            .unwrap()
+            .map(|e| e.unwrap())
+            .map(|e| (e.file_name().to_string_lossy().into_owned(), e.metadata().unwrap().len()))
+            .collect();
+        v.sort();
+        v
+    };
+    let before = listing();
+    let s = env.index();
+    assert_eq!((s["unchanged"].as_u64(), s["new"].as_u64(), s["removed"].as_u64()), (Some(21), Some(0), Some(0)));
+    assert_eq!(listing(), before, "a run that changed nothing wrote to the index");
+
+    // Each kind of change still reaches the writer: a file gone, a file
+    // turned into a symlink, a new root.
+    std::fs::remove_file(env.root.join("d0/f0.txt")).unwrap();
+    assert_eq!(env.index()["removed"].as_u64(), Some(1));
+    std::fs::remove_file(env.root.join("d1/f1.txt")).unwrap();
+    std::os::unix::fs::symlink("f4.txt", env.root.join("d1/f1.txt")).unwrap();
+    assert_eq!(env.index()["removed"].as_u64(), Some(1));
+    let other = env.tmp.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::write(other.join("x.txt"), text(60, 300)).unwrap();
+    let s = env.json(&["index", other.to_str().unwrap()]);
+    assert_eq!(s["new"].as_u64(), Some(1));
+    env.check();
+}
