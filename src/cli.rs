@@ -239,21 +239,28 @@ pub fn run(cli: Cli) -> Result<Exit> {
         Command::Index { roots, avg_chunk, scan } => {
             let params = avg_chunk.map(ChunkParams::for_average).transpose()?;
             let opts = scan.index_options(roots, !cli.quiet && std::io::stderr().is_terminal());
-            // A run that changes nothing opens the index read-only (under
-            // the writer's lock, so nothing changes meanwhile): a writer's
-            // open and close would cost more than the walk on a small tree.
-            // Any failure here (no index yet, an older schema) is left to the
-            // writer's open, which reports it.
-            let quick = match Store::open(&db, Access::Read, params) {
+            // The walk runs on a read-only open, under the writer's lock:
+            // a run that changes nothing never opens a writer (whose open
+            // and close cost more than the walk on a small tree), and a
+            // few changes are applied by a writer the lock is handed to.
+            // Any failure of the read-only open (no index yet, an older
+            // schema) is left to the writer's open, which reports it.
+            let summary = match Store::open(&db, Access::Read, params) {
                 Ok(reader) => {
-                    let _lock = crate::store::lock_writer(&db)?;
-                    ingest::unchanged(&reader, &opts)?
+                    let lock = crate::store::lock_writer(&db)?;
+                    match ingest::prewalk(&reader, &opts)? {
+                        ingest::Prewalk::Unchanged(summary) => summary,
+                        ingest::Prewalk::Changed(found) => {
+                            drop(reader);
+                            ingest::index_prewalked(&Store::open_writer(&db, lock, params)?, &opts, found)?
+                        }
+                        ingest::Prewalk::Unknown => {
+                            drop(reader);
+                            ingest::index(&Store::open_writer(&db, lock, params)?, &opts)?
+                        }
+                    }
                 }
-                Err(_) => None,
-            };
-            let summary = match quick {
-                Some(summary) => summary,
-                None => ingest::index(&Store::open(&db, Access::Write, params)?, &opts)?,
+                Err(_) => ingest::index(&Store::open(&db, Access::Write, params)?, &opts)?,
             };
             if !cli.quiet {
                 match cli.format {

@@ -154,7 +154,7 @@ pub fn index(store: &Store, opts: &IndexOptions) -> Result<Summary, IngestError>
 
     let mut summary = Summary { roots: roots.clone(), ..Summary::default() };
     let held = Held::default();
-    let walked = std::thread::scope(|s| -> Result<scan::WalkOutcome, IngestError> {
+    let mut walked = std::thread::scope(|s| -> Result<scan::WalkOutcome, IngestError> {
         spawn_readers(s, store, &held, workers, cand_rx, out_tx, params);
         let walker = s.spawn(|| {
             let r = scan::walk(store, &roots, &walk_opts, &known, &cand_tx);
@@ -196,14 +196,30 @@ pub fn index(store: &Store, opts: &IndexOptions) -> Result<Summary, IngestError>
         }
         Ok(walked)
     })?;
-    if let Some(e) = walked.store_errors.into_iter().next() {
+    if let Some(e) = std::mem::take(&mut walked.store_errors).into_iter().next() {
         return Err(e.into());
     }
 
+    end_run(&mut writer, &mut summary, walked, &roots, opts.retention, start)?;
+    progress.finish();
+    Ok(summary)
+}
+
+/// The end of an index run, once every new or changed file is written:
+/// the files the walk did not see are recorded as moved or gone, history
+/// expires, and the memtables are flushed.
+fn end_run(
+    writer: &mut Writer<'_>,
+    summary: &mut Summary,
+    walked: scan::WalkOutcome,
+    roots: &[PathBuf],
+    retention: Retention,
+    start: Instant,
+) -> Result<(), IngestError> {
     summary.unchanged = walked.unchanged.len() as u64;
     summary.bytes_unchanged = walked.unchanged_bytes;
     for (path, reason) in walked.skipped {
-        record_skip(&mut summary, path, reason);
+        record_skip(summary, path, reason);
     }
     let mut seen = walked.unchanged;
     seen.append(&mut writer.touched);
@@ -214,25 +230,45 @@ pub fn index(store: &Store, opts: &IndexOptions) -> Result<Summary, IngestError>
     // A moved file was read as a new path first: it is not a new file.
     summary.new = summary.new.saturating_sub(summary.moved);
     tracing::debug!("removal pass done after {:?}", start.elapsed());
-    writer.finish(opts.retention)?;
+    writer.finish(retention)?;
     tracing::debug!("synced after {:?}", start.elapsed());
-    progress.finish();
     summary.elapsed = start.elapsed();
-    Ok(summary)
+    Ok(())
 }
 
-/// Whether indexing `opts.roots` would change nothing, found without a
-/// writer: `store` is a read-only open, and the caller holds the writer's
-/// lock (no one can change the index meanwhile). Returns the run's summary
-/// when every file under the roots matches its record and no recorded file
-/// is gone; None as soon as anything would be written (a new, changed or
-/// gone file, a root not remembered yet, a directory that cannot be
-/// listed), and for an index whose records are not loaded whole (an empty
-/// one, or one past [`scan::Known::LOAD_MAX`] files): the caller then runs
-/// [`index`] with a writer. A writer's open and close of RocksDB is ~10 ms
-/// (it writes a new options file, log and WAL), most of a no-change run on
-/// a small tree.
-pub fn unchanged(store: &Store, opts: &IndexOptions) -> Result<Option<Summary>, IngestError> {
+/// At most this many changed files are collected by [`prewalk`]; past it,
+/// the walk stops and [`index`] walks again with a writer (the reading then
+/// dwarfs a second walk).
+const PREWALK_MAX: usize = 4096;
+
+/// What a walk with a read-only open found (see [`prewalk`]).
+pub enum Prewalk {
+    /// Nothing to write: the run's summary.
+    Unchanged(Summary),
+    /// A few files to read or records to drop: [`index_prewalked`] applies
+    /// them with a writer, without walking again.
+    Changed(Prewalked),
+    /// Not known from a read-only walk (an empty index, one past
+    /// [`scan::Known::LOAD_MAX`] files, a root not remembered yet, many
+    /// changed files): run [`index`].
+    Unknown,
+}
+
+/// A walk's findings, for [`index_prewalked`].
+pub struct Prewalked {
+    start: Instant,
+    roots: Vec<PathBuf>,
+    walked: scan::WalkOutcome,
+    candidates: Vec<Candidate>,
+}
+
+/// Walks `opts.roots` against the index without a writer: `store` is a
+/// read-only open, and the caller holds the writer's lock, which it hands
+/// to the writer it opens next (nothing can change the index in between,
+/// so what the walk found stays true). A writer's open and close of RocksDB
+/// is ~10 ms (a new options file, log and WAL), most of a no-change run on
+/// a small tree; a run that changes nothing now opens no writer at all.
+pub fn prewalk(store: &Store, opts: &IndexOptions) -> Result<Prewalk, IngestError> {
     let start = Instant::now();
     let remembered = remembered_roots(store)?;
     let roots = if opts.roots.is_empty() {
@@ -246,51 +282,70 @@ pub fn unchanged(store: &Store, opts: &IndexOptions) -> Result<Option<Summary>, 
     let roots = canonical_roots(&roots)?;
     let root_bytes: Vec<Vec<u8>> = roots.iter().map(|r| path_bytes(r)).collect();
     if root_bytes.iter().any(|r| !remembered.contains(r)) {
-        return Ok(None);
+        return Ok(Prewalk::Unknown);
     }
     let known = scan::Known::load(store, store.counts()?.files)?;
-    let scan::Known::Loaded(records) = &known else { return Ok(None) };
+    let scan::Known::Loaded(records) = &known else { return Ok(Prewalk::Unknown) };
     let mut walk_opts = opts.walk.clone();
     if let Ok(own) = store.dir().canonicalize() {
         walk_opts.skip_dirs.push(own);
     }
-    // The first candidate is enough to know: the channel's end is dropped
-    // then, and the walk stops.
-    let (tx, rx) = bounded::<Candidate>(1);
-    let walked = std::thread::scope(|s| {
-        let found = s.spawn(move || rx.recv().is_ok());
+    // Candidates are collected up to the bound; past it the receiving end
+    // is dropped, and the walk stops.
+    let (tx, rx) = bounded::<Candidate>(QUEUE);
+    let (walked, candidates) = std::thread::scope(|s| {
+        let collect = s.spawn(move || {
+            let mut found = Vec::new();
+            for c in rx {
+                if found.len() == PREWALK_MAX {
+                    return None;
+                }
+                found.push(c);
+            }
+            Some(found)
+        });
         let walked = scan::walk(store, &roots, &walk_opts, &known, &tx);
         drop(tx);
-        (walked, found.join().expect("the candidate check does not panic"))
+        (walked, collect.join().expect("collecting candidates does not panic"))
     });
-    let (walked, changed) = (walked.0?, walked.1);
-    if changed || !walked.unreadable_dirs.is_empty() {
-        return Ok(None);
-    }
-    if let Some(e) = walked.store_errors.into_iter().next() {
+    let mut walked = walked?;
+    let Some(candidates) = candidates else { return Ok(Prewalk::Unknown) };
+    if let Some(e) = std::mem::take(&mut walked.store_errors).into_iter().next() {
         return Err(e.into());
     }
-    // A recorded file that is now a symlink or a FIFO is skipped by the
-    // walk: for the index, it is gone.
-    if walked.skipped.iter().any(|(p, _)| records.contains_key(&path_bytes(p))) {
-        return Ok(None);
-    }
-    // Every record under the roots seen unchanged, or a file is gone.
+    // Nothing to write when no file is new or changed, no directory went
+    // unlisted, and every record under the roots was seen unchanged (a
+    // recorded file now a symlink or a FIFO is skipped by the walk: for
+    // the index, it is gone).
     let under_roots = records.keys().filter(|p| root_bytes.iter().any(|r| is_under(p, r))).count();
-    if under_roots != walked.unchanged.len() {
-        return Ok(None);
+    if candidates.is_empty() && walked.unreadable_dirs.is_empty() && under_roots == walked.unchanged.len() {
+        let mut summary = Summary {
+            roots,
+            unchanged: walked.unchanged.len() as u64,
+            bytes_unchanged: walked.unchanged_bytes,
+            ..Summary::default()
+        };
+        for (path, reason) in walked.skipped {
+            record_skip(&mut summary, path, reason);
+        }
+        summary.elapsed = start.elapsed();
+        return Ok(Prewalk::Unchanged(summary));
     }
-    let mut summary = Summary {
-        roots,
-        unchanged: walked.unchanged.len() as u64,
-        bytes_unchanged: walked.unchanged_bytes,
-        ..Summary::default()
-    };
-    for (path, reason) in walked.skipped {
-        record_skip(&mut summary, path, reason);
-    }
-    summary.elapsed = start.elapsed();
-    Ok(Some(summary))
+    Ok(Prewalk::Changed(Prewalked { start, roots, walked, candidates }))
+}
+
+/// Applies what [`prewalk`] found with `store`, the writer opened under the
+/// lock the walk was made under: reads the new and changed files, and
+/// records the files gone, as [`index`] would.
+pub fn index_prewalked(store: &Store, opts: &IndexOptions, pre: Prewalked) -> Result<Summary, IngestError> {
+    let Prewalked { start, roots, walked, candidates } = pre;
+    let mut writer = Writer::new(store)?;
+    let mut summary = Summary { roots: roots.clone(), ..Summary::default() };
+    let workers = if opts.workers == 0 { available_cores() } else { opts.workers };
+    ingest_candidates(&mut writer, candidates, workers, &mut summary)?;
+    writer.commit()?;
+    end_run(&mut writer, &mut summary, walked, &roots, opts.retention, start)?;
+    Ok(summary)
 }
 
 /// Reads `cands` on `workers` threads and applies each result to `writer`

@@ -89,6 +89,17 @@ impl Store {
     /// empty, with `params` (default: ~1 KB chunks); an existing index must
     /// have the same parameters when `params` is given.
     pub fn open(dir: &Path, access: Access, params: Option<ChunkParams>) -> Result<Store> {
+        Store::open_with(dir, access, params, None)
+    }
+
+    /// Opens the index at `dir` for writing under a lock already taken
+    /// with [`lock_writer`] (by a caller that read the index first and must
+    /// know nobody wrote to it in between).
+    pub fn open_writer(dir: &Path, lock: WriterLock, params: Option<ChunkParams>) -> Result<Store> {
+        Store::open_with(dir, Access::Write, params, Some(lock))
+    }
+
+    fn open_with(dir: &Path, access: Access, params: Option<ChunkParams>, held: Option<WriterLock>) -> Result<Store> {
         let io = |path: &Path| {
             let path = path.to_path_buf();
             move |source| StoreError::Io { path, source }
@@ -114,9 +125,10 @@ impl Store {
             }
             fs::create_dir_all(dir).map_err(io(dir))?;
         }
-        let lock = match access {
-            Access::Write => Some(take_lock(dir)?),
-            Access::Read => None,
+        let lock = match (access, held) {
+            (Access::Write, Some(held)) => Some(held.file),
+            (Access::Write, None) => Some(take_lock(dir)?),
+            (Access::Read, _) => None,
         };
         if !exists {
             // Under the lock: build the database beside its final place and
@@ -597,18 +609,19 @@ fn prefix_upper_bound(prefix: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// The writer's lock of an index, held without opening the index for
-/// writing (see [`lock_writer`]); released when dropped.
+/// writing (see [`lock_writer`]); released when dropped, or handed to the
+/// writer ([`Store::open_writer`]).
 pub struct WriterLock {
-    _file: File,
+    file: File,
 }
 
 /// Takes the writer's lock of the index at `dir` (which must exist), as a
 /// writer's open would, failing the same way when another process holds
-/// it: a caller that only reads can then be sure nothing changes the index
-/// meanwhile. Drop it before opening the index for writing in the same
-/// process (the lock is per open file).
+/// it: a caller that reads first can then be sure nothing changes the
+/// index until it writes (a second lock taken in the same process would
+/// conflict: hand this one over).
 pub fn lock_writer(dir: &Path) -> Result<WriterLock> {
-    Ok(WriterLock { _file: take_lock(dir)? })
+    Ok(WriterLock { file: take_lock(dir)? })
 }
 
 fn take_lock(dir: &Path) -> Result<File> {
