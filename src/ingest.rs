@@ -127,20 +127,7 @@ pub fn canonical_roots(roots: &[PathBuf]) -> Result<Vec<PathBuf>, IngestError> {
 /// records files that are gone as deleted.
 pub fn index(store: &Store, opts: &IndexOptions) -> Result<Summary, IngestError> {
     let start = Instant::now();
-    let remembered = remembered_roots(store)?;
-    let roots = if opts.roots.is_empty() {
-        remembered.iter().map(|r| scan::bytes_path(r)).collect()
-    } else {
-        opts.roots.clone()
-    };
-    if roots.is_empty() {
-        return Err(IngestError::NoRoots);
-    }
-    let roots = canonical_roots(&roots)?;
-    let mut walk_opts = opts.walk.clone();
-    if let Ok(own) = store.dir().canonicalize() {
-        walk_opts.skip_dirs.push(own);
-    }
+    let RunRoots { roots, remembered, walk: walk_opts } = run_roots(store, opts)?;
 
     let mut writer = Writer::new(store)?;
     writer.remember_roots(&roots, remembered)?;
@@ -236,6 +223,34 @@ fn end_run(
     Ok(())
 }
 
+/// What a run walks.
+struct RunRoots {
+    /// The roots given, else those remembered; canonical.
+    roots: Vec<PathBuf>,
+    /// The roots the index remembers.
+    remembered: Vec<Vec<u8>>,
+    /// The walk's options, which keep out the index directory itself.
+    walk: WalkOptions,
+}
+
+fn run_roots(store: &Store, opts: &IndexOptions) -> Result<RunRoots, IngestError> {
+    let remembered = remembered_roots(store)?;
+    let roots = if opts.roots.is_empty() {
+        remembered.iter().map(|r| scan::bytes_path(r)).collect()
+    } else {
+        opts.roots.clone()
+    };
+    if roots.is_empty() {
+        return Err(IngestError::NoRoots);
+    }
+    let roots = canonical_roots(&roots)?;
+    let mut walk_opts = opts.walk.clone();
+    if let Ok(own) = store.dir().canonicalize() {
+        walk_opts.skip_dirs.push(own);
+    }
+    Ok(RunRoots { roots, remembered, walk: walk_opts })
+}
+
 /// At most this many changed files are collected by [`prewalk`]; past it,
 /// the walk stops and [`index`] walks again with a writer (the reading then
 /// dwarfs a second walk).
@@ -270,26 +285,13 @@ pub struct Prewalked {
 /// a small tree; a run that changes nothing now opens no writer at all.
 pub fn prewalk(store: &Store, opts: &IndexOptions) -> Result<Prewalk, IngestError> {
     let start = Instant::now();
-    let remembered = remembered_roots(store)?;
-    let roots = if opts.roots.is_empty() {
-        remembered.iter().map(|r| scan::bytes_path(r)).collect()
-    } else {
-        opts.roots.clone()
-    };
-    if roots.is_empty() {
-        return Err(IngestError::NoRoots);
-    }
-    let roots = canonical_roots(&roots)?;
+    let RunRoots { roots, remembered, walk: walk_opts } = run_roots(store, opts)?;
     let root_bytes: Vec<Vec<u8>> = roots.iter().map(|r| path_bytes(r)).collect();
     if root_bytes.iter().any(|r| !remembered.contains(r)) {
         return Ok(Prewalk::Unknown);
     }
     let known = scan::Known::load(store, store.counts()?.files)?;
     let scan::Known::Loaded(records) = &known else { return Ok(Prewalk::Unknown) };
-    let mut walk_opts = opts.walk.clone();
-    if let Ok(own) = store.dir().canonicalize() {
-        walk_opts.skip_dirs.push(own);
-    }
     // Candidates are collected up to the bound; past it the receiving end
     // is dropped, and the walk stops.
     let (tx, rx) = bounded::<Candidate>(QUEUE);
