@@ -194,7 +194,6 @@ fn fingerprint_reader_sized<R: Read>(
         buf.resize(cap, 0);
     }
     let mut b = Builder::new();
-    let mut cuts: Vec<(usize, usize)> = Vec::new();
     let mut ids: Vec<[u8; 16]> = Vec::new();
     let mut filled = 0usize;
     let mut eof = false;
@@ -218,12 +217,11 @@ fn fingerprint_reader_sized<R: Read>(
             b.shingles = None;
         }
         let mut start = 0;
-        cuts.clear();
+        let mut chunks: Vec<&[u8]> = Vec::new();
         while let Some(cut) = find_cut(&buf[start..filled], params, eof) {
-            cuts.push((start, start + cut));
+            chunks.push(&buf[start..start + cut]);
             start += cut;
         }
-        let chunks: Vec<&[u8]> = cuts.iter().map(|&(a, z)| &buf[a..z]).collect();
         b.push_all(&chunks, &mut ids);
         if eof {
             return Ok(b.finish(if whole { &buf[..filled] } else { &[] }, known));

@@ -898,11 +898,9 @@ impl<'s> Writer<'s> {
 
     /// A content's chunk list, from the group or the index.
     fn record(&self, content: &ContentHash) -> Result<Option<ContentRecord>, StoreError> {
-        if self.fresh && !self.gained.contains(content) && !self.group.records.contains_key(content) {
-            return Ok(None);
-        }
         match self.group.records.get(content) {
             Some(r) => Ok(Some(r.clone())),
+            None if self.fresh && !self.gained.contains(content) => Ok(None),
             None => self.store.get::<ContentChunks>(content),
         }
     }
