@@ -934,7 +934,9 @@ impl<'s> Writer<'s> {
         kept: &[Vec<u8>],
     ) -> Result<(u64, u64), StoreError> {
         let mut gone = Vec::new();
-        for item in self.store.scan::<Files>() {
+        // Files given an id in this pass were written in it, so seen: only
+        // older ids can be gone (a first index scans nothing).
+        for item in self.store.scan_before::<Files>(&FileId(self.pass_start)) {
             let (id, rec) = item?;
             if seen.binary_search(&id).is_ok() {
                 continue;
