@@ -141,8 +141,11 @@ impl Store {
         // version's column families, and RocksDB refuses to open it with
         // them: read its format record first, so the user hears which
         // versions differ rather than a RocksDB error. A writer upgrading
-        // an older index creates them.
-        if exists {
+        // an older index creates them, so it checks before opening; a
+        // reader only when its open fails (listing the column families
+        // reads the manifest once more, a fifth of a no-change re-index
+        // of a small tree).
+        let check_cfs = || -> Result<()> {
             if let Ok(existing) = DB::list_cf(&Options::default(), &db_dir) {
                 if ALL_CFS.iter().any(|n| !existing.iter().any(|e| e == n)) {
                     match older_format(dir, &db_dir, &existing) {
@@ -158,6 +161,10 @@ impl Store {
                     }
                 }
             }
+            Ok(())
+        };
+        if exists && access == Access::Write {
+            check_cfs()?;
         }
 
         let cache = Cache::new_lru_cache(BLOCK_CACHE);
@@ -234,7 +241,10 @@ impl Store {
             Access::Write => DB::open_cf_descriptors(&opts, &db_dir, cfs).map_err(rocks)?,
             Access::Read => DB::open_cf_descriptors_read_only(&opts, &db_dir, cfs, false).map_err(|e| {
                 if e.as_ref().contains("Column family not found") || e.as_ref().contains("Invalid argument") {
-                    StoreError::NotAnIndex { dir: dir.to_path_buf(), reason: e.into_string() }
+                    match check_cfs() {
+                        Err(older) => older,
+                        Ok(()) => StoreError::NotAnIndex { dir: dir.to_path_buf(), reason: e.into_string() },
+                    }
                 } else {
                     rocks(e)
                 }
