@@ -372,10 +372,32 @@ fn word_hash(data: &[u8], start: usize, end: usize) -> u64 {
 /// Whitespace bits of up to 64 bytes: bit k set when `bytes[k]` is a space.
 fn space_mask(bytes: &[u8]) -> u64 {
     let mut m = 0u64;
-    for (k, &b) in bytes.iter().enumerate() {
-        m |= u64::from(SPACE[b as usize]) << k;
+    let mut words = bytes.chunks_exact(8);
+    let mut k = 0;
+    for w in words.by_ref() {
+        m |= space_bits(u64::from_le_bytes(w.try_into().expect("8 bytes"))) << k;
+        k += 8;
+    }
+    for (j, &b) in words.remainder().iter().enumerate() {
+        m |= u64::from(SPACE[b as usize]) << (k + j);
     }
     m
+}
+
+/// Whitespace bits of 8 bytes (little-endian), eight at a time: a byte is
+/// ASCII whitespace when it is 32 or in 9..=13. Adding to its low seven
+/// bits a constant sets its top bit exactly when it is at least some bound
+/// (no carry leaves a byte), and one multiplication gathers the top bits.
+fn space_bits(x: u64) -> u64 {
+    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    const TOP: u64 = 0x8080_8080_8080_8080;
+    let at_least = |n: u8| ((x & LOW7) + 0x0101_0101_0101_0101 * u64::from(0x80 - n)) & TOP;
+    let ascii = !x & TOP;
+    let tab_to_cr = at_least(9) & !at_least(14);
+    let space = at_least(32) & !at_least(33);
+    let top = (tab_to_cr | space) & ascii;
+    // The top bit of byte i (bit 8i + 7) moves to bit 56 + i.
+    (top >> 7).wrapping_mul(0x0102_0408_1020_4080) >> 56
 }
 
 impl Default for Shingler {
@@ -701,6 +723,19 @@ mod tests {
             }
             s.feed(&data[at..]);
             prop_assert_eq!(s.finish(), whole);
+        }
+
+        #[test]
+        fn space_bits_match_the_table(bytes in any::<[u8; 8]>(), pick in any::<[bool; 8]>(), ws in any::<[u8; 8]>()) {
+            // Whitespace mixed in on purpose: random bytes seldom are.
+            let mut b = bytes;
+            for i in 0..8 {
+                if pick[i] {
+                    b[i] = b" \t\n\x0b\x0c\r\x1f!"[ws[i] as usize % 8];
+                }
+            }
+            let expected = (0..8).fold(0u64, |m, i| m | u64::from(SPACE[b[i] as usize]) << i);
+            prop_assert_eq!(space_bits(u64::from_le_bytes(b)), expected, "{:?}", b);
         }
 
         #[test]
