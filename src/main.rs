@@ -47,6 +47,6 @@ fn init_logging(verbose: u8, quiet: bool) {
         (false, _) => "debug",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("SIMD_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("simd={default}")));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("simd={default},rocksdb=warn")));
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).init();
 }
