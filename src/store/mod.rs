@@ -514,7 +514,7 @@ impl Store {
     /// when asked to wait, so they are first all scheduled, the largest
     /// (the postings) first, for the two flush threads to share, and only
     /// then waited for: the end of a first index of the Django tree went
-    /// from ~0.2 to ~0.1 s (`docs/performance.md`).
+    /// from ~0.2 to ~0.12 s (`docs/performance.md`).
     pub fn flush(&self) -> Result<()> {
         let mut names = ALL_CFS.to_vec();
         names.sort_by_key(|n| !POSTINGS_CFS.contains(n));
@@ -569,7 +569,9 @@ fn older_format(dir: &Path, db_dir: &Path, existing: &[String]) -> Result<u32> {
         return Err(not_index());
     }
     let cfs = existing.iter().map(|n| ColumnFamilyDescriptor::new(n, Options::default()));
-    let Ok(db) = DB::open_cf_descriptors_read_only(&Options::default(), db_dir, cfs, false) else {
+    let mut opts = Options::default();
+    opts.set_info_logger(rocksdb_logger());
+    let Ok(db) = DB::open_cf_descriptors_read_only(&opts, db_dir, cfs, false) else {
         return Err(not_index());
     };
     let format = db
@@ -589,8 +591,8 @@ fn older_format(dir: &Path, db_dir: &Path, existing: &[String]) -> Result<u32> {
 
 /// RocksDB's own log, sent to `tracing` (target `rocksdb`): its warnings
 /// and errors only. It used to be a LOG file in the index, where every open
-/// wrote a ~125 KB dump of the options of the 11 column families (0.5 % of
-/// a 70 MB tree's index, and a third of the time to create an index).
+/// wrote a ~125 KB dump of the options of the 11 column families (3 % of
+/// the index of a 70 MB tree).
 fn rocksdb_logger() -> rocksdb::InfoLogger {
     rocksdb::InfoLogger::new_callback_logger(rocksdb::LogLevel::Warn, |level, msg| match level {
         rocksdb::LogLevel::Warn => tracing::warn!(target: "rocksdb", "rocksdb: {}", msg.trim_end()),
