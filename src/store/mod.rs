@@ -356,24 +356,25 @@ impl Store {
 
     /// Iterates a CF in key order up to `end` (excluded).
     pub fn scan_before<T: Table>(&self, end: &T::Key) -> TableIter<'_, T> {
-        let mut ro = ReadOptions::default();
-        ro.fill_cache(false);
-        ro.set_iterate_upper_bound(T::encode_key(end));
-        let mut inner = self.db.raw_iterator_cf_opt(self.cf(T::NAME), ro);
-        inner.seek_to_first();
-        TableIter { store: self, inner, _t: std::marker::PhantomData }
+        self.scan_raw::<T>(Vec::new(), Some(T::encode_key(end)))
     }
 
     fn scan_prefix_raw<T: Table>(&self, prefix: Vec<u8>) -> TableIter<'_, T> {
+        let upper = prefix_upper_bound(&prefix);
+        self.scan_raw::<T>(prefix, upper)
+    }
+
+    /// Iterates a CF from `start` up to `upper` (excluded, if any).
+    fn scan_raw<T: Table>(&self, start: Vec<u8>, upper: Option<Vec<u8>>) -> TableIter<'_, T> {
         let mut ro = ReadOptions::default();
         // A full scan should not evict the working set from the block cache;
         // the short prefix scans of a query revisit blocks and keep them.
-        ro.fill_cache(!prefix.is_empty());
-        if let Some(upper) = prefix_upper_bound(&prefix) {
+        ro.fill_cache(!start.is_empty());
+        if let Some(upper) = upper {
             ro.set_iterate_upper_bound(upper);
         }
         let mut inner = self.db.raw_iterator_cf_opt(self.cf(T::NAME), ro);
-        inner.seek(&prefix);
+        inner.seek(&start);
         TableIter { store: self, inner, _t: std::marker::PhantomData }
     }
 
