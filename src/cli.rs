@@ -260,7 +260,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
                         }
                     }
                 }
-                Err(_) => ingest::index(&Store::open(&db, Access::Write, params)?, &opts)?,
+                Err(_) => ingest::index(&Store::open_build(&db, params)?, &opts)?,
             };
             if !cli.quiet {
                 match cli.format {

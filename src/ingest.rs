@@ -1059,7 +1059,8 @@ impl<'s> Writer<'s> {
     /// and flushes the memtables (see [`Store::flush`]).
     pub fn finish(&mut self, retention: Retention) -> Result<(), StoreError> {
         self.commit()?;
-        if self.changes > 0 {
+        // A bulk load has written its roots at least, and without a WAL.
+        if self.changes > 0 || self.store.is_bulk() {
             let expired = self.expire_history(retention, now_ns())?;
             if expired > 0 {
                 tracing::info!("{expired} lost-and-found records expired");

@@ -71,6 +71,7 @@ pub struct Store {
     // Held for the life of a writer: the OS lock is what keeps a second
     // writer out, and it goes away with the process, even on SIGKILL.
     _lock: Option<File>,
+    bulk: bool,
 }
 
 const LOCK_FILE: &str = "simd.lock";
@@ -84,28 +85,52 @@ const BLOCK_CACHE: usize = 16 << 20;
 const WRITE_BUFFER_TOTAL: usize = 32 << 20;
 const WRITE_BUFFER_PER_CF: usize = 8 << 20;
 
+/// [`WRITE_BUFFER_PER_CF`], unless the environment sets `SIMD_TEST_MEMTABLE_KB`:
+/// the crash tests make memtables tiny so that a run of a few thousand files
+/// flushes many times, and a kill lands between flushes (undocumented for
+/// users; RocksDB raises anything under 64 KB to 64 KB).
+fn write_buffer_per_cf() -> usize {
+    std::env::var("SIMD_TEST_MEMTABLE_KB")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .map_or(WRITE_BUFFER_PER_CF, |kb| kb << 10)
+}
+
 impl Store {
     /// Opens the index at `dir`. A writer creates it when `dir` is missing or
     /// empty, with `params` (default: ~1 KB chunks); an existing index must
     /// have the same parameters when `params` is given.
     pub fn open(dir: &Path, access: Access, params: Option<ChunkParams>) -> Result<Store> {
-        Store::open_with(dir, access, params, None)
+        Store::open_with(dir, access, params, None, false)
+    }
+
+    /// Opens the index at `dir` for a `simd index` run: as a writer, and an
+    /// index this open creates is loaded in bulk ([`Store::is_bulk`]).
+    pub fn open_build(dir: &Path, params: Option<ChunkParams>) -> Result<Store> {
+        Store::open_with(dir, Access::Write, params, None, true)
     }
 
     /// Opens the index at `dir` for writing under a lock already taken
     /// with [`lock_writer`] (by a caller that read the index first and must
     /// know nobody wrote to it in between).
     pub fn open_writer(dir: &Path, lock: WriterLock, params: Option<ChunkParams>) -> Result<Store> {
-        Store::open_with(dir, Access::Write, params, Some(lock))
+        Store::open_with(dir, Access::Write, params, Some(lock), false)
     }
 
-    fn open_with(dir: &Path, access: Access, params: Option<ChunkParams>, held: Option<WriterLock>) -> Result<Store> {
+    fn open_with(
+        dir: &Path,
+        access: Access,
+        params: Option<ChunkParams>,
+        held: Option<WriterLock>,
+        build: bool,
+    ) -> Result<Store> {
         let io = |path: &Path| {
             let path = path.to_path_buf();
             move |source| StoreError::Io { path, source }
         };
         let db_dir = dir.join(DB_DIR);
         let exists = db_dir.join("CURRENT").exists();
+        let bulk = build && !exists;
         if !exists {
             if access == Access::Read {
                 return Err(StoreError::Missing { dir: dir.to_path_buf() });
@@ -184,6 +209,10 @@ impl Store {
             opts.set_max_background_compactions(1);
         }
         opts.set_info_logger(rocksdb_logger());
+        // A bulk load writes no WAL, so the column families must reach disk
+        // together: a flush, whether asked for or made because a memtable is
+        // full, writes all of them at one sequence number.
+        opts.set_atomic_flush(bulk);
         opts.set_max_total_wal_size(64 << 20);
         opts.set_max_open_files(256);
         // Opening loads every table file's index; RocksDB does it on 16
@@ -214,18 +243,24 @@ impl Store {
             // search per insert (~12 % of a first index's CPU). Readers
             // replay the WAL into the default skiplist, which serves their
             // prefix scans.
-            if access == Access::Write && POSTINGS_CFS.contains(&name) {
+            if access == Access::Write && POSTINGS_CFS.contains(&name) || bulk && BULK_VECTOR_CFS.contains(&name) {
                 cf.set_memtable_factory(rocksdb::MemtableFactory::Vector);
             }
-            cf.set_write_buffer_size(WRITE_BUFFER_PER_CF);
+            cf.set_write_buffer_size(write_buffer_per_cf());
             // Three: a memtable being flushed when a run ends does not hold
             // up the switch of the next one (RocksDB waits for it rather than
             // stall writes); the 32 MB total still bounds them all.
             cf.set_max_write_buffer_number(3);
             // zstd: 6.4 % of the file bytes on the Django tree against 7.1 %
             // with LZ4, for ~3 % of a first index's time (`docs/performance.md`;
-            // dictionaries saved more but cost 9-14 %).
-            cf.set_compression_type(DBCompressionType::Zstd);
+            // dictionaries saved more but cost 9-14 %). Chunk lists are MD5s
+            // and gap-coded sketches, which zstd does not shrink (10.15 MiB
+            // either way on Django): trying cost ~2 % of a first index.
+            cf.set_compression_type(if name == ContentChunks::NAME {
+                DBCompressionType::None
+            } else {
+                DBCompressionType::Zstd
+            });
             cf.set_level_compaction_dynamic_level_bytes(true);
             ColumnFamilyDescriptor::new(name, cf)
         });
@@ -249,6 +284,7 @@ impl Store {
             dir: dir.to_path_buf(),
             format: Format { schema_version: SCHEMA_VERSION, params: params.unwrap_or_default(), created: 0 },
             _lock: lock,
+            bulk,
         };
         match store.get::<Meta>(&MetaKey::Format)? {
             Some(MetaValue::Format(mut found)) => {
@@ -312,6 +348,20 @@ impl Store {
 
     pub fn params(&self) -> &ChunkParams {
         &self.format.params
+    }
+
+    /// Whether this writer loads a new index in bulk: it was opened by
+    /// [`Store::open_build`] and created the index. Its writes skip the WAL
+    /// (~3 % of a first index), and its flushes are atomic across column
+    /// families, so a crash leaves the index as of its last flush, complete
+    /// and consistent, and the next run reads the rest again. The column
+    /// families it writes but never reads during the run ([`BULK_VECTOR_CFS`])
+    /// take a vector memtable, which appends and sorts once at the flush
+    /// (a skiplist's insert was ~3 % more); a point lookup in one would copy
+    /// and sort the whole memtable, so a bulk writer must not make any
+    /// (the first index's writer makes none: `ingest::Writer::fresh`).
+    pub fn is_bulk(&self) -> bool {
+        self.bulk
     }
 
     fn cf(&self, name: &'static str) -> &rocksdb::ColumnFamily {
@@ -490,6 +540,7 @@ impl Store {
     pub fn write(&self, batch: Batch<'_>) -> Result<()> {
         let mut wo = WriteOptions::default();
         wo.set_sync(false);
+        wo.disable_wal(self.bulk);
         self.db.write_opt(batch.inner, &wo).map_err(|e| self.rocks(e))
     }
 
@@ -521,6 +572,11 @@ impl Store {
         names.sort_by_key(|n| !POSTINGS_CFS.contains(n));
         let cfs: Vec<&rocksdb::ColumnFamily> = names.iter().map(|n| self.cf(n)).collect();
         let mut fo = rocksdb::FlushOptions::default();
+        if self.bulk {
+            // One atomic flush of every column family.
+            fo.set_wait(true);
+            return self.db.flush_cfs_opt(&cfs, &fo).map_err(|e| self.rocks(e));
+        }
         fo.set_wait(false);
         self.db.flush_cfs_opt(&cfs, &fo).map_err(|e| self.rocks(e))?;
         fo.set_wait(true);
@@ -757,6 +813,11 @@ type Entry<T> = (<T as Table>::Key, <T as Table>::Value);
 
 /// The postings column families: written in hash order, read by scans.
 const POSTINGS_CFS: [&str; 2] = [ChunkContents::NAME, SketchContents::NAME];
+
+/// Column families a bulk load ([`Store::is_bulk`]) writes but does not
+/// read until its end: `content_chunks` stays a skiplist, since readers ask
+/// it whether a content is known, and `meta` and `history` are small.
+const BULK_VECTOR_CFS: [&str; 4] = [Files::NAME, Paths::NAME, ContentNames::NAME, ContentById::NAME];
 
 /// Column families read only by prefix scans (no Bloom filter).
 const PREFIX_SCANNED_CFS: [&str; 4] = [ChunkContents::NAME, SketchContents::NAME, ContentNames::NAME, History::NAME];
