@@ -71,6 +71,36 @@ impl Known {
         Ok(Known::Loaded(map))
     }
 
+    /// Every record, for a writer that keeps them up to date with
+    /// [`Known::set`] (the daemon's): as [`Known::load`], but an empty
+    /// index gives an empty map rather than [`Known::Nothing`].
+    pub fn load_for_writer(store: &Store, files: u64) -> Result<Known, StoreError> {
+        Ok(match Known::load(store, files)? {
+            Known::Nothing => Known::Loaded(HashMap::new()),
+            k => k,
+        })
+    }
+
+    /// Records `path`'s new record (None: gone). A map that grows past
+    /// [`Known::LOAD_MAX`] is dropped for point lookups, so that memory
+    /// stays bounded. [`Known::Nothing`] stays so: it is for a walk, which
+    /// never sets.
+    pub fn set(&mut self, path: &[u8], rec: Option<(FileId, FileRecord)>) {
+        let Known::Loaded(map) = self else { return };
+        match rec {
+            Some((id, mut rec)) => {
+                rec.path = Vec::new();
+                map.insert(path.to_vec(), (id, rec));
+                if map.len() as u64 > Self::LOAD_MAX {
+                    *self = Known::Lookups;
+                }
+            }
+            None => {
+                map.remove(path);
+            }
+        }
+    }
+
     /// The record of `path`, if the index had one when this was made.
     pub fn get(&self, store: &Store, path: &Path) -> Result<Option<(FileId, FileRecord)>, StoreError> {
         match self {
@@ -324,6 +354,32 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn a_kept_map_follows_sets_and_gives_way_to_lookups_past_its_bound() {
+        let rec = |n: u64| FileRecord {
+            path: b"/ignored".to_vec(),
+            size: n,
+            mtime: 0,
+            inode: n,
+            content: crate::fingerprint::ContentHash([0; 16]),
+        };
+        let mut k = Known::Loaded(HashMap::new());
+        k.set(b"/r/a", Some((FileId(1), rec(1))));
+        k.set(b"/r/b", Some((FileId(2), rec(2))));
+        k.set(b"/r/a", None);
+        let Known::Loaded(map) = &k else { panic!("still a map") };
+        assert_eq!(map.len(), 1);
+        assert_eq!(map[&b"/r/b".to_vec()].1.size, 2);
+        // A walk's "nothing known" is never turned into a map.
+        let mut nothing = Known::Nothing;
+        nothing.set(b"/r/a", Some((FileId(1), rec(1))));
+        assert!(matches!(nothing, Known::Nothing));
+        for n in 0..=Known::LOAD_MAX {
+            k.set(format!("/r/{n}").as_bytes(), Some((FileId(n), rec(n))));
+        }
+        assert!(matches!(k, Known::Lookups));
+    }
 
     #[test]
     fn under() {

@@ -109,7 +109,9 @@ def main():
             h.write(line)
 
     debounce = ["--debounce-ms", str(a.debounce_ms)] if a.debounce_ms is not None else []
-    d = subprocess.Popen([a.simd, "--db", a.db, "watch", *debounce, tree], stderr=subprocess.DEVNULL)
+    # The daemon's log goes to DAEMON_LOG when set (e.g. with SIMD_LOG=simd=debug).
+    log = open(os.environ["DAEMON_LOG"], "wb") if os.environ.get("DAEMON_LOG") else subprocess.DEVNULL
+    d = subprocess.Popen([a.simd, "--db", a.db, "watch", *debounce, tree], stderr=log)
     try:
         state = os.path.join(a.db, "daemon.json")
         t0 = time.time()
