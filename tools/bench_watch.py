@@ -18,6 +18,9 @@ the last file handled) beside `simd index`'s first-run throughput (median of
 3 runs, warm page cache) on the whole tree and on a copy of just the files
 the burst rewrites, measured just before (bar: churn >= 80 % of it).
 
+The daemon's log is discarded unless DAEMON_LOG names a file for it (with
+SIMD_LOG=simd=debug, one line per batch with its time).
+
 TREE must be a scratch copy (the script writes files into TREE/.simd-bench-*
 and appends lines to files of the tree; never point it at real data). When
 it ends it truncates the files it appended to back to their sizes and
