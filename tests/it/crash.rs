@@ -7,6 +7,25 @@ use std::time::{Duration, Instant};
 use super::{files_of, noise, postings, text, Env};
 use simd::store::{Access, Store};
 
+/// A child `simd index` of the test tree into `db`, to be killed; with
+/// `memtable_kb`, its memtables that small (`SIMD_TEST_MEMTABLE_KB`).
+fn index_child(env: &Env, db: &std::path::Path, memtable_kb: Option<&str>) -> std::process::Child {
+    let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("simd"));
+    if let Some(kb) = memtable_kb {
+        c.env("SIMD_TEST_MEMTABLE_KB", kb);
+    }
+    c.arg("--db").arg(db).args(["--quiet", "index"]).arg(&env.root).spawn().unwrap()
+}
+
+/// The next number of a xorshift sequence: kill times that vary but
+/// repeat from run to run.
+fn next(seed: &mut u64) -> u64 {
+    *seed ^= *seed << 13;
+    *seed ^= *seed >> 7;
+    *seed ^= *seed << 17;
+    *seed
+}
+
 fn body(i: u64, version: u64) -> Vec<u8> {
     // Shared content across files, identical copies, and per-version changes.
     if i.is_multiple_of(5) {
@@ -52,17 +71,8 @@ fn sigkill_at_random_moments_leaves_a_consistent_index_that_catches_up() {
                 let _ = std::fs::rename(&from, env.root.join(format!("moved/r{round}/m{k}.txt")));
             }
         }
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        let delay = Duration::from_millis(2 + seed % (full / 2).max(10));
-        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("simd"))
-            .arg("--db")
-            .arg(&env.db)
-            .args(["--quiet", "index"])
-            .arg(&env.root)
-            .spawn()
-            .unwrap();
+        let delay = Duration::from_millis(2 + next(&mut seed) % (full / 2).max(10));
+        let mut child = index_child(&env, &env.db, None);
         std::thread::sleep(delay);
         if child.try_wait().unwrap().is_none() {
             killed_mid_run += 1;
@@ -105,13 +115,7 @@ fn a_kill_while_the_index_is_created_never_bricks_it() {
     // the format record, the first files.
     for (k, micros) in (0..40u64).map(|i| i * 250).enumerate() {
         let db = env.tmp.path().join(format!("db{k}"));
-        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("simd"))
-            .arg("--db")
-            .arg(&db)
-            .args(["--quiet", "index"])
-            .arg(&env.root)
-            .spawn()
-            .unwrap();
+        let mut child = index_child(&env, &db, None);
         std::thread::sleep(Duration::from_micros(micros));
         child.kill().ok();
         child.wait().unwrap();
@@ -150,18 +154,8 @@ fn a_first_index_killed_between_its_flushes_keeps_what_it_flushed_consistent() {
     let mut partial = 0;
     for k in 0..8u64 {
         let db = env.tmp.path().join(format!("bulk{k}"));
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        let delay = Duration::from_millis(full / 5 + seed % (full * 3 / 4).max(10));
-        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("simd"))
-            .env("SIMD_TEST_MEMTABLE_KB", "64")
-            .arg("--db")
-            .arg(&db)
-            .args(["--quiet", "index"])
-            .arg(&env.root)
-            .spawn()
-            .unwrap();
+        let delay = Duration::from_millis(full / 5 + next(&mut seed) % (full * 3 / 4).max(10));
+        let mut child = index_child(&env, &db, Some("64"));
         std::thread::sleep(delay);
         child.kill().ok(); // SIGKILL
         child.wait().unwrap();
