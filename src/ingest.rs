@@ -682,7 +682,7 @@ impl<'s> Writer<'s> {
     /// Records what the index will hold for `path` once the group is written.
     fn set_path(&mut self, path: Vec<u8>, rec: Option<(FileId, FileRecord)>) {
         if let Some(known) = &mut self.paths {
-            known.set(&path, rec.clone());
+            known.set(&path, rec.as_ref().map(|(id, r)| (*id, r)));
         }
         self.group.paths.insert(path, rec);
     }

@@ -85,11 +85,13 @@ impl Known {
     /// [`Known::LOAD_MAX`] is dropped for point lookups, so that memory
     /// stays bounded. [`Known::Nothing`] stays so: it is for a walk, which
     /// never sets.
-    pub fn set(&mut self, path: &[u8], rec: Option<(FileId, FileRecord)>) {
+    pub fn set(&mut self, path: &[u8], rec: Option<(FileId, &FileRecord)>) {
         let Known::Loaded(map) = self else { return };
         match rec {
-            Some((id, mut rec)) => {
-                rec.path = Vec::new();
+            Some((id, r)) => {
+                // The path is the key: the record keeps none.
+                let rec =
+                    FileRecord { path: Vec::new(), size: r.size, mtime: r.mtime, inode: r.inode, content: r.content };
                 map.insert(path.to_vec(), (id, rec));
                 if map.len() as u64 > Self::LOAD_MAX {
                     *self = Known::Lookups;
@@ -365,18 +367,18 @@ mod tests {
             content: crate::fingerprint::ContentHash([0; 16]),
         };
         let mut k = Known::Loaded(HashMap::new());
-        k.set(b"/r/a", Some((FileId(1), rec(1))));
-        k.set(b"/r/b", Some((FileId(2), rec(2))));
+        k.set(b"/r/a", Some((FileId(1), &rec(1))));
+        k.set(b"/r/b", Some((FileId(2), &rec(2))));
         k.set(b"/r/a", None);
         let Known::Loaded(map) = &k else { panic!("still a map") };
         assert_eq!(map.len(), 1);
         assert_eq!(map[&b"/r/b".to_vec()].1.size, 2);
         // A walk's "nothing known" is never turned into a map.
         let mut nothing = Known::Nothing;
-        nothing.set(b"/r/a", Some((FileId(1), rec(1))));
+        nothing.set(b"/r/a", Some((FileId(1), &rec(1))));
         assert!(matches!(nothing, Known::Nothing));
         for n in 0..=Known::LOAD_MAX {
-            k.set(format!("/r/{n}").as_bytes(), Some((FileId(n), rec(n))));
+            k.set(format!("/r/{n}").as_bytes(), Some((FileId(n), &rec(n))));
         }
         assert!(matches!(k, Known::Lookups));
     }
