@@ -610,7 +610,7 @@ pub fn features(store: &Store, content: &ContentHash, ignored: &Ignored) -> Resu
     // The samples as posted (the bottom of the whole sketch), so that the
     // candidates found here are those the postings would find.
     let posted = rec.sketch.posted().iter().copied().filter(|s| !ignored.samples.contains(s)).collect();
-    Ok(Features { size: rec.size, chunks, sketch: rec.sketch.without(&ignored.samples), posted })
+    Ok(Features { size: rec.size, chunks, sketch: rec.sketch.into_without(&ignored.samples), posted })
 }
 
 /// Posted sketch samples two contents must share to be compared on their

@@ -307,7 +307,14 @@ impl Store {
                         });
                     }
                     let from = found.schema_version;
-                    let upgraded = store.upgrade_to_content_ids()?;
+                    // Version 5 differs only in how sketches are written,
+                    // and its records stay readable: nothing to rewrite.
+                    let done = if from < 5 {
+                        let upgraded = store.upgrade_to_content_ids()?;
+                        format!("{} contents numbered, {} postings rewritten", upgraded.contents, upgraded.postings)
+                    } else {
+                        "nothing rewritten: contents stored from now on keep larger sketches".to_string()
+                    };
                     found.schema_version = SCHEMA_VERSION;
                     let mut b = store.batch();
                     b.put::<Meta>(&MetaKey::Format, &MetaValue::Format(found));
@@ -316,11 +323,9 @@ impl Store {
                     // Said once, where a user sees it: an older simd can no
                     // longer open the index after this.
                     tracing::warn!(
-                        "{}: index upgraded from schema version {from} to {SCHEMA_VERSION} ({} contents numbered, \
-                         {} postings rewritten); older simd versions cannot open it any more",
+                        "{}: index upgraded from schema version {from} to {SCHEMA_VERSION} ({done}); older simd \
+                         versions cannot open it any more",
                         dir.display(),
-                        upgraded.contents,
-                        upgraded.postings,
                     );
                 }
                 store.format = found;

@@ -7,19 +7,22 @@ use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
 use crate::chunker::ChunkParams;
 use crate::fingerprint::{ChunkId, ChunkRun, ContentHash};
-use crate::sketch::Sketch;
+use crate::sketch::{GapCoded, Sketch};
 
 /// The on-disk schema version of the whole index. Bump it (and log the change
 /// in `schema/README.md`) whenever any CF's bytes change meaning, or an
-/// older simd could no longer read the files (5: content ids in postings).
-pub const SCHEMA_VERSION: u32 = 5;
+/// older simd could no longer read the files (5: content ids in postings;
+/// 6: sketches of up to 1,024 samples, Rice-coded).
+pub const SCHEMA_VERSION: u32 = 6;
 
 /// Older versions a writer of this simd upgrades in place (readers ask for
 /// that first): versions 3 and 4 name contents by their hash in the
 /// postings, where version 5 names them by their [`ContentId`]; 3 differs
 /// from 4 only in how table blocks are compressed (its LZ4 blocks stay
-/// readable, and compaction rewrites them as zstd).
-pub const UPGRADABLE_VERSIONS: [u32; 2] = [3, 4];
+/// readable, and compaction rewrites them as zstd). Version 5 differs from
+/// 6 only in its sketches (at most 512 samples, gaps as varints), which this
+/// simd still reads: its upgrade rewrites nothing but the format record.
+pub const UPGRADABLE_VERSIONS: [u32; 3] = [3, 4, 5];
 
 /// Whether this simd opens an index of schema `version`: the current one
 /// as it is, an upgradable one to upgrade it.
@@ -342,11 +345,35 @@ impl ContentRecord {
 /// ```
 pub struct ContentChunks;
 
+/// A `content_chunks` value of schema versions 5 (value version 4): the
+/// sketch coded as varint gaps. Still read, never written.
+pub(crate) const RECORD_V4: u8 = 4;
+
+#[derive(Deserialize)]
+struct RecordV4 {
+    id: ContentId,
+    size: u64,
+    runs: Vec<ChunkRun>,
+    sketch: GapCoded,
+}
+
 impl Table for ContentChunks {
     const NAME: &'static str = "content_chunks";
-    const VALUE_VERSION: u8 = 4;
+    const VALUE_VERSION: u8 = 5;
     type Key = ContentHash;
     type Value = ContentRecord;
+
+    fn decode_value(bytes: &[u8]) -> Result<ContentRecord, DecodeError> {
+        let (&version, rest) = bytes.split_first().ok_or(DecodeError::Empty)?;
+        match version {
+            Self::VALUE_VERSION => Ok(postcard::from_bytes(rest)?),
+            RECORD_V4 => {
+                let old: RecordV4 = postcard::from_bytes(rest)?;
+                Ok(ContentRecord { id: old.id, size: old.size, runs: old.runs, sketch: old.sketch.0 })
+            }
+            found => Err(DecodeError::Version { found, expected: Self::VALUE_VERSION }),
+        }
+    }
 
     fn encode_key(key: &ContentHash) -> Vec<u8> {
         key.0.to_vec()

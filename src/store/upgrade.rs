@@ -19,7 +19,7 @@ use super::{
     SketchContents, Store, StoreError, Table,
 };
 use crate::fingerprint::{ChunkRun, ContentHash};
-use crate::sketch::Sketch;
+use crate::sketch::GapCoded;
 
 /// A `content_chunks` value of schema versions 3 and 4 (value version 3):
 /// the record without its id.
@@ -27,7 +27,7 @@ use crate::sketch::Sketch;
 struct RecordV3 {
     size: u64,
     runs: Vec<ChunkRun>,
-    sketch: Sketch,
+    sketch: GapCoded,
 }
 
 const RECORD_V3: u8 = 3;
@@ -71,7 +71,7 @@ impl Store {
                 if next > ContentId::MAX {
                     return Err(StoreError::ContentIdsExhausted { dir: self.dir.clone() });
                 }
-                let rec = ContentRecord { id: ContentId(next), size: old.size, runs: old.runs, sketch: old.sketch };
+                let rec = ContentRecord { id: ContentId(next), size: old.size, runs: old.runs, sketch: old.sketch.0 };
                 next += 1;
                 batch.put_cf(records, k, ContentChunks::encode_value(&rec));
                 batch.put_cf(by_id, ContentById::encode_key(&rec.id), ContentById::encode_value(&hash));
@@ -164,7 +164,7 @@ mod tests {
     use std::path::Path;
 
     use super::*;
-    use crate::store::{Access, Format};
+    use crate::store::{Access, Format, SCHEMA_VERSION};
 
     /// A writable copy of the golden version-4 index.
     fn golden_v4() -> tempfile::TempDir {
@@ -193,7 +193,7 @@ mod tests {
             hashes.insert(rec.id, hash);
             if records && n % keep == 0 {
                 let mut v = vec![RECORD_V3];
-                v.extend(postcard::to_allocvec(&(rec.size, &rec.runs, &rec.sketch)).unwrap());
+                v.extend(postcard::to_allocvec(&(rec.size, &rec.runs, &GapCoded(rec.sketch.clone()))).unwrap());
                 b.put_cf(s.cf(ContentChunks::NAME), hash.0, v);
                 b.delete_cf(s.cf(ContentById::NAME), ContentById::encode_key(&rec.id));
             }
@@ -227,7 +227,7 @@ mod tests {
         for records in [true, false] {
             let tmp = golden_v4();
             let s = Store::open(tmp.path(), Access::Write, None).unwrap();
-            assert_eq!(s.format().schema_version, 5);
+            assert_eq!(s.format().schema_version, SCHEMA_VERSION);
             let report = crate::check::check(&s).unwrap();
             assert!(report.is_consistent(), "{:?}", report.problems);
             let before = (report.contents, report.postings);
@@ -237,10 +237,10 @@ mod tests {
             // Readers are told to let a writer finish it.
             assert!(matches!(
                 Store::open(tmp.path(), Access::Read, None),
-                Err(StoreError::NeedsUpgrade { found: 4, expected: 5, .. })
+                Err(StoreError::NeedsUpgrade { found: 4, expected: SCHEMA_VERSION, .. })
             ));
             let s = Store::open(tmp.path(), Access::Write, None).unwrap();
-            assert_eq!(s.format().schema_version, 5);
+            assert_eq!(s.format().schema_version, SCHEMA_VERSION);
             let report = crate::check::check(&s).unwrap();
             assert!(report.is_consistent(), "records {records}: {:?}", report.problems);
             assert_eq!((report.contents, report.postings), before);
