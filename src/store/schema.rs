@@ -312,8 +312,90 @@ pub struct ContentRecord {
     pub id: ContentId,
     pub size: u64,
     /// Chunks in file order, consecutive repeats merged into runs.
+    #[serde(with = "packed_runs")]
     pub runs: Vec<ChunkRun>,
     pub sketch: Sketch,
+}
+
+/// A content's runs as (chunk id, length × 2 + 1 if the run repeats, then
+/// its count if it does): almost every run is one chunk, and its count
+/// byte was ~5 % of a record (value version 5).
+mod packed_runs {
+    use serde::de::{Error, SeqAccess, Visitor};
+    use serde::ser::SerializeTuple;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use crate::fingerprint::{ChunkId, ChunkRun};
+
+    struct Packed(ChunkRun);
+
+    impl Serialize for Packed {
+        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            let r = &self.0;
+            let repeats = r.count != 1;
+            let mut t = s.serialize_tuple(if repeats { 3 } else { 2 })?;
+            t.serialize_element(&r.id)?;
+            t.serialize_element(&(u64::from(r.len) << 1 | u64::from(repeats)))?;
+            if repeats {
+                t.serialize_element(&r.count)?;
+            }
+            t.end()
+        }
+    }
+
+    impl<'de> Deserialize<'de> for Packed {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl<'de> Visitor<'de> for V {
+                type Value = Packed;
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("a chunk run")
+                }
+                fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Packed, A::Error> {
+                    let id: ChunkId = seq.next_element()?.ok_or_else(|| A::Error::custom("run without its chunk"))?;
+                    let packed: u64 = seq.next_element()?.ok_or_else(|| A::Error::custom("run without its length"))?;
+                    let len = u32::try_from(packed >> 1).map_err(|_| A::Error::custom("run length over u32"))?;
+                    let count = if packed & 1 == 1 {
+                        let c: u32 = seq.next_element()?.ok_or_else(|| A::Error::custom("run without its count"))?;
+                        if c == 1 {
+                            return Err(A::Error::custom("a repeated run of one chunk"));
+                        }
+                        c
+                    } else {
+                        1
+                    };
+                    Ok(Packed(ChunkRun { id, len, count }))
+                }
+            }
+            // Postcard reads a tuple's fields one by one; the third is read
+            // only when the second says it is there.
+            d.deserialize_tuple(3, V)
+        }
+    }
+
+    pub fn serialize<S: Serializer>(runs: &[ChunkRun], s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(runs.iter().map(|&r| Packed(r)))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<ChunkRun>, D::Error> {
+        struct Runs;
+        impl<'de> Visitor<'de> for Runs {
+            type Value = Vec<ChunkRun>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("chunk runs")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<ChunkRun>, A::Error> {
+                // A length read from the bytes is only a hint: capped, so a
+                // corrupt one cannot allocate much.
+                let mut runs = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1 << 16));
+                while let Some(Packed(r)) = seq.next_element()? {
+                    runs.push(r);
+                }
+                Ok(runs)
+            }
+        }
+        d.deserialize_seq(Runs)
+    }
 }
 
 impl ContentRecord {
@@ -748,6 +830,55 @@ mod tests {
         let mut v = ChunkContents::encode_value(&Posting { count: 3, len: 100 });
         v[0] = 9;
         assert!(matches!(ChunkContents::decode_value(&v), Err(DecodeError::Version { found: 9, expected: 1 })));
+    }
+
+    proptest! {
+        #[test]
+        fn content_records_round_trip(runs in proptest::collection::vec((id16(), 0u32..1_000_000, prop_oneof![Just(1u32), 2u32..5, any::<u32>()]), 0..40), words in 0usize..400) {
+            let runs: Vec<ChunkRun> = runs.into_iter().map(|(id, len, count)| ChunkRun { id: ChunkId(id), len, count }).collect();
+            let text: String = (0..words).map(|i| format!("w{} ", i % 97)).collect();
+            let rec = ContentRecord { id: ContentId(7), size: 12345, runs, sketch: crate::sketch::sketch_bytes(text.as_bytes()) };
+            prop_assert_eq!(ContentChunks::decode_value(&ContentChunks::encode_value(&rec)).unwrap(), rec);
+        }
+    }
+
+    #[test]
+    fn a_content_record_of_value_version_4_is_still_read() {
+        #[derive(Serialize)]
+        struct V4<'a> {
+            id: ContentId,
+            size: u64,
+            runs: &'a [ChunkRun],
+            sketch: GapCoded,
+        }
+        let runs = vec![
+            ChunkRun { id: ChunkId([1; 16]), len: 1000, count: 1 },
+            ChunkRun { id: ChunkId([2; 16]), len: 9, count: 4 },
+        ];
+        let sketch = crate::sketch::sketch_bytes(b"one two three four five six seven");
+        let mut bytes = vec![RECORD_V4];
+        bytes.extend(
+            postcard::to_allocvec(&V4 { id: ContentId(3), size: 1036, runs: &runs, sketch: GapCoded(sketch.clone()) })
+                .unwrap(),
+        );
+        let rec = ContentChunks::decode_value(&bytes).unwrap();
+        assert_eq!(rec, ContentRecord { id: ContentId(3), size: 1036, runs, sketch });
+    }
+
+    #[test]
+    fn a_repeated_run_of_one_chunk_is_refused() {
+        let rec = ContentRecord {
+            id: ContentId(1),
+            size: 5,
+            runs: vec![ChunkRun { id: ChunkId([1; 16]), len: 5, count: 2 }],
+            ..Default::default()
+        };
+        let mut v = ContentChunks::encode_value(&rec);
+        // version, id, size, one run: 16 id bytes, then len × 2 + 1 = 11, then the count.
+        assert_eq!(&v[..4], &[5, 1, 5, 1]);
+        assert_eq!((v[20], v[21]), (11, 2));
+        v[21] = 1;
+        assert!(ContentChunks::decode_value(&v).is_err());
     }
 
     #[test]
