@@ -32,8 +32,9 @@ pub const WORDS: usize = 4;
 /// 512 kept the estimates within a few hundredths near the thresholds for
 /// files of similar sizes, but a small file inside a large one is compared
 /// at the large one's level, where it kept too few samples: 1,024 took the
-/// generated corpus's F1 from 0.918–0.956 to 0.951–0.970 over four seeds
-/// (`docs/accuracy.md`), for ~0.4 % of the file bytes once Rice-coded.
+/// generated corpus's F1 from 0.906–0.958 to 0.941–0.974 over six seeds
+/// (`docs/accuracy.md`), for 0.1–0.2 % more of the file bytes once
+/// Rice-coded.
 pub const MAX_SAMPLES: usize = 1024;
 
 /// Two sketches that both keep more samples than this at the level they
