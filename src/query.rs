@@ -206,9 +206,14 @@ pub fn similar_to(
         let measures = Measures { resemblance: 1.0, a_in_b: 1.0, b_in_a: 1.0, ..Measures::new(0, 0, 0) };
         hits.push(Hit { content, size: 0, payload: 0, names: Vec::new(), measures, identical: true, kind: None });
     }
+    // Word measures rank a hit only when they rest on enough samples, as
+    // they decide a link: a small file's few samples against a large one
+    // can all match by chance, and would put it above a close version.
     let score = |h: &Hit| {
         let m = &h.measures;
-        m.best_resemblance().max(m.containment()).max(m.words.containment())
+        let w = &m.words;
+        let words = if w.resemblance_trusted() { w.resemblance } else { 0.0 };
+        m.resemblance.max(words).max(m.containment()).max(w.trusted_containment())
     };
     hits.sort_by(|a, b| {
         b.identical
