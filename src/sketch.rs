@@ -340,11 +340,15 @@ fn rice_k(base: u8, top: u32, len: u32) -> u32 {
 }
 
 /// The gaps (less one) between the sketch's codes, each with the bit length
-/// of the sample before it.
+/// of the sample before it (each sample's code computed once).
 fn gaps(sketch: &Sketch) -> impl Iterator<Item = (u32, u32)> + '_ {
-    sketch.samples.windows(2).map(|w| {
-        debug_assert!(w[0] < w[1] && round(w[1]) == w[1], "a sketch holds distinct rounded samples, sorted");
-        (code(w[1]) - code(w[0]) - 1, 32 - w[0].leading_zeros())
+    let mut prev = sketch.samples.first().map_or((0, 0), |&s| (code(s), 32 - s.leading_zeros()));
+    sketch.samples.iter().skip(1).map(move |&s| {
+        debug_assert!(round(s) == s && code(s) > prev.0, "a sketch holds distinct rounded samples, sorted");
+        let c = code(s);
+        let gap = (c - prev.0 - 1, prev.1);
+        prev = (c, 32 - s.leading_zeros());
+        gap
     })
 }
 
@@ -427,7 +431,6 @@ fn rice_decode(bytes: &[u8]) -> Result<Sketch, &'static str> {
 }
 
 /// Bits appended least significant first.
-#[derive(Default)]
 struct BitWriter {
     out: Vec<u8>,
     acc: u64,
