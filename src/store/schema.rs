@@ -429,7 +429,7 @@ pub struct ContentChunks;
 
 /// A `content_chunks` value of schema versions 5 (value version 4): the
 /// sketch coded as varint gaps. Still read, never written.
-pub(crate) const RECORD_V4: u8 = 4;
+const RECORD_V4: u8 = 4;
 
 #[derive(Deserialize)]
 struct RecordV4 {
