@@ -1,13 +1,14 @@
 //! Chunker throughput on random and on text data (target ≥ 1 GB/s per core),
 //! and the full fingerprint (TTTD + MD5 per chunk + content hash) beside it,
 //! with plain MD5 over the same bytes as the baseline measured in the same run,
-//! and the word-shingle sketch (in one large file and in 4 KB files).
+//! and the word-shingle sketch (in one large file and in 4 KB files); and the
+//! sketch's stored form, Rice-coded, beside the varint gaps it replaced.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use md5::{Digest, Md5};
 use simd::chunker::{chunk_lengths, ChunkParams};
 use simd::fingerprint::fingerprint_bytes;
-use simd::sketch::sketch_bytes;
+use simd::sketch::{sketch_bytes, GapCoded};
 
 const SIZE: usize = 16 << 20;
 
@@ -76,6 +77,28 @@ fn bench(c: &mut Criterion) {
         // Most files of a document tree are small: every shingle is kept.
         g.bench_with_input(BenchmarkId::new("sketch-4k-files", name), &data, |b, d| {
             b.iter(|| d.chunks(4096).map(|f| sketch_bytes(f).samples.len()).sum::<usize>())
+        });
+    }
+    g.finish();
+
+    // Encoding happens once per new content (on the daemon's writer
+    // thread), decoding once per content a report or query reads.
+    let mut g = c.benchmark_group("sketch-codec");
+    for (name, sketch) in [("full", sketch_bytes(&text(1 << 20))), ("4k-file", sketch_bytes(&text(4096)))] {
+        g.throughput(Throughput::Elements(sketch.samples.len() as u64));
+        let rice = postcard::to_stdvec(&sketch).unwrap();
+        let gaps = postcard::to_stdvec(&GapCoded(sketch.clone())).unwrap();
+        g.bench_with_input(BenchmarkId::new("rice-encode", name), &sketch, |b, s| {
+            b.iter(|| postcard::to_stdvec(s).unwrap().len())
+        });
+        g.bench_with_input(BenchmarkId::new("varint-encode-baseline", name), &sketch, |b, s| {
+            b.iter(|| postcard::to_stdvec(&GapCoded(s.clone())).unwrap().len())
+        });
+        g.bench_with_input(BenchmarkId::new("rice-decode", name), &rice, |b, bytes| {
+            b.iter(|| postcard::from_bytes::<simd::sketch::Sketch>(bytes).unwrap().samples.len())
+        });
+        g.bench_with_input(BenchmarkId::new("varint-decode-baseline", name), &gaps, |b, bytes| {
+            b.iter(|| postcard::from_bytes::<GapCoded>(bytes).unwrap().0.samples.len())
         });
     }
     g.finish();

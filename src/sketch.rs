@@ -419,11 +419,18 @@ fn rice_decode(bytes: &[u8]) -> Result<Sketch, &'static str> {
             let g = r.rice(rice_k(base, top, prev_len)).ok_or("sketch bits end early or a gap overflows")?;
             prev.checked_add(g).and_then(|x| x.checked_add(1)).ok_or("sketch sample overflow")?
         };
-        let sample = uncode(c).ok_or("not a rounded sketch sample")?;
-        prev_len = 32 - sample.leading_zeros();
-        if prev_len > top {
+        // A code's bit length is its sample's; most samples are longer
+        // than their mantissa, and decode with two shifts.
+        let len = c >> SAMPLE_BITS;
+        let sample = if len > SAMPLE_BITS + 1 && len <= 32 {
+            (1u32 << (len - 1)) | ((c & ((1 << SAMPLE_BITS) - 1)) << (len - 1 - SAMPLE_BITS))
+        } else {
+            uncode(c).ok_or("not a rounded sketch sample")?
+        };
+        if len > top {
             return Err("sketch sample below its level");
         }
+        prev_len = len;
         samples.push(sample);
         prev = c;
     }
