@@ -157,7 +157,7 @@ pub fn index(store: &Store, opts: &IndexOptions) -> Result<Summary, IngestError>
     let mut walked = std::thread::scope(|s| -> Result<scan::WalkOutcome, IngestError> {
         spawn_readers(s, store, &held, workers, cand_rx, out_tx, params);
         let walker = s.spawn(|| {
-            let r = scan::walk(store, &roots, &walk_opts, &known, &cand_tx);
+            let r = scan::walk(store, &roots, &walk_opts, scan::Records::Ready(&known), &cand_tx);
             drop(cand_tx);
             tracing::debug!("walk done after {:?}", start.elapsed());
             r
@@ -303,12 +303,24 @@ pub fn prewalk(store: &Store, opts: &IndexOptions) -> Result<Prewalk, IngestErro
     if root_bytes.iter().any(|r| !remembered.contains(r)) {
         return Ok(Prewalk::Unknown);
     }
-    let known = scan::Known::load(store, store.counts()?.files)?;
-    let scan::Known::Loaded(records) = &known else { return Ok(Prewalk::Unknown) };
+    // Only an index whose records fit in memory is walked here (an empty
+    // one, or a larger one, goes the usual way); they load on another
+    // thread while the walk starts (`scan::Records::Loading`).
+    let files = store.counts()?.files;
+    if files == 0 || files > scan::Known::LOAD_MAX {
+        return Ok(Prewalk::Unknown);
+    }
+    let cell = std::sync::OnceLock::new();
     // Candidates are collected up to the bound; past it the receiving end
     // is dropped, and the walk stops.
     let (tx, rx) = bounded::<Candidate>(QUEUE);
-    let (walked, candidates) = std::thread::scope(|s| {
+    let (walked, candidates, loaded) = std::thread::scope(|s| {
+        let loader = s.spawn(|| {
+            let known = scan::Known::load(store, files)?;
+            tracing::debug!("prewalk: records loaded after {:?}", start.elapsed());
+            let _ = cell.set(known);
+            Ok::<_, StoreError>(())
+        });
         let collect = s.spawn(move || {
             let mut found = Vec::new();
             for c in rx {
@@ -319,14 +331,27 @@ pub fn prewalk(store: &Store, opts: &IndexOptions) -> Result<Prewalk, IngestErro
             }
             Some(found)
         });
-        let walked = scan::walk(store, &roots, &walk_opts, &known, &tx);
+        let walked = scan::walk(store, &roots, &walk_opts, scan::Records::Loading(&cell), &tx);
         drop(tx);
-        (walked, collect.join().expect("collecting candidates does not panic"))
+        let loaded = loader.join().expect("loading records does not panic");
+        (walked, collect.join().expect("collecting candidates does not panic"), loaded)
     });
+    loaded?;
     let mut walked = walked?;
-    let Some(candidates) = candidates else { return Ok(Prewalk::Unknown) };
+    tracing::debug!(
+        "prewalk: walk done after {:?} ({} files met before the records)",
+        start.elapsed(),
+        walked.pending.len()
+    );
+    let known = cell.into_inner().expect("set once loaded");
+    let scan::Known::Loaded(records) = &known else { return Ok(Prewalk::Unknown) };
+    let Some(mut candidates) = candidates else { return Ok(Prewalk::Unknown) };
     if let Some(e) = std::mem::take(&mut walked.store_errors).into_iter().next() {
         return Err(e.into());
+    }
+    candidates.extend(scan::resolve_pending(store, &known, &mut walked)?);
+    if candidates.len() > PREWALK_MAX {
+        return Ok(Prewalk::Unknown);
     }
     // Nothing to write when no file is new or changed, no directory went
     // unlisted, and every record under the roots was seen unchanged (a

@@ -116,6 +116,43 @@ impl Known {
     }
 }
 
+/// Where a walk finds the index's records: ready, or being loaded by
+/// another thread while the walk runs. A file met before they are ready
+/// is stat'ed and left in [`WalkOutcome::pending`], to be compared once
+/// they are ([`resolve_pending`]): loading the records of the generated
+/// corpus at scale 10 (24,816 files) took 12–14 ms of a 55 ms no-change
+/// walk, which it no longer waits for.
+#[derive(Clone, Copy)]
+pub enum Records<'a> {
+    Ready(&'a Known),
+    Loading(&'a std::sync::OnceLock<Known>),
+}
+
+impl Records<'_> {
+    fn get(&self) -> Option<&Known> {
+        match self {
+            Records::Ready(k) => Some(k),
+            Records::Loading(cell) => cell.get(),
+        }
+    }
+}
+
+/// Compares the files a walk left pending with `known`: each is unchanged
+/// (added to `out`) or a candidate (returned).
+pub fn resolve_pending(store: &Store, known: &Known, out: &mut WalkOutcome) -> Result<Vec<Candidate>, StoreError> {
+    let mut candidates = Vec::new();
+    for (path, stat) in std::mem::take(&mut out.pending) {
+        match known.get(store, &path)? {
+            Some((id, rec)) if stat.matches(&rec) => {
+                out.unchanged.push(id);
+                out.unchanged_bytes += rec.size;
+            }
+            old => candidates.push(Candidate { path, old }),
+        }
+    }
+    Ok(candidates)
+}
+
 /// The stat fields that decide whether a file changed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Stat {
@@ -179,6 +216,9 @@ pub struct WalkOutcome {
     pub unreadable_dirs: Vec<PathBuf>,
     /// Errors reading the index itself (fatal).
     pub store_errors: Vec<StoreError>,
+    /// Files met before the records were ready, with their stat
+    /// ([`Records::Loading`]).
+    pub pending: Vec<(PathBuf, Stat)>,
 }
 
 /// How close two stored paths are: first how many trailing components they
@@ -206,7 +246,7 @@ pub fn walk(
     store: &Store,
     roots: &[PathBuf],
     opts: &WalkOptions,
-    known: &Known,
+    records: Records<'_>,
     tx: &Sender<Candidate>,
 ) -> Result<WalkOutcome, ignore::Error> {
     let Some((first, rest)) = roots.split_first() else {
@@ -270,6 +310,13 @@ pub fn walk(
                 local.out.skipped.push((entry.into_path(), SkipReason::Special));
                 return WalkState::Continue;
             }
+            let Some(known) = records.get() else {
+                // Gone between readdir and lstat: not seen.
+                if let Ok(meta) = entry.metadata() {
+                    local.out.pending.push((entry.into_path(), Stat::of(&meta)));
+                }
+                return WalkState::Continue;
+            };
             let path = entry.path();
             // A path the index has no record of is read whatever its stat
             // says (the reader stats the open file): only a recorded file
@@ -322,6 +369,7 @@ impl Drop for Local<'_> {
         s.skipped.extend(out.skipped);
         s.unreadable_dirs.extend(out.unreadable_dirs);
         s.store_errors.extend(out.store_errors);
+        s.pending.extend(out.pending);
     }
 }
 
@@ -356,6 +404,49 @@ mod tests {
     }
 
     use super::*;
+
+    /// A walk that meets files before the records are loaded leaves them
+    /// pending with their stat, and comparing them afterwards sorts them as
+    /// the walk would have: unchanged, changed (with the old record), new.
+    #[test]
+    fn files_met_before_the_records_are_compared_once_they_are_loaded() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("tree");
+        std::fs::create_dir_all(root.join("d")).unwrap();
+        for name in ["same.txt", "changed.txt", "d/new.txt"] {
+            std::fs::write(root.join(name), name).unwrap();
+        }
+        let store = Store::open_build(&tmp.path().join("index"), None).unwrap();
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let loading = std::sync::OnceLock::new();
+        let mut out = walk(&store, &[root.clone()], &WalkOptions::default(), Records::Loading(&loading), &tx).unwrap();
+        drop(tx);
+        assert_eq!(rx.iter().count(), 0, "nothing is decided before the records are there");
+        assert_eq!(out.pending.len(), 3);
+
+        let rec = |name: &str, bump: u64| {
+            let meta = std::fs::symlink_metadata(root.join(name)).unwrap();
+            let st = Stat::of(&meta);
+            FileRecord {
+                path: Vec::new(),
+                size: st.size + bump,
+                mtime: st.mtime,
+                inode: st.inode,
+                content: crate::fingerprint::ContentHash([0; 16]),
+            }
+        };
+        let mut map = HashMap::new();
+        map.insert(path_bytes(&root.join("same.txt")), (FileId(1), rec("same.txt", 0)));
+        map.insert(path_bytes(&root.join("changed.txt")), (FileId(2), rec("changed.txt", 1)));
+        let candidates = resolve_pending(&store, &Known::Loaded(map), &mut out).unwrap();
+        assert!(out.pending.is_empty());
+        assert_eq!(out.unchanged, [FileId(1)]);
+        assert_eq!(out.unchanged_bytes, "same.txt".len() as u64);
+        let mut found: Vec<(PathBuf, Option<FileId>)> =
+            candidates.into_iter().map(|c| (c.path, c.old.map(|(id, _)| id))).collect();
+        found.sort();
+        assert_eq!(found, [(root.join("changed.txt"), Some(FileId(2))), (root.join("d/new.txt"), None)]);
+    }
 
     #[test]
     fn a_kept_map_follows_sets_and_gives_way_to_lookups_past_its_bound() {
