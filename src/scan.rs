@@ -419,7 +419,9 @@ mod tests {
         let store = Store::open_build(&tmp.path().join("index"), None).unwrap();
         let (tx, rx) = crossbeam_channel::unbounded();
         let loading = std::sync::OnceLock::new();
-        let mut out = walk(&store, &[root.clone()], &WalkOptions::default(), Records::Loading(&loading), &tx).unwrap();
+        let mut out =
+            walk(&store, std::slice::from_ref(&root), &WalkOptions::default(), Records::Loading(&loading), &tx)
+                .unwrap();
         drop(tx);
         assert_eq!(rx.iter().count(), 0, "nothing is decided before the records are there");
         assert_eq!(out.pending.len(), 3);
