@@ -167,8 +167,9 @@ pub fn similar_to(
     let mut candidates = Vec::with_capacity(common.len());
     let (ids, shared): (Vec<ContentId>, Vec<u64>) = common.into_iter().unzip();
     for (holder, shared) in store.content_hashes(&ids)?.into_iter().zip(shared) {
-        if let Some(rec) = store.get::<ContentChunks>(&holder)? {
-            let their_sketch = rec.sketch.without(&ignored.templates.samples);
+        if let Some(mut rec) = store.get::<ContentChunks>(&holder)? {
+            // The record's own sketch is not used again: moved, not copied.
+            let their_sketch = std::mem::take(&mut rec.sketch).into_without(&ignored.templates.samples);
             candidates.push((holder, shared, rec, their_sketch));
         }
     }
