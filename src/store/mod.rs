@@ -225,58 +225,68 @@ impl Store {
         // spinning for a write group only cost CPU here.
         opts.set_allow_concurrent_memtable_write(false);
         opts.set_enable_write_thread_adaptive_yield(false);
-        let cfs = ALL_CFS.iter().map(|&name| {
-            let mut cf = Options::default();
-            let mut table = BlockBasedOptions::default();
-            table.set_block_cache(&cache);
-            // Whole-key Bloom filters serve point lookups only; the postings
-            // and history CFs are read by prefix scans, and their filters
-            // would only be loaded (by every query process) and stored.
-            if !PREFIX_SCANNED_CFS.contains(&name) {
-                table.set_bloom_filter(10.0, false);
-            }
-            table.set_cache_index_and_filter_blocks(true);
-            cf.set_block_based_table_factory(&table);
-            // The postings are written in hash order and never read by the
-            // writer while they are in its memtable: a vector memtable
-            // appends them and sorts once at flush, where a skiplist pays a
-            // search per insert (~12 % of a first index's CPU). Readers
-            // replay the WAL into the default skiplist, which serves their
-            // prefix scans.
-            if access == Access::Write && POSTINGS_CFS.contains(&name) || bulk && BULK_VECTOR_CFS.contains(&name) {
-                cf.set_memtable_factory(rocksdb::MemtableFactory::Vector);
-            }
-            cf.set_write_buffer_size(write_buffer_per_cf());
-            // Three: a memtable being flushed when a run ends does not hold
-            // up the switch of the next one (RocksDB waits for it rather than
-            // stall writes); the 32 MB total still bounds them all.
-            cf.set_max_write_buffer_number(3);
-            // zstd: 6.4 % of the file bytes on the Django tree against 7.1 %
-            // with LZ4, for ~3 % of a first index's time (`docs/performance.md`;
-            // dictionaries saved more but cost 9-14 %). Chunk lists are MD5s
-            // and gap-coded sketches, which zstd does not shrink (10.15 MiB
-            // either way on Django): trying cost ~2 % of a first index.
-            cf.set_compression_type(if name == ContentChunks::NAME {
-                DBCompressionType::None
-            } else {
-                DBCompressionType::Zstd
-            });
-            cf.set_level_compaction_dynamic_level_bytes(true);
-            ColumnFamilyDescriptor::new(name, cf)
-        });
+        if access == Access::Read {
+            // A reader opens every table file as it opens the database and
+            // keeps it open: the writer's compactions then delete files it
+            // reads without taking them from under it (an unlinked file
+            // stays readable through an open descriptor).
+            opts.set_max_open_files(-1);
+        }
+        let cfs = || {
+            ALL_CFS.iter().map(|&name| {
+                let mut cf = Options::default();
+                let mut table = BlockBasedOptions::default();
+                table.set_block_cache(&cache);
+                // Whole-key Bloom filters serve point lookups only; the postings
+                // and history CFs are read by prefix scans, and their filters
+                // would only be loaded (by every query process) and stored.
+                if !PREFIX_SCANNED_CFS.contains(&name) {
+                    table.set_bloom_filter(10.0, false);
+                }
+                table.set_cache_index_and_filter_blocks(true);
+                cf.set_block_based_table_factory(&table);
+                // The postings are written in hash order and never read by the
+                // writer while they are in its memtable: a vector memtable
+                // appends them and sorts once at flush, where a skiplist pays a
+                // search per insert (~12 % of a first index's CPU). Readers
+                // replay the WAL into the default skiplist, which serves their
+                // prefix scans.
+                if access == Access::Write && POSTINGS_CFS.contains(&name) || bulk && BULK_VECTOR_CFS.contains(&name) {
+                    cf.set_memtable_factory(rocksdb::MemtableFactory::Vector);
+                }
+                cf.set_write_buffer_size(write_buffer_per_cf());
+                // Three: a memtable being flushed when a run ends does not hold
+                // up the switch of the next one (RocksDB waits for it rather than
+                // stall writes); the 32 MB total still bounds them all.
+                cf.set_max_write_buffer_number(3);
+                // zstd: 6.4 % of the file bytes on the Django tree against 7.1 %
+                // with LZ4, for ~3 % of a first index's time (`docs/performance.md`;
+                // dictionaries saved more but cost 9-14 %). Chunk lists are MD5s
+                // and gap-coded sketches, which zstd does not shrink (10.15 MiB
+                // either way on Django): trying cost ~2 % of a first index.
+                cf.set_compression_type(if name == ContentChunks::NAME {
+                    DBCompressionType::None
+                } else {
+                    DBCompressionType::Zstd
+                });
+                cf.set_level_compaction_dynamic_level_bytes(true);
+                ColumnFamilyDescriptor::new(name, cf)
+            })
+        };
         let rocks = |source| StoreError::Rocks { dir: dir.to_path_buf(), source };
         let db = match access {
-            Access::Write => DB::open_cf_descriptors(&opts, &db_dir, cfs).map_err(rocks)?,
-            Access::Read => DB::open_cf_descriptors_read_only(&opts, &db_dir, cfs, false).map_err(|e| {
-                if e.as_ref().contains("Column family not found") || e.as_ref().contains("Invalid argument") {
-                    match check_cfs() {
-                        Err(older) => older,
-                        Ok(()) => StoreError::NotAnIndex { dir: dir.to_path_buf(), reason: e.into_string() },
+            Access::Write => DB::open_cf_descriptors(&opts, &db_dir, cfs()).map_err(rocks)?,
+            Access::Read => open_reader(&db_dir, || DB::open_cf_descriptors_read_only(&opts, &db_dir, cfs(), false))
+                .map_err(|e| {
+                    if e.as_ref().contains("Column family not found") || e.as_ref().contains("Invalid argument") {
+                        match check_cfs() {
+                            Err(older) => older,
+                            Ok(()) => StoreError::NotAnIndex { dir: dir.to_path_buf(), reason: e.into_string() },
+                        }
+                    } else {
+                        rocks(e)
                     }
-                } else {
-                    rocks(e)
-                }
-            })?,
+                })?,
         };
 
         let mut store = Store {
@@ -697,6 +707,44 @@ fn create(dir: &Path, params: ChunkParams) -> Result<()> {
     fs::rename(&tmp, dir.join(DB_DIR)).map_err(io(dir))?;
     File::open(dir).and_then(|d| d.sync_all()).map_err(io(dir))?;
     Ok(())
+}
+
+/// Opens a read-only view with `open`, again if the writer changed the
+/// database while it was opened. A read-only open reads the manifest (the
+/// table files and the first write-ahead log to replay), then the files it
+/// names; a flush or compaction the writer installs in between deletes some
+/// of them. The open then fails on a missing file, or (a log deleted before
+/// the directory was listed) could replay later writes over tables that
+/// lack earlier ones. Opening again once the manifest stood still for the
+/// whole open gives one point in time. Measured against a daemon flushing
+/// every second or so: 12 of 511 `simd check` runs failed on a missing
+/// file before this (docs/performance.md).
+fn open_reader(
+    db_dir: &Path,
+    open: impl Fn() -> std::result::Result<DB, rocksdb::Error>,
+) -> std::result::Result<DB, rocksdb::Error> {
+    // The manifest in use and its length: a flush or compaction appends to
+    // it (or starts a new one) before it deletes any file.
+    let stamp = || -> Option<(String, u64)> {
+        let current = fs::read_to_string(db_dir.join("CURRENT")).ok()?;
+        let name = current.trim().to_string();
+        let len = fs::metadata(db_dir.join(&name)).ok()?.len();
+        Some((name, len))
+    };
+    const ATTEMPTS: u32 = 20;
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let before = stamp();
+        let opened = open();
+        let raced = before.is_none() || stamp() != before;
+        match opened {
+            Ok(db) if !raced => return Ok(db),
+            Err(e) if !raced && !e.as_ref().contains("No such file or directory") => return Err(e),
+            result if attempt >= ATTEMPTS => return result,
+            _ => std::thread::sleep(std::time::Duration::from_millis(u64::from(attempt) * 5)),
+        }
+    }
 }
 
 fn dir_size(dir: &Path) -> u64 {
