@@ -110,6 +110,53 @@ fn a_file_saved_in_several_writes_is_read_once() {
     assert_eq!(changed() - before, 1, "five writes, one read");
 }
 
+/// Ignore files at several depths, and one written while the daemon runs:
+/// the daemon follows what the walk of a fresh `simd index` takes, and
+/// nothing more.
+#[test]
+fn the_daemon_honours_ignore_files_at_every_depth() {
+    let env = Env::new();
+    env.write(".gitignore", "build/\n*.log\n");
+    env.write("docs/.ignore", "secret.txt\n");
+    env.write("docs/deep/er/.simdignore", "draft-*\n!draft-keep.txt\n");
+    env.write("docs/deep/er/a.txt", text(1, 200));
+    let daemon = start(&env);
+    converges(&env, "start");
+    for (i, p) in [
+        "build/out.txt",
+        "docs/build/out.txt",
+        "run.log",
+        "docs/deep/run.log",
+        "docs/secret.txt",
+        "docs/deep/secret.txt",
+        "other/secret.txt",
+        "docs/deep/er/draft-1.txt",
+        "docs/deep/er/draft-keep.txt",
+        "docs/deep/er/b.txt",
+        "docs/deep/draft-2.txt",
+    ]
+    .iter()
+    .enumerate()
+    {
+        env.write(p, text(10 + i as u64, 150));
+    }
+    converges(&env, "files under ignore files");
+    let live = state(&env.db).unwrap().0;
+    let paths: Vec<String> = live.iter().map(|(p, _)| String::from_utf8_lossy(p).into_owned()).collect();
+    for kept in ["other/secret.txt", "docs/deep/er/draft-keep.txt", "docs/deep/er/b.txt", "docs/deep/draft-2.txt"] {
+        assert!(paths.iter().any(|p| p.ends_with(kept)), "{kept} is followed: {paths:?}");
+    }
+    for ignored in ["out.txt", "run.log", "docs/secret.txt", "deep/secret.txt", "draft-1.txt"] {
+        assert!(!paths.iter().any(|p| p.ends_with(ignored)), "{ignored} is ignored: {paths:?}");
+    }
+    // An ignore file written while the daemon runs applies to what follows.
+    env.write("other/.ignore", "late.txt\n");
+    env.write("other/late.txt", text(40, 150));
+    env.write("other/on-time.txt", text(41, 150));
+    converges(&env, "an ignore file written live");
+    stop_with_sigterm(daemon);
+}
+
 #[test]
 fn the_live_index_follows_every_kind_of_change() {
     let env = Env::new();
