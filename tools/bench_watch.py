@@ -148,9 +148,16 @@ def main():
             return
         if a.churn:
             before = json.load(open(state))["changed_files"]
+            # The sizes to put back are noted before the clock starts: a
+            # stat per file inside the burst made the writes ~40 % slower
+            # (0.12-0.17 s against ~0.08 s), time the daemon could not
+            # absorb anything it had not been given yet.
+            for f in churn:
+                appended.setdefault(f, os.path.getsize(f))
             t = time.time()
             for f in churn:
-                append(f, b"\n# churn\n")
+                with open(f, "ab") as h:
+                    h.write(b"\n# churn\n")
             wrote = time.time() - t
             while json.load(open(state))["changed_files"] - before < len(churn):
                 if time.time() - t > 600:
