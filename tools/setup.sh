@@ -13,6 +13,8 @@ if ! ls /usr/lib/llvm-*/lib/libclang.so* /usr/lib/llvm-*/lib/libclang-[0-9]*.so*
   need+=(libclang-dev)
 fi
 command -v c++ >/dev/null 2>&1 || need+=(g++)
+# jemalloc (the binary's allocator) is built with its configure script and make.
+command -v make >/dev/null 2>&1 || need+=(make)
 command -v cargo >/dev/null 2>&1 || { echo "setup: cargo not found; install Rust from https://rustup.rs first" >&2; exit 1; }
 
 if [ ${#need[@]} -gt 0 ]; then
