@@ -193,3 +193,47 @@ fn a_vanished_root_subtree_is_removed_but_an_unreadable_one_is_kept() {
     assert!(names.iter().any(|n| n.ends_with("locked/c.txt")), "{names:?}");
     assert!(!names.iter().any(|n| n.ends_with("gone/b.txt")), "{names:?}");
 }
+
+/// A full disk, simulated with a file-size limit (`ulimit -f`, with SIGXFSZ
+/// ignored so that a write past it fails with EFBIG as one past the free
+/// space fails with ENOSPC): the run stops with the index's path and the
+/// system's error, the index keeps what was committed before and stays
+/// consistent, and a run with room reaches the state of a fresh index.
+#[test]
+fn a_write_error_like_a_full_disk_stops_the_run_and_loses_nothing() {
+    let env = Env::new();
+    for i in 0..100u64 {
+        env.write(&format!("a/f{i}.txt"), text(i, 3000));
+    }
+    env.index();
+    let before = env.files();
+    for i in 100..400u64 {
+        env.write(&format!("b/f{i}.txt"), text(i, 3000));
+    }
+    let bin = assert_cmd::cargo::cargo_bin("simd");
+    let out = Std::new("sh")
+        .arg("-c")
+        .arg("trap '' XFSZ; ulimit -f 64; exec \"$0\" --db \"$1\" index \"$2\"")
+        .arg(&bin)
+        .arg(&env.db)
+        .arg(&env.root)
+        .env_remove("SIMD_DB")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the run went through under a 64 KB file limit: {err}");
+    assert!(
+        err.contains(&*env.db.to_string_lossy()) && err.contains("File too large"),
+        "the error names the index and the system's reason: {err}"
+    );
+    env.check();
+    let after = env.files();
+    assert!(before.iter().all(|f| after.contains(f)), "files indexed before the failed run are kept");
+    env.index();
+    env.check();
+    let fresh = env.tmp.path().join("fresh");
+    env.simd().arg("--db").arg(&fresh).args(["--quiet", "index"]).arg(&env.root).assert().success();
+    let fresh_store = Store::open(&fresh, Access::Read, None).unwrap();
+    assert_eq!(env.files(), super::files_of(&fresh_store));
+    assert_eq!(super::postings(&env.open()), super::postings(&fresh_store));
+}
