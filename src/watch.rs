@@ -116,6 +116,7 @@ struct Filter {
     excludes: Option<ignore::overrides::Override>,
     no_ignore: bool,
     roots: Vec<PathBuf>,
+    /// `roots` as bytes, made once: finding a path's root allocates nothing.
     root_bytes: Vec<Vec<u8>>,
     /// By directory: the matchers of its ignore files and of its parents'
     /// up to its root, loaded on first use. A path's check is then one
