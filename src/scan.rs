@@ -147,7 +147,7 @@ pub fn resolve_pending(store: &Store, known: &Known, out: &mut WalkOutcome) -> R
                 out.unchanged.push(id);
                 out.unchanged_bytes += rec.size;
             }
-            old => candidates.push(Candidate { path, old }),
+            old => candidates.push(Candidate::new(path, old)),
         }
     }
     Ok(candidates)
@@ -177,6 +177,18 @@ impl Stat {
 pub struct Candidate {
     pub path: PathBuf,
     pub old: Option<(FileId, FileRecord)>,
+    /// The writer expects this file's change to take the old content's
+    /// last name: the reader then fetches that content's record (whose
+    /// chunk list says which postings go) beside its read, off the
+    /// writer's thread. A hint: when it is wrong the writer looks the
+    /// record up itself, or does not need it.
+    pub fetch_old: bool,
+}
+
+impl Candidate {
+    pub fn new(path: PathBuf, old: Option<(FileId, FileRecord)>) -> Candidate {
+        Candidate { path, old, fetch_old: false }
+    }
 }
 
 /// Why a path was left out of the index.
@@ -329,7 +341,7 @@ pub fn walk(
                         local.out.unchanged_bytes += rec.size;
                     }
                     Ok(_) => {
-                        if tx.send(Candidate { path: entry.into_path(), old: Some((id, rec)) }).is_err() {
+                        if tx.send(Candidate::new(entry.into_path(), Some((id, rec)))).is_err() {
                             return WalkState::Quit;
                         }
                     }
@@ -338,7 +350,7 @@ pub fn walk(
                     Err(_) => {}
                 },
                 Ok(None) => {
-                    if tx.send(Candidate { path: entry.into_path(), old: None }).is_err() {
+                    if tx.send(Candidate::new(entry.into_path(), None)).is_err() {
                         return WalkState::Quit;
                     }
                 }

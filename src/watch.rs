@@ -318,131 +318,139 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
     };
     let mut rescan_replies: Vec<crossbeam_channel::Sender<control::Response>> = Vec::new();
     let mut filter = Filter::new(&roots, &opts.index, &dir)?;
-    let mut writer = Writer::keeping_paths(store)?;
-    // The ignore files of every directory holding an indexed file, read
-    // now rather than at the first event in each (three stats a directory:
-    // ~11 % of the daemon's CPU in a burst over a fresh daemon).
-    let started = Instant::now();
-    let dirs = filter.load_dirs_of(writer.known_paths());
-    tracing::debug!("ignore files of {dirs} directories read in {:?}", started.elapsed());
-    state.ready = true;
-    state.save(&dir);
-
-    let workers = if opts.index.workers == 0 { ingest::available_cores() } else { opts.index.workers };
-    let mut dirty = false;
-    // New directories are walked again once things settle: files written
-    // into one before notify's watch on it existed raise no events.
-    let mut recheck: Vec<PathBuf> = Vec::new();
-    let mut last_activity = Instant::now();
-    let mut last_rescan = Instant::now();
-    let mut last_flush = Instant::now();
-    while !stop.load(Ordering::Relaxed) {
-        let mut forced = false;
-        while let Ok(incoming) = requests.try_recv() {
-            match incoming.request {
-                control::Request::Rescan => {
-                    forced = true;
-                    rescan_replies.push(incoming.reply);
-                }
-                request => {
-                    // The request reads the index: write what is pending first.
-                    writer.commit()?;
-                    let _ = incoming.reply.send(control::perform(store, request, workers));
-                    // Marks bypass the writer; start it afresh from the index.
-                    writer = Writer::keeping_paths(store)?;
-                }
-            }
-        }
-        let batch = if forced {
-            Batch { rescan: true, ..Batch::default() }
-        } else {
-            match rx.recv_timeout(Duration::from_millis(100)) {
-                Ok(Ok(events)) => classify(events),
-                Ok(Err(errors)) => {
-                    for e in &errors {
-                        tracing::warn!("file-system events: {e}; rescanning");
-                    }
-                    Batch { rescan: true, ..Batch::default() }
-                }
-                Err(RecvTimeoutError::Timeout) if !recheck.is_empty() && last_activity.elapsed() >= opts.flush_idle => {
-                    Batch { check: recheck.drain(..).collect(), settle: true, ..Batch::default() }
-                }
-                Err(RecvTimeoutError::Timeout) => {
-                    if dirty && last_activity.elapsed() >= opts.flush_idle {
-                        expire_and_flush(store, &mut writer, opts)?;
-                        dirty = false;
-                        last_flush = Instant::now();
-                    }
-                    if state.degraded && last_rescan.elapsed() >= opts.rescan_every {
-                        Batch { rescan: true, ..Batch::default() }
-                    } else {
-                        continue;
-                    }
-                }
-                Err(RecvTimeoutError::Disconnected) => break,
-            }
-        };
-        last_activity = Instant::now();
-        state.last_event = Some(ingest::now_ns());
-        state.pending = batch.check.len() + batch.renames.len();
+    // Full groups are written by a thread of their own while the next
+    // files are read and staged (ingest::Committer).
+    std::thread::scope(|scope| {
+        let committer = ingest::Committer::spawn(scope, store);
+        let new_writer = || Writer::keeping_paths(store).map(|w| w.with_committer(committer.clone()));
+        let mut writer = new_writer()?;
+        // The ignore files of every directory holding an indexed file, read
+        // now rather than at the first event in each (three stats a directory:
+        // ~11 % of the daemon's CPU in a burst over a fresh daemon).
+        let started = Instant::now();
+        let dirs = filter.load_dirs_of(writer.known_paths());
+        tracing::debug!("ignore files of {dirs} directories read in {:?}", started.elapsed());
+        state.ready = true;
         state.save(&dir);
-        if batch.rescan {
-            // Everything pending is written first: the scan reads the index.
-            writer.commit()?;
-            tracing::info!("rescanning");
-            let s = ingest::index(store, &opts.index)?;
-            state.rescans += 1;
-            state.changed_files += s.new + s.changed + s.moved + s.removed;
-            // Saved before the replies go: whoever asked for the rescan
-            // reads a state that counts it.
+
+        let workers = if opts.index.workers == 0 { ingest::available_cores() } else { opts.index.workers };
+        let mut dirty = false;
+        // New directories are walked again once things settle: files written
+        // into one before notify's watch on it existed raise no events.
+        let mut recheck: Vec<PathBuf> = Vec::new();
+        let mut last_activity = Instant::now();
+        let mut last_rescan = Instant::now();
+        let mut last_flush = Instant::now();
+        while !stop.load(Ordering::Relaxed) {
+            let mut forced = false;
+            while let Ok(incoming) = requests.try_recv() {
+                match incoming.request {
+                    control::Request::Rescan => {
+                        forced = true;
+                        rescan_replies.push(incoming.reply);
+                    }
+                    request => {
+                        // The request reads the index: write what is pending first.
+                        writer.commit()?;
+                        let _ = incoming.reply.send(control::perform(store, request, workers));
+                        // Marks bypass the writer; start it afresh from the index.
+                        writer = new_writer()?;
+                    }
+                }
+            }
+            let batch = if forced {
+                Batch { rescan: true, ..Batch::default() }
+            } else {
+                match rx.recv_timeout(Duration::from_millis(100)) {
+                    Ok(Ok(events)) => classify(events),
+                    Ok(Err(errors)) => {
+                        for e in &errors {
+                            tracing::warn!("file-system events: {e}; rescanning");
+                        }
+                        Batch { rescan: true, ..Batch::default() }
+                    }
+                    Err(RecvTimeoutError::Timeout)
+                        if !recheck.is_empty() && last_activity.elapsed() >= opts.flush_idle =>
+                    {
+                        Batch { check: recheck.drain(..).collect(), settle: true, ..Batch::default() }
+                    }
+                    Err(RecvTimeoutError::Timeout) => {
+                        if dirty && last_activity.elapsed() >= opts.flush_idle {
+                            expire_and_flush(store, &mut writer, opts)?;
+                            dirty = false;
+                            last_flush = Instant::now();
+                        }
+                        if state.degraded && last_rescan.elapsed() >= opts.rescan_every {
+                            Batch { rescan: true, ..Batch::default() }
+                        } else {
+                            continue;
+                        }
+                    }
+                    Err(RecvTimeoutError::Disconnected) => break,
+                }
+            };
+            last_activity = Instant::now();
+            state.last_event = Some(ingest::now_ns());
+            state.pending = batch.check.len() + batch.renames.len();
+            state.save(&dir);
+            if batch.rescan {
+                // Everything pending is written first: the scan reads the index.
+                writer.commit()?;
+                tracing::info!("rescanning");
+                let s = ingest::index(store, &opts.index)?;
+                state.rescans += 1;
+                state.changed_files += s.new + s.changed + s.moved + s.removed;
+                // Saved before the replies go: whoever asked for the rescan
+                // reads a state that counts it.
+                state.pending = rx.len();
+                state.save(&dir);
+                for reply in rescan_replies.drain(..) {
+                    let _ = reply.send(Ok(format!(
+                        "rescanned: {} new, {} changed, {} moved, {} removed, {} unchanged",
+                        s.new, s.changed, s.moved, s.removed, s.unchanged
+                    )));
+                }
+                last_rescan = Instant::now();
+                filter.reset();
+                // The scan ran its own writer: start afresh from the index.
+                writer = new_writer()?;
+                filter.load_dirs_of(writer.known_paths());
+            } else {
+                let before = writer.changed();
+                let settle = batch.settle;
+                writer.begin_pass();
+                let (paths, renames, started) = (batch.check.len(), batch.renames.len(), Instant::now());
+                let dirs = apply(store, &mut writer, &mut filter, batch, workers)?;
+                if !settle {
+                    recheck.extend(dirs);
+                }
+                writer.commit()?;
+                writer.forget_touched();
+                tracing::debug!(
+                    "batch: {paths} paths, {renames} renames, {} files written in {:?}",
+                    writer.changed() - before,
+                    started.elapsed()
+                );
+                state.changed_files += writer.changed() - before;
+                dirty |= writer.changed() > before;
+            }
+            if dirty && last_flush.elapsed() >= opts.flush_busy {
+                // Changes kept coming without an idle second: what the
+                // memtables hold goes to disk anyway.
+                expire_and_flush(store, &mut writer, opts)?;
+                dirty = false;
+                last_flush = Instant::now();
+            }
+            state.batches += 1;
             state.pending = rx.len();
             state.save(&dir);
-            for reply in rescan_replies.drain(..) {
-                let _ = reply.send(Ok(format!(
-                    "rescanned: {} new, {} changed, {} moved, {} removed, {} unchanged",
-                    s.new, s.changed, s.moved, s.removed, s.unchanged
-                )));
-            }
-            last_rescan = Instant::now();
-            filter.reset();
-            // The scan ran its own writer: start afresh from the index.
-            writer = Writer::keeping_paths(store)?;
-            filter.load_dirs_of(writer.known_paths());
-        } else {
-            let before = writer.changed();
-            let settle = batch.settle;
-            writer.begin_pass();
-            let (paths, renames, started) = (batch.check.len(), batch.renames.len(), Instant::now());
-            let dirs = apply(store, &mut writer, &mut filter, batch, workers)?;
-            if !settle {
-                recheck.extend(dirs);
-            }
-            writer.commit()?;
-            writer.forget_touched();
-            tracing::debug!(
-                "batch: {paths} paths, {renames} renames, {} files written in {:?}",
-                writer.changed() - before,
-                started.elapsed()
-            );
-            state.changed_files += writer.changed() - before;
-            dirty |= writer.changed() > before;
         }
-        if dirty && last_flush.elapsed() >= opts.flush_busy {
-            // Changes kept coming without an idle second: what the
-            // memtables hold goes to disk anyway.
-            expire_and_flush(store, &mut writer, opts)?;
-            dirty = false;
-            last_flush = Instant::now();
-        }
-        state.batches += 1;
-        state.pending = rx.len();
-        state.save(&dir);
-    }
-    tracing::info!("stopping: committing and flushing");
-    writer.commit()?;
-    store.flush()?;
-    let _ = std::fs::remove_file(state_path(&dir));
-    Ok(())
+        tracing::info!("stopping: committing and flushing");
+        writer.commit()?;
+        store.flush()?;
+        let _ = std::fs::remove_file(state_path(&dir));
+        Ok(())
+    })
 }
 
 /// Applies history retention, then flushes the memtables (the writer's
@@ -579,7 +587,8 @@ fn examine(
         let m = meta.expect("is_file implies metadata");
         let stat = Stat::of(&m);
         if !old.as_ref().is_some_and(|(_, rec)| stat.matches(rec)) {
-            cands.push(Candidate { path: path.to_path_buf(), old });
+            let fetch_old = old.as_ref().is_some_and(|(_, rec)| writer.sole_name(&rec.content));
+            cands.push(Candidate { path: path.to_path_buf(), old, fetch_old });
         }
         return Ok(false);
     }
@@ -601,7 +610,8 @@ fn examine(
                             let stat = Stat::of(&m);
                             let old = writer.lookup(&p)?;
                             if !old.as_ref().is_some_and(|(_, rec)| stat.matches(rec)) {
-                                cands.push(Candidate { path: p, old });
+                                let fetch_old = old.as_ref().is_some_and(|(_, rec)| writer.sole_name(&rec.content));
+                                cands.push(Candidate { path: p, old, fetch_old });
                             }
                         }
                     }

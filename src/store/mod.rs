@@ -50,6 +50,8 @@ pub enum StoreError {
     Rocks { dir: PathBuf, source: rocksdb::Error },
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
+    #[error("{dir}: the thread writing to the index stopped before it wrote what it was given")]
+    WriterGone { dir: PathBuf },
 }
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
