@@ -482,20 +482,40 @@ fn apply(
     if check.iter().any(|p| p.file_name().is_some_and(|n| n == ".gitignore" || n == ".ignore" || n == ".simdignore")) {
         filter.reset();
     }
-    let mut cands = Vec::new();
-    for path in check {
-        if examine(store, writer, filter, &path, &mut cands)? {
-            dirs.push(path);
-        }
-    }
-    // One candidate per path: a file can be named by its own event and by
-    // the walk of its new directory. Its index record was looked up before
-    // the batch's writes, which stay correct only if no other candidate
-    // writes the same path (the group may commit in between).
-    let mut queued = std::collections::HashSet::new();
-    cands.retain(|c| queued.insert(c.path.clone()));
+    // Each path's own candidate goes to the readers at once, while the
+    // next paths are examined. One candidate per path: a file can be named
+    // by its own event and by the walk of its new directory. Its index
+    // record was looked up before the batch's writes, which stay correct
+    // only if no other candidate writes the same path (the group may
+    // commit in between). Files found by walking a new directory are read
+    // only once every path is examined, as a later path of the batch may
+    // be a subdirectory of it that is gone (and a file read before that is
+    // found would be indexed after its removal was handled); a path's own
+    // candidate has no such later path (its parents sort before it).
     let mut summary = Summary::default();
-    ingest::ingest_candidates(writer, cands, workers, &mut summary)?;
+    ingest::ingest_with(writer, workers, &mut summary, |writer, feed| {
+        let mut queued = std::collections::HashSet::new();
+        let (mut cands, mut walked) = (Vec::new(), Vec::new());
+        for path in check {
+            if examine(store, writer, filter, &path, &mut cands)? {
+                dirs.push(path);
+                walked.append(&mut cands);
+            }
+            for c in cands.drain(..) {
+                if queued.insert(c.path.clone()) {
+                    feed.send(writer, c)?;
+                }
+            }
+        }
+        for mut c in walked {
+            if queued.insert(c.path.clone()) {
+                // Looked up again: a later path's removal may have written it.
+                c.old = writer.lookup(&c.path)?;
+                feed.send(writer, c)?;
+            }
+        }
+        Ok(())
+    })?;
     Ok(dirs)
 }
 
