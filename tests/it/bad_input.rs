@@ -6,12 +6,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command as Std;
 
-use super::{path_of, text, Env};
+use super::{is_root, path_of, text, Env};
 use simd::store::{Access, Store};
-
-fn is_root() -> bool {
-    Std::new("id").arg("-u").output().map(|o| o.stdout.starts_with(b"0\n")).unwrap_or(false)
-}
 
 #[test]
 fn unreadable_file_is_skipped_with_its_reason_and_kept_when_indexed_before() {

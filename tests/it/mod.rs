@@ -97,6 +97,11 @@ impl Env {
     }
 }
 
+/// Whether the tests run as root (which reads any file, whatever its mode).
+pub fn is_root() -> bool {
+    std::process::Command::new("id").arg("-u").output().map(|o| o.stdout.starts_with(b"0\n")).unwrap_or(false)
+}
+
 pub fn files_of(store: &Store) -> Vec<(Vec<u8>, String)> {
     let mut v: Vec<_> = store.scan::<Files>().map(|r| r.unwrap().1).map(|f| (f.path, f.content.to_string())).collect();
     v.sort();

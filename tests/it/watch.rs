@@ -262,6 +262,87 @@ fn kill_9_and_restart_catches_up_and_readers_work_meanwhile() {
     env.check();
 }
 
+/// An unreadable file: a new one is left out with its path and reason in
+/// the daemon's log; an indexed one rewritten while unreadable keeps its
+/// last readable version; readable again, it is read. (As root, which reads
+/// anything, the daemon runs as nobody so that the permission bites.)
+#[test]
+fn the_daemon_skips_an_unreadable_file_and_keeps_what_it_had_indexed() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = Env::new();
+    env.write("a.txt", text(1, 600));
+    env.write("b.txt", text(2, 600));
+    let log_path = env.tmp.path().join("daemon.log");
+    let bin = assert_cmd::cargo::cargo_bin("simd");
+    let mut cmd = if super::is_root() {
+        for p in [env.tmp.path(), env.root.as_path()] {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o777)).unwrap();
+        }
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"]).arg(bin);
+        c
+    } else {
+        Command::new(bin)
+    };
+    let child = cmd
+        .arg("--db")
+        .arg(&env.db)
+        .arg("watch")
+        .arg(&env.root)
+        .env_remove("SIMD_LOG")
+        .stderr(std::fs::File::create(&log_path).unwrap())
+        .spawn()
+        .unwrap();
+    let daemon = Daemon(child);
+    let log = || std::fs::read_to_string(&log_path).unwrap_or_default();
+    let wait_for = |what: &str, ok: &dyn Fn() -> bool| {
+        let until = Instant::now() + Duration::from_secs(30);
+        while !ok() {
+            assert!(Instant::now() < until, "{what}; the daemon's log:\n{}", log());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    wait_for("the daemon did not become ready", &|| {
+        simd::watch::DaemonState::running(&env.db).is_some_and(|s| s.ready)
+    });
+    let indexed = || {
+        let s = Store::open(&env.db, Access::Read, None).unwrap();
+        files_of(&s).into_iter().map(|(p, c)| (String::from_utf8(p).unwrap(), c)).collect::<Vec<_>>()
+    };
+    let content_of = |name: &str| indexed().into_iter().find(|(p, _)| p.ends_with(name)).map(|(_, c)| c);
+    let a_before = content_of("/a.txt").expect("a.txt indexed");
+
+    // A new file, unreadable from the start.
+    let secret = env.root.join("secret.txt");
+    std::fs::write(&secret, text(3, 600)).unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o000)).unwrap();
+    wait_for("the unreadable new file is not named in the log", &|| {
+        log().lines().any(|l| l.contains("secret.txt") && l.contains("ermission denied"))
+    });
+    assert!(content_of("/secret.txt").is_none(), "{:?}", indexed());
+
+    // An indexed file made unreadable, then rewritten: the index keeps the
+    // version it could read, and says why it did not read the new one.
+    let a = env.root.join("a.txt");
+    std::fs::set_permissions(&a, std::fs::Permissions::from_mode(0o000)).unwrap();
+    std::fs::write(&a, text(4, 900)).unwrap();
+    wait_for("the unreadable rewritten file is not named in the log", &|| {
+        log().lines().any(|l| l.contains("a.txt") && l.contains("ermission denied"))
+    });
+    assert_eq!(content_of("/a.txt").as_deref(), Some(a_before.as_str()));
+    env.check();
+
+    // Readable again: both are read, as a fresh index reads them.
+    for p in [&a, &secret] {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    converges(&env, "the files made readable again");
+    assert_ne!(content_of("/a.txt").as_deref(), Some(a_before.as_str()));
+    stop_with_sigterm(daemon);
+    // The user's files are as the test left them.
+    assert_eq!(std::fs::read(&a).unwrap(), text(4, 900));
+}
+
 #[test]
 fn template_marks_and_rescans_reach_the_running_daemon() {
     use std::os::unix::fs::PermissionsExt;
