@@ -120,6 +120,10 @@ enum Outcome {
     Vanished {
         cand: Candidate,
     },
+    /// The open file's stat equals the candidate's record: not read.
+    Unchanged {
+        cand: Candidate,
+    },
 }
 
 /// Makes roots absolute and canonical, checking each is a directory.
@@ -221,8 +225,10 @@ fn end_run(
     retention: Retention,
     start: Instant,
 ) -> Result<(), IngestError> {
-    summary.unchanged = walked.unchanged.len() as u64;
-    summary.bytes_unchanged = walked.unchanged_bytes;
+    // Added to what the readers found unchanged (a file that changed back
+    // between the walk's stat and the open).
+    summary.unchanged += walked.unchanged.len() as u64;
+    summary.bytes_unchanged += walked.unchanged_bytes;
     for (path, reason) in walked.skipped {
         record_skip(summary, path, reason);
     }
@@ -432,6 +438,8 @@ pub struct Feed<'a> {
     rx: crossbeam_channel::Receiver<Outcome>,
     summary: &'a mut Summary,
     progress: Progress,
+    /// Unverified candidates that were not readable regular files.
+    recheck: Vec<PathBuf>,
 }
 
 impl Feed<'_> {
@@ -444,22 +452,36 @@ impl Feed<'_> {
             let _ = tx.send(cand);
         }
         while let Ok(outcome) = self.rx.try_recv() {
-            writer.apply(outcome, self.summary, &self.progress)?;
+            self.take(writer, outcome)?;
         }
         Ok(())
+    }
+
+    fn take(&mut self, writer: &mut Writer<'_>, outcome: Outcome) -> Result<(), StoreError> {
+        match outcome {
+            // Gone, not a regular file, or not readable: the sender looks
+            // at it again as it would have without the shortcut.
+            Outcome::Skip { cand, .. } | Outcome::Vanished { cand } if cand.unverified => {
+                self.recheck.push(cand.path);
+                Ok(())
+            }
+            outcome => writer.apply(outcome, self.summary, &self.progress),
+        }
     }
 }
 
 /// Reads the candidates `feed` hands over ([`Feed::send`]) on `workers`
 /// threads while it goes on finding more, and writes them: a daemon batch
 /// starts reading as soon as it has its first changed file, where it
-/// first looked at every path (~15 % of a batch on one thread).
+/// first looked at every path (~15 % of a batch on one thread). Returns
+/// `feed`'s result and the paths of unverified candidates that turned out
+/// not to be readable regular files ([`Candidate::unverified`]).
 pub fn ingest_with<'s, T>(
     writer: &mut Writer<'s>,
     workers: usize,
     summary: &mut Summary,
     feed: impl FnOnce(&mut Writer<'s>, &mut Feed<'_>) -> Result<T, StoreError>,
-) -> Result<T, StoreError> {
+) -> Result<(T, Vec<PathBuf>), StoreError> {
     let params = *writer.store.params();
     let store = writer.store;
     // Unbounded: the caller sends without waiting on the readers, whose
@@ -470,18 +492,19 @@ pub fn ingest_with<'s, T>(
     let held = Held::default();
     std::thread::scope(|s| {
         spawn_readers(s, store, &held, workers.max(1), cand_rx, out_tx, params);
-        let mut f = Feed { tx: Some(cand_tx), rx: out_rx, summary, progress: Progress::new(false) };
+        let mut f =
+            Feed { tx: Some(cand_tx), rx: out_rx, summary, progress: Progress::new(false), recheck: Vec::new() };
         let mut result = feed(writer, &mut f);
         // The readers end once they have read everything queued.
         f.tx = None;
-        for outcome in f.rx.iter() {
+        while let Ok(outcome) = f.rx.recv() {
             if result.is_ok() {
-                if let Err(e) = writer.apply(outcome, f.summary, &f.progress) {
+                if let Err(e) = f.take(writer, outcome) {
                     result = Err(e);
                 }
             }
         }
-        result
+        result.map(|r| (r, f.recheck))
     })
 }
 
@@ -607,6 +630,9 @@ fn read_candidate(
             Ok(_) => return skip(cand, SkipReason::Special, "not a regular file".into()),
             Err(e) => return skip(cand, SkipReason::Unreadable, e.to_string()),
         };
+        if cand.old.as_ref().is_some_and(|(_, rec)| Stat::of(&before).matches(rec)) {
+            return Outcome::Unchanged { cand };
+        }
         let fp = match fingerprint_file(&file, before.len(), params, buf, &ask) {
             Ok(fp) => fp,
             Err(e) => return skip(cand, SkipReason::Unreadable, e.to_string()),
@@ -942,6 +968,13 @@ impl<'s> Writer<'s> {
                 // Not touched: if the index held it, the removal pass (or,
                 // in the daemon, the delete event) records it.
                 record_skip(summary, cand.path, SkipReason::Vanished);
+            }
+            Outcome::Unchanged { cand } => {
+                if let Some((id, rec)) = cand.old {
+                    self.touched.push(id);
+                    summary.unchanged += 1;
+                    summary.bytes_unchanged += rec.size;
+                }
             }
         }
         Ok(())
@@ -1729,6 +1762,7 @@ mod tests {
                     Outcome::Read { fp, .. } => assert!(fps.contains(&fp), "indexed a mix of two versions"),
                     Outcome::Skip { reason, .. } => assert_eq!(reason, SkipReason::KeptChanging),
                     Outcome::Vanished { .. } => panic!("the file never vanished"),
+                    Outcome::Unchanged { .. } => panic!("the candidate had no record to match"),
                 }
             }
             stop.store(true, Ordering::Relaxed);

@@ -183,11 +183,17 @@ pub struct Candidate {
     /// writer's thread. A hint: when it is wrong the writer looks the
     /// record up itself, or does not need it.
     pub fetch_old: bool,
+    /// Sent without a stat (the daemon, for a path the index holds as a
+    /// file): the reader's `fstat` of the open file tells whether it
+    /// changed, and when it is no longer a readable regular file the
+    /// path goes back to the sender ([`crate::ingest::Feed`]) rather than
+    /// being written.
+    pub unverified: bool,
 }
 
 impl Candidate {
     pub fn new(path: PathBuf, old: Option<(FileId, FileRecord)>) -> Candidate {
-        Candidate { path, old, fetch_old: false }
+        Candidate { path, old, fetch_old: false, unverified: false }
     }
 }
 
