@@ -61,6 +61,17 @@ fn converges(env: &Env, what: &str) {
     while Instant::now() < until {
         got = state(&env.db);
         if got.as_ref() == Some(&want) {
+            // And what an administrator reads: the live report (a reader
+            // beside the daemon) equals the fresh index's, but for the
+            // index's sequence number.
+            let report = |db: &std::path::Path| {
+                let out = env.simd().arg("--db").arg(db).args(["--format", "json", "report"]).assert().success();
+                let mut r: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+                r["index"]["sequence"] = serde_json::Value::Null;
+                r
+            };
+            let (live, fresh) = (report(&env.db), report(&fresh));
+            assert_eq!(live, fresh, "after {what}: the live report differs from a fresh index's");
             return;
         }
         std::thread::sleep(Duration::from_millis(50));
