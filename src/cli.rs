@@ -180,6 +180,9 @@ pub enum Command {
         /// Gather a burst of events on a path for this long before handling it
         #[arg(long, value_name = "MS", default_value_t = 50)]
         debounce_ms: u64,
+        /// When the inotify watch limit leaves part of the tree unwatched, rescan it this often
+        #[arg(long, value_name = "SECS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
+        rescan_every: u64,
         #[command(flatten)]
         scan: ScanArgs,
     },
@@ -339,7 +342,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
             }
         }
         Command::Template(cmd) => template(&db, cmd, &mut out)?,
-        Command::Watch { roots, debounce_ms, scan } => {
+        Command::Watch { roots, debounce_ms, rescan_every, scan } => {
             let store = Store::open(&db, Access::Write, None)?;
             let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
             for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -348,6 +351,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
             let opts = crate::watch::WatchOptions {
                 index: scan.index_options(roots, false),
                 debounce: std::time::Duration::from_millis(debounce_ms),
+                rescan_every: std::time::Duration::from_secs(rescan_every),
                 ..Default::default()
             };
             crate::watch::watch(&store, &opts, stop)?;

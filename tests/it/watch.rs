@@ -21,7 +21,47 @@ fn start(env: &Env) -> Daemon {
     start_with(env, 50)
 }
 
+/// Daemons start under a read lock; a test that lowers one of inotify's
+/// limits for a moment holds it for writing, so that no other daemon
+/// starts (and creates its inotify instance or its watches) meanwhile.
+static LIMITS: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// A sysctl under /proc/sys/fs/inotify set for as long as this lives.
+struct Lowered {
+    path: String,
+    old: String,
+}
+
+impl Lowered {
+    fn set(name: &str, value: &str) -> Lowered {
+        let path = format!("/proc/sys/fs/inotify/{name}");
+        let old = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, value).unwrap();
+        Lowered { path, old }
+    }
+}
+
+impl Drop for Lowered {
+    fn drop(&mut self) {
+        std::fs::write(&self.path, self.old.trim()).unwrap();
+    }
+}
+
+/// Waits until the daemon of `env` says it is ready.
+fn wait_ready(env: &Env, log: Option<&std::path::Path>) {
+    let until = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < until {
+        if simd::watch::DaemonState::running(&env.db).is_some_and(|s| s.ready) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let log = log.map(|l| std::fs::read_to_string(l).unwrap_or_default()).unwrap_or_default();
+    panic!("the daemon did not become ready\n{log}");
+}
+
 fn start_with(env: &Env, debounce_ms: u64) -> Daemon {
+    let _starting = LIMITS.read().unwrap_or_else(|p| p.into_inner());
     let child = Command::new(assert_cmd::cargo::cargo_bin("simd"))
         .arg("--db")
         .arg(&env.db)
@@ -30,14 +70,8 @@ fn start_with(env: &Env, debounce_ms: u64) -> Daemon {
         .spawn()
         .unwrap();
     let d = Daemon(child);
-    let until = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < until {
-        if simd::watch::DaemonState::running(&env.db).is_some_and(|s| s.ready) {
-            return d;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("the daemon did not become ready");
+    wait_ready(env, None);
+    d
 }
 
 /// (path, content) of every file, and every posting, of an index.
@@ -295,6 +329,7 @@ fn the_daemon_skips_an_unreadable_file_and_keeps_what_it_had_indexed() {
     } else {
         Command::new(bin)
     };
+    let starting = LIMITS.read().unwrap_or_else(|p| p.into_inner());
     let child = cmd
         .arg("--db")
         .arg(&env.db)
@@ -316,6 +351,7 @@ fn the_daemon_skips_an_unreadable_file_and_keeps_what_it_had_indexed() {
     wait_for("the daemon did not become ready", &|| {
         simd::watch::DaemonState::running(&env.db).is_some_and(|s| s.ready)
     });
+    drop(starting);
     let indexed = || {
         let s = Store::open(&env.db, Access::Read, None).unwrap();
         files_of(&s).into_iter().map(|(p, c)| (String::from_utf8(p).unwrap(), c)).collect::<Vec<_>>()
@@ -352,6 +388,90 @@ fn the_daemon_skips_an_unreadable_file_and_keeps_what_it_had_indexed() {
     stop_with_sigterm(daemon);
     // The user's files are as the test left them.
     assert_eq!(std::fs::read(&a).unwrap(), text(4, 900));
+}
+
+/// Never a silent miss: a daemon whose inotify queue overflows says so and
+/// rescans; one that hits the watch limit says so, with the sysctl to
+/// raise, and rescans what it cannot watch periodically. Both converge.
+/// (Lowering the limits takes root: elsewhere this test has nothing to
+/// run.)
+#[test]
+fn an_overflowing_event_queue_and_the_watch_limit_fall_back_to_rescans() {
+    use std::os::unix::fs::PermissionsExt;
+    if !super::is_root() {
+        eprintln!("not root: inotify's limits cannot be lowered here");
+        return;
+    }
+    let spawn = |env: &Env, log: &std::path::Path, as_nobody: bool| {
+        let bin = assert_cmd::cargo::cargo_bin("simd");
+        let mut cmd = if as_nobody {
+            let mut c = Command::new("setpriv");
+            c.args(["--reuid=65534", "--regid=65534", "--clear-groups"]).arg(bin);
+            c
+        } else {
+            Command::new(bin)
+        };
+        let child = cmd
+            .arg("--db")
+            .arg(&env.db)
+            .args(["watch", "--rescan-every", "1"])
+            .arg(&env.root)
+            .env_remove("SIMD_LOG")
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .unwrap();
+        let d = Daemon(child);
+        wait_ready(env, Some(log));
+        d
+    };
+    let read = |p: &std::path::Path| std::fs::read_to_string(p).unwrap_or_default();
+
+    // A queue of 16 events (the kernel reads the limit when the daemon's
+    // inotify instance is made): a burst of 400 new files overflows it.
+    let env = Env::new();
+    for i in 0..5u64 {
+        env.write(&format!("d{i}/f.txt"), text(i, 300));
+    }
+    let log = env.tmp.path().join("overflow.log");
+    let daemon = {
+        let _alone = LIMITS.write().unwrap_or_else(|p| p.into_inner());
+        let _queue = Lowered::set("max_queued_events", "16");
+        spawn(&env, &log, false)
+    };
+    for i in 0..400u64 {
+        env.write(&format!("burst/f{i}.txt"), text(100 + i, 50));
+    }
+    converges(&env, "an overflowing event queue");
+    assert!(read(&log).contains("events were lost"), "{}", read(&log));
+    assert!(simd::watch::DaemonState::running(&env.db).unwrap().rescans >= 1);
+    stop_with_sigterm(daemon);
+
+    // A watch limit of 2 for the daemon's user (nobody, whose count starts
+    // at 0): most of the tree's 6 directories go unwatched.
+    let env = Env::new();
+    for i in 0..5u64 {
+        env.write(&format!("d{i}/f.txt"), text(i, 300));
+    }
+    for p in [env.tmp.path(), env.root.as_path()] {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o777)).unwrap();
+    }
+    let log = env.tmp.path().join("limit.log");
+    let daemon = {
+        let _alone = LIMITS.write().unwrap_or_else(|p| p.into_inner());
+        let _watches = Lowered::set("max_user_watches", "2");
+        spawn(&env, &log, true)
+    };
+    let said = read(&log);
+    assert!(said.contains("inotify watch limit is reached") && said.contains("fs.inotify.max_user_watches"), "{said}");
+    let status = env.simd().arg("status").assert().success();
+    assert!(String::from_utf8_lossy(&status.get_output().stdout).contains("DEGRADED"));
+    // Changes in every directory, watched or not: the periodic rescans
+    // (every second here) catch what no event reports.
+    for i in 0..5u64 {
+        env.write(&format!("d{i}/new.txt"), text(200 + i, 300));
+    }
+    converges(&env, "changes in directories the watch limit left unwatched");
+    stop_with_sigterm(daemon);
 }
 
 #[test]
