@@ -622,6 +622,13 @@ fn examine(
     let is_dir = meta.as_ref().is_ok_and(|m| m.is_dir());
     let is_file = meta.as_ref().is_ok_and(|m| m.is_file());
     if meta.is_err() {
+        if let Some((id, rec)) = writer.lookup(path)? {
+            // A file the index held, gone: nothing is indexed under a
+            // file's path, so there is no directory to clear (and no
+            // commit and prefix scan per deleted file).
+            writer.remove(id, &rec)?;
+            return Ok(false);
+        }
         // Gone: whatever the index held under this path as a directory is
         // gone too (a directory moved out of the roots raises one event,
         // not one per file). A path that exists as a file had its former

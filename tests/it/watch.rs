@@ -438,9 +438,18 @@ fn an_overflowing_event_queue_and_the_watch_limit_fall_back_to_rescans() {
         let _queue = Lowered::set("max_queued_events", "16");
         spawn(&env, &log, false)
     };
+    // The daemon is stopped (SIGSTOP) while the burst is written, so that
+    // nothing drains the queue; into directories watched from the start
+    // (files written into a new one before its watch exists raise no
+    // events at all).
+    let signal = |sig: &str| {
+        assert!(Command::new("kill").arg(sig).arg(daemon.0.id().to_string()).status().unwrap().success());
+    };
+    signal("-STOP");
     for i in 0..400u64 {
-        env.write(&format!("burst/f{i}.txt"), text(100 + i, 50));
+        env.write(&format!("d{}/burst{i}.txt", i % 5), text(100 + i, 50));
     }
+    signal("-CONT");
     converges(&env, "an overflowing event queue");
     assert!(read(&log).contains("events were lost"), "{}", read(&log));
     assert!(simd::watch::DaemonState::running(&env.db).unwrap().rescans >= 1);
