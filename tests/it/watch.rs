@@ -62,15 +62,33 @@ fn wait_ready(env: &Env, log: Option<&std::path::Path>) {
 
 fn start_with(env: &Env, debounce_ms: u64) -> Daemon {
     let _starting = LIMITS.read().unwrap_or_else(|p| p.into_inner());
-    let child = Command::new(assert_cmd::cargo::cargo_bin("simd"))
-        .arg("--db")
-        .arg(&env.db)
-        .args(["watch", "--debounce-ms", &debounce_ms.to_string()])
-        .arg(&env.root)
-        .spawn()
-        .unwrap();
-    let d = Daemon(child);
-    wait_ready(env, None);
+    spawn(env, &["--debounce-ms", &debounce_ms.to_string()], None, false)
+}
+
+/// Starts `simd watch ARGS ROOT` on `env` and waits until it is ready, its
+/// log in `log` (else inherited). With `as_nobody` it runs as nobody (uid
+/// 65534), for whom the tree and the index's parent are opened up: root
+/// reads any file whatever its mode, and inotify's per-user watch count
+/// starts at 0 for nobody. The caller holds [`LIMITS`].
+fn spawn(env: &Env, args: &[&str], log: Option<&std::path::Path>, as_nobody: bool) -> Daemon {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = assert_cmd::cargo::cargo_bin("simd");
+    let mut cmd = if as_nobody {
+        for p in [env.tmp.path(), env.root.as_path()] {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o777)).unwrap();
+        }
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"]).arg(bin);
+        c
+    } else {
+        Command::new(bin)
+    };
+    cmd.arg("--db").arg(&env.db).arg("watch").args(args).arg(&env.root);
+    if let Some(log) = log {
+        cmd.env_remove("SIMD_LOG").stderr(std::fs::File::create(log).unwrap());
+    }
+    let d = Daemon(cmd.spawn().unwrap());
+    wait_ready(env, log);
     d
 }
 
@@ -318,28 +336,10 @@ fn the_daemon_skips_an_unreadable_file_and_keeps_what_it_had_indexed() {
     env.write("a.txt", text(1, 600));
     env.write("b.txt", text(2, 600));
     let log_path = env.tmp.path().join("daemon.log");
-    let bin = assert_cmd::cargo::cargo_bin("simd");
-    let mut cmd = if super::is_root() {
-        for p in [env.tmp.path(), env.root.as_path()] {
-            std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o777)).unwrap();
-        }
-        let mut c = Command::new("setpriv");
-        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"]).arg(bin);
-        c
-    } else {
-        Command::new(bin)
+    let daemon = {
+        let _starting = LIMITS.read().unwrap_or_else(|p| p.into_inner());
+        spawn(&env, &[], Some(&log_path), super::is_root())
     };
-    let starting = LIMITS.read().unwrap_or_else(|p| p.into_inner());
-    let child = cmd
-        .arg("--db")
-        .arg(&env.db)
-        .arg("watch")
-        .arg(&env.root)
-        .env_remove("SIMD_LOG")
-        .stderr(std::fs::File::create(&log_path).unwrap())
-        .spawn()
-        .unwrap();
-    let daemon = Daemon(child);
     let log = || std::fs::read_to_string(&log_path).unwrap_or_default();
     let wait_for = |what: &str, ok: &dyn Fn() -> bool| {
         let until = Instant::now() + Duration::from_secs(30);
@@ -348,10 +348,6 @@ fn the_daemon_skips_an_unreadable_file_and_keeps_what_it_had_indexed() {
             std::thread::sleep(Duration::from_millis(20));
         }
     };
-    wait_for("the daemon did not become ready", &|| {
-        simd::watch::DaemonState::running(&env.db).is_some_and(|s| s.ready)
-    });
-    drop(starting);
     let indexed = || {
         let s = Store::open(&env.db, Access::Read, None).unwrap();
         files_of(&s).into_iter().map(|(p, c)| (String::from_utf8(p).unwrap(), c)).collect::<Vec<_>>()
@@ -397,33 +393,10 @@ fn the_daemon_skips_an_unreadable_file_and_keeps_what_it_had_indexed() {
 /// run.)
 #[test]
 fn an_overflowing_event_queue_and_the_watch_limit_fall_back_to_rescans() {
-    use std::os::unix::fs::PermissionsExt;
     if !super::is_root() {
         eprintln!("not root: inotify's limits cannot be lowered here");
         return;
     }
-    let spawn = |env: &Env, log: &std::path::Path, as_nobody: bool| {
-        let bin = assert_cmd::cargo::cargo_bin("simd");
-        let mut cmd = if as_nobody {
-            let mut c = Command::new("setpriv");
-            c.args(["--reuid=65534", "--regid=65534", "--clear-groups"]).arg(bin);
-            c
-        } else {
-            Command::new(bin)
-        };
-        let child = cmd
-            .arg("--db")
-            .arg(&env.db)
-            .args(["watch", "--rescan-every", "1"])
-            .arg(&env.root)
-            .env_remove("SIMD_LOG")
-            .stderr(std::fs::File::create(log).unwrap())
-            .spawn()
-            .unwrap();
-        let d = Daemon(child);
-        wait_ready(env, Some(log));
-        d
-    };
     let read = |p: &std::path::Path| std::fs::read_to_string(p).unwrap_or_default();
 
     // A queue of 16 events (the kernel reads the limit when the daemon's
@@ -436,7 +409,7 @@ fn an_overflowing_event_queue_and_the_watch_limit_fall_back_to_rescans() {
     let daemon = {
         let _alone = LIMITS.write().unwrap_or_else(|p| p.into_inner());
         let _queue = Lowered::set("max_queued_events", "16");
-        spawn(&env, &log, false)
+        spawn(&env, &["--rescan-every", "1"], Some(&log), false)
     };
     // The daemon is stopped (SIGSTOP) while the burst is written, so that
     // nothing drains the queue; into directories watched from the start
@@ -461,14 +434,11 @@ fn an_overflowing_event_queue_and_the_watch_limit_fall_back_to_rescans() {
     for i in 0..5u64 {
         env.write(&format!("d{i}/f.txt"), text(i, 300));
     }
-    for p in [env.tmp.path(), env.root.as_path()] {
-        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o777)).unwrap();
-    }
     let log = env.tmp.path().join("limit.log");
     let daemon = {
         let _alone = LIMITS.write().unwrap_or_else(|p| p.into_inner());
         let _watches = Lowered::set("max_user_watches", "2");
-        spawn(&env, &log, true)
+        spawn(&env, &["--rescan-every", "1"], Some(&log), true)
     };
     let said = read(&log);
     assert!(said.contains("inotify watch limit is reached") && said.contains("fs.inotify.max_user_watches"), "{said}");
