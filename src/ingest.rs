@@ -400,36 +400,20 @@ pub fn index_prewalked(store: &Store, opts: &IndexOptions, pre: Prewalked) -> Re
 }
 
 /// Reads `cands` on `workers` threads and applies each result to `writer`
-/// (the daemon's path for a batch of changed files; `index` streams
-/// instead). Commits nothing: the caller decides when.
-pub fn ingest_candidates(
+/// (`index` on a few changed files it found while holding the lock; a full
+/// `index` streams from its walk instead). Commits nothing: the caller
+/// decides when.
+fn ingest_candidates(
     writer: &mut Writer<'_>,
     cands: Vec<Candidate>,
     workers: usize,
     summary: &mut Summary,
 ) -> Result<(), StoreError> {
-    let params = *writer.store.params();
-    let (cand_tx, cand_rx) = bounded::<Candidate>(QUEUE);
-    let (out_tx, out_rx) = bounded::<Outcome>(QUEUE);
-    let progress = Progress::new(false);
-    let held = Held::default();
-    std::thread::scope(|s| {
-        spawn_readers(s, writer.store, &held, workers.clamp(1, cands.len().max(1)), cand_rx, out_tx, params);
-        s.spawn(move || {
-            for c in cands {
-                if cand_tx.send(c).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut result = Ok(());
-        for outcome in out_rx {
-            if result.is_ok() {
-                result = writer.apply(outcome, summary, &progress);
-            }
-        }
-        result
-    })
+    let workers = workers.clamp(1, cands.len().max(1));
+    let ((), unverified) =
+        ingest_with(writer, workers, summary, |writer, feed| cands.into_iter().try_for_each(|c| feed.send(writer, c)))?;
+    debug_assert!(unverified.is_empty(), "the walk stats every candidate");
+    Ok(())
 }
 
 /// Candidates handed to the readers one at a time ([`ingest_with`]).
