@@ -398,19 +398,25 @@ fn an_overflowing_event_queue_and_the_watch_limit_fall_back_to_rescans() {
         return;
     }
     let read = |p: &std::path::Path| std::fs::read_to_string(p).unwrap_or_default();
+    // A tree of five directories and a daemon started (rescanning every
+    // second when degraded) while one inotify sysctl is lowered, alone.
+    let start_lowered = |sysctl: &str, value: &str, as_nobody: bool| {
+        let env = Env::new();
+        for i in 0..5u64 {
+            env.write(&format!("d{i}/f.txt"), text(i, 300));
+        }
+        let log = env.tmp.path().join("daemon.log");
+        let daemon = {
+            let _alone = LIMITS.write().unwrap_or_else(|p| p.into_inner());
+            let _lowered = Lowered::set(sysctl, value);
+            spawn(&env, &["--rescan-every", "1"], Some(&log), as_nobody)
+        };
+        (env, log, daemon)
+    };
 
     // A queue of 16 events (the kernel reads the limit when the daemon's
     // inotify instance is made): a burst of 400 new files overflows it.
-    let env = Env::new();
-    for i in 0..5u64 {
-        env.write(&format!("d{i}/f.txt"), text(i, 300));
-    }
-    let log = env.tmp.path().join("overflow.log");
-    let daemon = {
-        let _alone = LIMITS.write().unwrap_or_else(|p| p.into_inner());
-        let _queue = Lowered::set("max_queued_events", "16");
-        spawn(&env, &["--rescan-every", "1"], Some(&log), false)
-    };
+    let (env, log, daemon) = start_lowered("max_queued_events", "16", false);
     // The daemon is stopped (SIGSTOP) while the burst is written, so that
     // nothing drains the queue; into directories watched from the start
     // (files written into a new one before its watch exists raise no
@@ -430,16 +436,7 @@ fn an_overflowing_event_queue_and_the_watch_limit_fall_back_to_rescans() {
 
     // A watch limit of 2 for the daemon's user (nobody, whose count starts
     // at 0): most of the tree's 6 directories go unwatched.
-    let env = Env::new();
-    for i in 0..5u64 {
-        env.write(&format!("d{i}/f.txt"), text(i, 300));
-    }
-    let log = env.tmp.path().join("limit.log");
-    let daemon = {
-        let _alone = LIMITS.write().unwrap_or_else(|p| p.into_inner());
-        let _watches = Lowered::set("max_user_watches", "2");
-        spawn(&env, &["--rescan-every", "1"], Some(&log), true)
-    };
+    let (env, log, daemon) = start_lowered("max_user_watches", "2", true);
     let said = read(&log);
     assert!(said.contains("inotify watch limit is reached") && said.contains("fs.inotify.max_user_watches"), "{said}");
     let status = env.simd().arg("status").assert().success();
