@@ -20,7 +20,7 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use crate::fingerprint::{ChunkId, ContentHash};
+use crate::fingerprint::{ChunkKey, ContentHash};
 use crate::store::{
     ChunkContents, ContentById, ContentChunks, ContentId, ContentNames, FileId, Files, History, HistoryRecord, Meta,
     MetaKey, MetaValue, Paths, Posting, SketchContents, Store, StoreError,
@@ -110,7 +110,7 @@ pub fn check(store: &Store) -> Result<CheckReport, StoreError> {
     }
 
     // content_chunks ↔ content_by_id ↔ chunk_contents
-    let mut expected: HashMap<(ChunkId, ContentId), Posting> = HashMap::new();
+    let mut expected: HashMap<(ChunkKey, ContentId), Posting> = HashMap::new();
     let mut expected_samples: HashSet<(u32, ContentId)> = HashSet::new();
     // Each kept content's id, and whether its id is live.
     let mut by_id: HashMap<ContentId, (ContentHash, bool)> = HashMap::new();
@@ -132,7 +132,7 @@ pub fn check(store: &Store) -> Result<CheckReport, StoreError> {
         }
         if live.contains(&content) {
             for (chunk, len, count) in rec.chunk_counts() {
-                expected.insert((chunk, rec.id), Posting { count, len });
+                expected.insert((chunk.key(), rec.id), Posting { count, len });
             }
             expected_samples.extend(rec.sketch.posted().iter().map(|&s| (s, rec.id)));
         } else if !ghosts.contains(&content) {

@@ -19,6 +19,28 @@ use crate::sketch::{Shingler, Sketch};
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct ChunkId(pub [u8; 16]);
 
+impl ChunkId {
+    /// The chunk's key in the postings: the first 8 bytes of its MD5.
+    pub fn key(&self) -> ChunkKey {
+        ChunkKey(u64::from_be_bytes(self.0[..8].try_into().expect("8 of 16 bytes")))
+    }
+}
+
+/// The first 64 bits of a [`ChunkId`], big-endian: what names a chunk in
+/// the postings (`chunk_contents`), where the other 8 bytes would cost
+/// ~30 % of the table. Chunk lists keep the whole id; two chunks of one
+/// index sharing a key (probability n²/2^65 for n distinct chunks, ~3 ×
+/// 10^-10 for a million) would only look like one chunk to the partition
+/// and the common-chunk cutoff, never to the common bytes of a link.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
+pub struct ChunkKey(pub u64);
+
+impl std::fmt::Display for ChunkKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:016x}", self.0)
+    }
+}
+
 /// MD5 over a file's sequence of (chunk id, chunk length): identifies content.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct ContentHash(pub [u8; 16]);

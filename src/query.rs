@@ -54,8 +54,10 @@ struct Ignored<'a> {
 impl Ignored<'_> {
     /// Looks up the degrees of every chunk of `chunks` not known yet.
     fn learn(&mut self, chunks: impl IntoIterator<Item = ChunkId>) -> Result<(), StoreError> {
-        let mut todo: Vec<ChunkId> =
-            chunks.into_iter().filter(|c| !self.templates.chunks.contains(c) && !self.memo.contains_key(c)).collect();
+        let mut todo: Vec<ChunkId> = chunks
+            .into_iter()
+            .filter(|c| !self.templates.chunks.contains(&c.key()) && !self.memo.contains_key(c))
+            .collect();
         todo.sort_unstable();
         todo.dedup();
         let postings = self.store.postings_of(&todo, self.cutoff)?;
@@ -72,7 +74,7 @@ impl Ignored<'_> {
 
     /// Whether a chunk is ignored; its degree must have been learnt.
     fn is_ignored(&self, chunk: &ChunkId) -> bool {
-        self.templates.chunks.contains(chunk) || self.memo.get(chunk).copied().unwrap_or(false)
+        self.templates.chunks.contains(&chunk.key()) || self.memo.get(chunk).copied().unwrap_or(false)
     }
 
     /// A content's bytes in chunks that are not ignored.

@@ -13,13 +13,14 @@
 //! so that it stores small) whose *level* is its number of leading zero bits, and a
 //! content keeps every sample of level ≥ L, with L the smallest level that
 //! leaves at most [`MAX_SAMPLES`] (so between about K and 2K for any content
-//! of more than K = [`MAX_SAMPLES`]/2 distinct shingles, and all of them for a smaller one). Two
+//! of more than [`EXACT_UP_TO`] distinct shingles, K = [`MAX_SAMPLES`]/2,
+//! and all of them for a smaller one). Two
 //! contents are compared on the samples of level ≥ max(L_A, L_B), a uniform
 //! sample of both sets at the same rate, so the sample's resemblance and
 //! containment estimate the real ones without bias.
 //!
 //! The sketch is built in the same single read as the chunks, in bounded
-//! memory (at most 4 × [`MAX_SAMPLES`] samples are held, whatever the file's
+//! memory (at most 4 × [`EXACT_UP_TO`] samples are held, whatever the file's
 //! size), and the result depends only on the set of shingles, not on how the
 //! bytes arrived.
 
@@ -28,18 +29,24 @@ use serde::{Deserialize, Serialize};
 /// Words per shingle (Broder used 10 on web pages; 4 suits short documents).
 pub const WORDS: usize = 4;
 
-/// At most this many samples per content: the level rises until they fit.
-/// 512 kept the estimates within a few hundredths near the thresholds for
-/// files of similar sizes, but a small file inside a large one is compared
-/// at the large one's level, where it kept too few samples: 1,024 took the
-/// generated corpus's F1 from 0.906–0.958 to 0.941–0.974 over six seeds
-/// (`docs/accuracy.md`), for 0.1–0.2 % more of the file bytes once
-/// Rice-coded.
-pub const MAX_SAMPLES: usize = 1024;
+/// At most this many samples per content of more than [`EXACT_UP_TO`]
+/// shingles: the level rises until they fit. A small file inside a large
+/// one is compared at the large one's level, where it keeps few samples:
+/// 512 → 1,024 took the generated corpus's F1 from 0.906–0.958 to
+/// 0.941–0.974 over six seeds, and 1,536 (with [`EXACT_UP_TO`]) to
+/// 0.956–0.978 (`docs/accuracy.md`). 2,048 gave 0.961–0.979 for 0.3 % more
+/// of the file bytes, over the index's 6 % budget.
+pub const MAX_SAMPLES: usize = 1536;
+
+/// A content of at most this many distinct shingles keeps them all (level
+/// 0), so that two such contents are compared exactly: a page of a few KB
+/// holding a template is then measured exactly against the 10 KB pages
+/// that hold the same one.
+pub const EXACT_UP_TO: usize = 2048;
 
 /// Two sketches that both keep more samples than this at the level they
-/// are compared at are compared one level coarser ([`Sketch::estimate`]).
-pub const FULL_COMPARE: usize = MAX_SAMPLES / 2;
+/// are compared at are compared at a coarser level ([`Sketch::estimate`]).
+pub const FULL_COMPARE: usize = 512;
 
 /// An estimate from fewer samples than this (at a level above 0, where it
 /// is a sample) does not decide a link: with n samples a containment of 0.8
@@ -126,16 +133,17 @@ impl Sketch {
 
     /// The samples two sketches are compared on, and their level: those
     /// of the coarser sketch's level, where both are uniform samples at one
-    /// rate. When both keep more than [`FULL_COMPARE`] samples there, one
-    /// level coarser: half the samples still bound the error to ~±0.03,
+    /// rate. While both keep more than [`FULL_COMPARE`] samples there, a
+    /// level coarser: 256–512 samples still bound the error to ~±0.03,
     /// and the merge, most of a report's time, costs half. The full
     /// sketch of a large content is for the small ones it may contain,
     /// which are compared at its level and keep twice the samples there.
     fn compared<'a>(&'a self, other: &'a Sketch) -> (&'a [u32], &'a [u32], u8) {
-        let level = self.level.max(other.level);
-        let (a, b) = (self.at(level), other.at(level));
-        if a.len() > FULL_COMPARE && b.len() > FULL_COMPARE && level < 32 {
-            return (self.at(level + 1), other.at(level + 1), level + 1);
+        let mut level = self.level.max(other.level);
+        let (mut a, mut b) = (self.at(level), other.at(level));
+        while a.len() > FULL_COMPARE && b.len() > FULL_COMPARE && level < 32 {
+            level += 1;
+            (a, b) = (self.at(level), other.at(level));
         }
         (a, b, level)
     }
@@ -804,7 +812,7 @@ impl Shingler {
     fn offer(&mut self, hash: u32) {
         if level_of(hash) >= self.level {
             self.kept.push(round(hash));
-            if self.kept.len() >= 4 * MAX_SAMPLES {
+            if self.kept.len() >= 4 * EXACT_UP_TO {
                 self.compact();
             }
         }
@@ -814,6 +822,9 @@ impl Shingler {
     fn compact(&mut self) {
         radix_sort(&mut self.kept, &mut self.scratch);
         self.kept.dedup();
+        if self.level == 0 && self.kept.len() <= EXACT_UP_TO {
+            return;
+        }
         while self.kept.len() > MAX_SAMPLES {
             self.level += 1;
             // Samples of the new level are a prefix: smaller numbers.
@@ -1130,7 +1141,10 @@ mod tests {
         #[test]
         fn the_sketch_is_bounded_and_its_level_minimal(n in 0usize..6000, seed in any::<u64>()) {
             let s = sketch_bytes(&words(n, seed));
-            prop_assert!(s.samples.len() <= MAX_SAMPLES);
+            // Every shingle of a content of up to EXACT_UP_TO, else a sample.
+            let bound = if s.level == 0 { EXACT_UP_TO } else { MAX_SAMPLES };
+            prop_assert!(s.samples.len() <= bound);
+            prop_assert!(s.level == 0 || n > EXACT_UP_TO);
             prop_assert!(s.samples.windows(2).all(|w| w[0] < w[1]));
             prop_assert!(s.samples.iter().all(|&x| level_of(x) >= s.level));
         }

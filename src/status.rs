@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use crate::chunker::ChunkParams;
-use crate::fingerprint::{ChunkId, ContentHash};
+use crate::fingerprint::{ChunkKey, ContentHash};
 use crate::store::{
     ChunkContents, ContentChunks, ContentNames, Files, History, Meta, MetaKey, MetaValue, Store, StoreError, TimeNs,
 };
@@ -70,7 +70,7 @@ pub fn status(store: &Store) -> Result<Status, StoreError> {
         }
     }
     let mut distinct_chunks = 0;
-    let mut last: Option<ChunkId> = None;
+    let mut last: Option<ChunkKey> = None;
     for item in store.scan::<ChunkContents>() {
         let ((chunk, _), _) = item?;
         if last != Some(chunk) {

@@ -23,16 +23,17 @@ use super::{
     templates_digest, Analysis, AnalysisParams, Basis, ContentLink, Features, FileTable, Frame, Ignored, MemberInfo,
     Pending, Places, Totals,
 };
-use crate::fingerprint::{ChunkId, ContentHash};
+use crate::fingerprint::{ChunkId, ChunkKey, ContentHash};
 use crate::store::{ContentChunks, ContentId, FileId, Store, StoreError};
 
 // 2: names carry their file id. 3: links carry word measures.
 // 4: word measures say how many samples they rest on. 5: word links need
 // trusted estimates. 6: the basis of an update is kept with the analysis.
 // 7: a header (sequence, thresholds) and the basis's length come first.
+// 8: over-common chunks by their 8-byte keys.
 // (Bump it whenever what an analysis finds changes: a cache made by an
 // older binary would otherwise be served.)
-const VERSION: u8 = 7;
+const VERSION: u8 = 8;
 
 /// Where an analysis came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -240,7 +241,7 @@ struct Relinked {
 /// What [`relink`] returns: the state, every link and the linked
 /// contents' sizes and payloads, the chunks over the cutoff and the
 /// templates' digest, and how many contents were relinked.
-type Found = (Relinked, Vec<ContentLink>, MemberInfo, (Vec<ChunkId>, [u8; 16]), usize);
+type Found = (Relinked, Vec<ContentLink>, MemberInfo, (Vec<ChunkKey>, [u8; 16]), usize);
 
 /// The links of the index now, from those of `prev`: see the module's
 /// comment. None when a fresh analysis is needed.
@@ -290,7 +291,7 @@ fn relink(store: &Store, params: &AnalysisParams, threads: usize, prev: Basis) -
     // Chunks whose "over the cutoff" status flipped, and samples whose
     // "over the sample cap" status did: every holder's links change.
     let mut totals = prev.totals;
-    let mut over_common: HashSet<ChunkId> = prev.over_common.iter().copied().collect();
+    let mut over_common: HashSet<ChunkKey> = prev.over_common.iter().copied().collect();
     let mut dirty: BTreeSet<u32> = BTreeSet::new();
     let places = Places::new(store, &contents)?;
     let index_of = |c: &ContentId| places.of(*c);
@@ -306,7 +307,7 @@ fn relink(store: &Store, params: &AnalysisParams, threads: usize, prev: Basis) -
             return Ok(None); // postings disagree with the records: `simd check` says more
         }
         let count = |v: bool| u64::from(v);
-        if templates.chunks.contains(chunk) {
+        if templates.chunks.contains(&chunk.key()) {
             totals.template_chunks = (totals.template_chunks + count(deg > 0)).saturating_sub(count(deg_before > 0));
             totals.template_bytes = (totals.template_bytes + bytes as u64).saturating_sub(bytes_before as u64);
             continue;
@@ -323,9 +324,9 @@ fn relink(store: &Store, params: &AnalysisParams, threads: usize, prev: Basis) -
         if now != before {
             dirty.extend(holders.iter().filter_map(|(c, _)| index_of(c)));
             if now {
-                over_common.insert(*chunk);
+                over_common.insert(chunk.key());
             } else {
-                over_common.remove(chunk);
+                over_common.remove(&chunk.key());
             }
         }
     }
@@ -448,7 +449,7 @@ fn relink(store: &Store, params: &AnalysisParams, threads: usize, prev: Basis) -
         relink.len(),
         started.elapsed()
     );
-    let mut over_common: Vec<ChunkId> = over_common.into_iter().collect();
+    let mut over_common: Vec<ChunkKey> = over_common.into_iter().collect();
     over_common.sort_unstable();
     let relinked = relink.len();
     let state = Relinked { sequence, cutoff, totals, contents, ids };

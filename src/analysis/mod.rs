@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 use md5::{Digest, Md5};
 use serde::{Deserialize, Serialize};
 
-use crate::fingerprint::{ChunkId, ContentHash};
+use crate::fingerprint::{ChunkId, ChunkKey, ContentHash};
 use crate::sketch::{Estimate, Sketch};
 use crate::store::{
     ChunkContents, ContentById, ContentChunks, ContentId, ContentNames, FileId, Files, SketchContents, Store,
@@ -468,14 +468,15 @@ impl FileTable {
 /// and (once partitioned) over-common chunks.
 #[derive(Clone, Debug, Default)]
 pub struct Ignored {
-    pub chunks: HashSet<ChunkId>,
+    /// By their keys, as the postings name them.
+    pub chunks: HashSet<ChunkKey>,
     pub samples: HashSet<u32>,
 }
 
 /// The template chunks and sketch samples.
 pub fn templates(store: &Store) -> Result<Ignored, StoreError> {
     Ok(Ignored {
-        chunks: store.scan::<Templates>().map(|r| r.map(|(id, _)| id)).collect::<Result<_, _>>()?,
+        chunks: store.scan::<Templates>().map(|r| r.map(|(id, _)| id.key())).collect::<Result<_, _>>()?,
         samples: store.scan::<TemplateSamples>().map(|r| r.map(|(s, _)| s)).collect::<Result<_, _>>()?,
     })
 }
@@ -485,7 +486,7 @@ struct Partition {
     components: Vec<Vec<u32>>,
     ignored: Ignored,
     /// Chunks over the cutoff (in `ignored.chunks` with the templates).
-    over_common: Vec<ChunkId>,
+    over_common: Vec<ChunkKey>,
     /// Posted samples held by more than the sample cap: they make no
     /// candidates.
     common_samples: HashSet<u32>,
@@ -525,10 +526,10 @@ fn partition(
     // fresh report's partition went from 75 to ~60 ms).
     let sketch_pairs = std::thread::scope(|s| {
         let samples = s.spawn(|| sample_pairs(store, &places, templates, cutoff));
-        let mut current: Option<ChunkId> = None;
+        let mut current: Option<ChunkKey> = None;
         let mut group: Vec<u32> = Vec::new();
         let mut group_bytes = 0u64;
-        let flush = |chunk: ChunkId, group: &mut Vec<u32>, bytes: u64, uf: &mut UnionFind, p: &mut Partition| {
+        let flush = |chunk: ChunkKey, group: &mut Vec<u32>, bytes: u64, uf: &mut UnionFind, p: &mut Partition| {
             if templates.chunks.contains(&chunk) {
                 p.totals.template_chunks += 1;
                 p.totals.template_bytes += bytes;
@@ -612,7 +613,7 @@ fn sample_pairs(store: &Store, places: &Places, templates: &Ignored, cutoff: u64
 /// chunks and samples.
 pub fn features(store: &Store, content: &ContentHash, ignored: &Ignored) -> Result<Features, StoreError> {
     let rec = store.get::<ContentChunks>(content)?.unwrap_or_default();
-    let chunks = rec.chunk_counts().into_iter().filter(|(id, _, _)| !ignored.chunks.contains(id)).collect();
+    let chunks = rec.chunk_counts().into_iter().filter(|(id, _, _)| !ignored.chunks.contains(&id.key())).collect();
     // The samples as posted (the bottom of the whole sketch), so that the
     // candidates found here are those the postings would find.
     let posted = rec.sketch.posted().iter().copied().filter(|s| !ignored.samples.contains(s)).collect();
@@ -910,7 +911,7 @@ pub(crate) struct Basis {
     /// The live contents, sorted.
     pub contents: Vec<ContentHash>,
     /// Chunks over the cutoff, sorted.
-    pub over_common: Vec<ChunkId>,
+    pub over_common: Vec<ChunkKey>,
     /// Digest of the template chunks and samples.
     pub templates: [u8; 16],
     /// Every link, between contents (a before b).
@@ -920,7 +921,7 @@ pub(crate) struct Basis {
 }
 
 impl Basis {
-    pub fn new(a: &Analysis, contents: Vec<ContentHash>, over_common: Vec<ChunkId>, templates: [u8; 16]) -> Basis {
+    pub fn new(a: &Analysis, contents: Vec<ContentHash>, over_common: Vec<ChunkKey>, templates: [u8; 16]) -> Basis {
         let mut links = Vec::new();
         let mut linked = Vec::new();
         for c in &a.clusters {
@@ -944,13 +945,13 @@ impl Basis {
 /// A digest of the template features: an analysis made under other
 /// templates cannot be brought up to date, only redone.
 pub(crate) fn templates_digest(t: &Ignored) -> [u8; 16] {
-    let mut chunks: Vec<&ChunkId> = t.chunks.iter().collect();
+    let mut chunks: Vec<&ChunkKey> = t.chunks.iter().collect();
     chunks.sort();
     let mut samples: Vec<u32> = t.samples.iter().copied().collect();
     samples.sort_unstable();
     let mut h = Md5::new();
     for c in chunks {
-        h.update(c.0);
+        h.update(c.0.to_be_bytes());
     }
     h.update([0xff]);
     for s in samples {

@@ -319,13 +319,14 @@ impl Store {
                         });
                     }
                     let from = found.schema_version;
-                    // Version 5 differs only in how sketches are written,
-                    // and its records stay readable: nothing to rewrite.
+                    // Versions 5 and 6 differ in their postings' keys, and in
+                    // how sketches are written (their records stay readable).
                     let done = if from < 5 {
                         let upgraded = store.upgrade_to_content_ids()?;
                         format!("{} contents numbered, {} postings rewritten", upgraded.contents, upgraded.postings)
                     } else {
-                        "nothing rewritten: contents stored from now on keep larger sketches".to_string()
+                        let rekeyed = store.upgrade_to_chunk_keys()?;
+                        format!("{rekeyed} postings re-keyed; contents stored from now on keep larger sketches")
                     };
                     found.schema_version = SCHEMA_VERSION;
                     let mut b = store.batch();
@@ -457,10 +458,10 @@ impl Store {
     /// The postings of each of `chunks` (ascending, distinct), at most
     /// `cap + 1` each (more means over the cap): a query that measures a
     /// thousand candidates needs the degrees of tens of thousands of chunks
-    /// ([`Store::entries_under`]).
+    /// ([`Store::entries_under`]). Postings are keyed by [`ChunkId::key`].
     pub fn postings_of(&self, chunks: &[ChunkId], cap: u64) -> Result<Vec<Vec<(ContentId, Posting)>>> {
         debug_assert!(chunks.windows(2).all(|w| w[0] < w[1]));
-        let found = self.entries_under::<ChunkContents, _>(chunks.iter().map(|c| c.0), cap)?;
+        let found = self.entries_under::<ChunkContents, _>(chunks.iter().map(|c| c.key().0.to_be_bytes()), cap)?;
         Ok(found.into_iter().map(|v| v.into_iter().map(|((_, content), p)| (content, p)).collect()).collect())
     }
 
@@ -988,7 +989,10 @@ mod tests {
         let (a, b) = (ChunkId([1; 16]), ChunkId([2; 16]));
         let mut batch = s.batch();
         for (i, chunk) in [a, a, b].iter().enumerate() {
-            batch.put::<ChunkContents>(&(*chunk, ContentId(i as u64 + 1)), &Posting { count: i as u32 + 1, len: 9 });
+            batch.put::<ChunkContents>(
+                &(chunk.key(), ContentId(i as u64 + 1)),
+                &Posting { count: i as u32 + 1, len: 9 },
+            );
         }
         s.write(batch).unwrap();
         let none = ChunkId([0xff; 16]);

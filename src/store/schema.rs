@@ -6,14 +6,15 @@
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
 use crate::chunker::ChunkParams;
-use crate::fingerprint::{ChunkId, ChunkRun, ContentHash};
+use crate::fingerprint::{ChunkId, ChunkKey, ChunkRun, ContentHash};
 use crate::sketch::{GapCoded, Sketch};
 
 /// The on-disk schema version of the whole index. Bump it (and log the change
 /// in `schema/README.md`) whenever any CF's bytes change meaning, or an
 /// older simd could no longer read the files (5: content ids in postings;
-/// 6: sketches of up to 1,024 samples, Rice-coded).
-pub const SCHEMA_VERSION: u32 = 6;
+/// 6: sketches of up to 1,024 samples, Rice-coded; 7: postings keyed by
+/// a chunk's 8-byte [`ChunkKey`], sketches of up to 1,536 samples).
+pub const SCHEMA_VERSION: u32 = 7;
 
 /// Older versions a writer of this simd upgrades in place (readers ask for
 /// that first): versions 3 and 4 name contents by their hash in the
@@ -21,8 +22,10 @@ pub const SCHEMA_VERSION: u32 = 6;
 /// from 4 only in how table blocks are compressed (its LZ4 blocks stay
 /// readable, and compaction rewrites them as zstd). Version 5 differs from
 /// 6 only in its sketches (at most 512 samples, gaps as varints), which this
-/// simd still reads: its upgrade rewrites nothing but the format record.
-pub const UPGRADABLE_VERSIONS: [u32; 3] = [3, 4, 5];
+/// simd still reads, and 6 from 7 in its postings' keys (the whole chunk
+/// id) and its sketches' size (at most 1,024 samples, read as they are):
+/// the upgrade of 5 and 6 re-keys the postings.
+pub const UPGRADABLE_VERSIONS: [u32; 4] = [3, 4, 5, 6];
 
 /// Whether this simd opens an index of schema `version`: the current one
 /// as it is, an upgradable one to upgrade it.
@@ -477,9 +480,11 @@ pub struct Posting {
 }
 
 /// `chunk_contents`: postings, chunk→contents holding it (chunk→files).
+/// A chunk is named by its [`ChunkKey`], the first 8 bytes of its id
+/// (schema version 7; the whole 16 before).
 ///
 /// ```text
-/// key:   chunk id (16 bytes) ‖ content id (u40 BE, 5 bytes)
+/// key:   chunk key (8 bytes) ‖ content id (u40 BE, 5 bytes)
 /// value: 0x01 ‖ postcard(Posting { count: u32, len: u32 })
 /// ```
 pub struct ChunkContents;
@@ -487,23 +492,23 @@ pub struct ChunkContents;
 impl Table for ChunkContents {
     const NAME: &'static str = "chunk_contents";
     const VALUE_VERSION: u8 = 1;
-    type Key = (ChunkId, ContentId);
+    type Key = (ChunkKey, ContentId);
     type Value = Posting;
 
-    fn encode_key(key: &(ChunkId, ContentId)) -> Vec<u8> {
-        let mut k = Vec::with_capacity(16 + ContentId::BYTES);
+    fn encode_key(key: &(ChunkKey, ContentId)) -> Vec<u8> {
+        let mut k = Vec::with_capacity(8 + ContentId::BYTES);
         Self::write_key(key, &mut k);
         k
     }
 
-    fn write_key(&(chunk, content): &(ChunkId, ContentId), out: &mut Vec<u8>) {
-        out.extend_from_slice(&chunk.0);
+    fn write_key(&(chunk, content): &(ChunkKey, ContentId), out: &mut Vec<u8>) {
+        out.extend_from_slice(&chunk.0.to_be_bytes());
         content.write(out);
     }
 
-    fn decode_key(bytes: &[u8]) -> Result<(ChunkId, ContentId), DecodeError> {
-        let b: [u8; 21] = fixed(bytes, "21")?;
-        Ok((ChunkId(fixed(&b[..16], "16")?), ContentId::read(&b[16..])?))
+    fn decode_key(bytes: &[u8]) -> Result<(ChunkKey, ContentId), DecodeError> {
+        let b: [u8; 13] = fixed(bytes, "13")?;
+        Ok((ChunkKey(u64::from_be_bytes(fixed(&b[..8], "8")?)), ContentId::read(&b[8..])?))
     }
 }
 
@@ -778,7 +783,7 @@ mod tests {
 
         #[test]
         fn posting_keys_round_trip_in_order(c1 in id16(), h1 in content_id(), c2 in id16(), h2 in content_id()) {
-            let (a, b) = ((ChunkId(c1), h1), (ChunkId(c2), h2));
+            let (a, b) = ((ChunkId(c1).key(), h1), (ChunkId(c2).key(), h2));
             let (ka, kb) = (ChunkContents::encode_key(&a), ChunkContents::encode_key(&b));
             prop_assert_eq!(ChunkContents::decode_key(&ka).unwrap(), a);
             prop_assert_eq!(a.cmp(&b), ka.cmp(&kb));

@@ -1,5 +1,7 @@
-//! In-place upgrade of a version-3 or -4 index to version 5, where the
-//! postings name contents by [`ContentId`] instead of by content hash.
+//! In-place upgrades of older indexes: versions 3 and 4 to content ids,
+//! where the postings name contents by [`ContentId`] instead of by content
+//! hash (version 5), and versions 5 and 6 to chunk keys, where the postings
+//! name a chunk by the first 8 bytes of its id (version 7).
 //!
 //! The upgrade numbers every stored content (its record gains the id, and
 //! `content_by_id` maps the id back), then rewrites each posting under its
@@ -34,6 +36,9 @@ const RECORD_V3: u8 = 3;
 /// Key lengths of the postings in versions 3 and 4: the chunk id or the
 /// sample, then the 16-byte content hash.
 const OLD_CHUNK_KEY: usize = 32;
+/// Key length of a chunk's posting in versions 5 and 6: the whole chunk
+/// id, then the content id.
+const V6_CHUNK_KEY: usize = 16 + ContentId::BYTES;
 const OLD_SAMPLE_KEY: usize = 20;
 /// Writes per committed batch.
 const BATCH_OPS: usize = 50_000;
@@ -88,8 +93,8 @@ impl Store {
 
         // Then every posting under its new key.
         let mut ids: HashMap<ContentHash, Option<ContentId>> = HashMap::new();
-        done.postings += self.rekey::<ChunkContents>(OLD_CHUNK_KEY, 16, &mut ids)?;
-        done.postings += self.rekey::<SketchContents>(OLD_SAMPLE_KEY, 4, &mut ids)?;
+        done.postings += self.rekey::<ChunkContents>(OLD_CHUNK_KEY, 16, 8, &mut ids)?;
+        done.postings += self.rekey::<SketchContents>(OLD_SAMPLE_KEY, 4, 4, &mut ids)?;
 
         // The old keys are tombstones now: compacting drops them, so the
         // upgraded index is as small as a new one (and flushing first
@@ -111,14 +116,46 @@ impl Store {
         self.db.write(std::mem::take(batch)).map_err(|e| self.rocks(e))
     }
 
+    /// Rewrites every posting key of a version-5 or -6 index (the whole
+    /// chunk id, then the content id) under the chunk's 8-byte key. In
+    /// batches, and resumable: keys of both lengths may sit side by side
+    /// after a crash, and only the old ones are rewritten. The caller then
+    /// records version 7.
+    pub(crate) fn upgrade_to_chunk_keys(&self) -> Result<u64> {
+        let cf = self.cf(ChunkContents::NAME);
+        let mut batch = WriteBatch::default();
+        let mut rewritten = 0;
+        let mut it = self.db.raw_iterator_cf(cf);
+        it.seek_to_first();
+        while let Some((k, v)) = it.item() {
+            if k.len() == V6_CHUNK_KEY {
+                batch.put_cf(cf, [&k[..8], &k[16..]].concat(), v);
+                batch.delete_cf(cf, k);
+                rewritten += 1;
+                if batch.len() >= BATCH_OPS {
+                    self.db.write(std::mem::take(&mut batch)).map_err(|e| self.rocks(e))?;
+                }
+            }
+            it.next();
+        }
+        it.status().map_err(|e| self.rocks(e))?;
+        drop(it);
+        self.db.write(batch).map_err(|e| self.rocks(e))?;
+        self.flush()?;
+        self.db.compact_range_cf(cf, None::<&[u8]>, None::<&[u8]>);
+        Ok(rewritten)
+    }
+
     /// Rewrites every key of `T` that is `old_len` bytes long (a `prefix`,
-    /// then a content hash) as the prefix and the content's id. A posting
-    /// of a content with no record (which `simd check` would have called
-    /// an inconsistency) is dropped: nothing could measure it.
+    /// then a content hash) as the prefix's first `keep` bytes and the
+    /// content's id. A posting of a content with no record (which `simd
+    /// check` would have called an inconsistency) is dropped: nothing could
+    /// measure it.
     fn rekey<T: Table>(
         &self,
         old_len: usize,
         prefix: usize,
+        keep: usize,
         ids: &mut HashMap<ContentHash, Option<ContentId>>,
     ) -> Result<u64> {
         let cf = self.cf(T::NAME);
@@ -141,7 +178,7 @@ impl Store {
                     }
                 };
                 if let Some(id) = id {
-                    let mut key = k[..prefix].to_vec();
+                    let mut key = k[..keep].to_vec();
                     key.extend_from_slice(&ContentById::encode_key(&id));
                     batch.put_cf(cf, key, v);
                 }
@@ -164,6 +201,7 @@ mod tests {
     use std::path::Path;
 
     use super::*;
+    use crate::fingerprint::{ChunkId, ChunkKey};
     use crate::store::{Access, Format, SCHEMA_VERSION};
 
     /// A writable copy of the golden version-4 index.
@@ -188,9 +226,12 @@ mod tests {
     fn as_if_interrupted(s: &Store, records: bool, keep: usize) {
         let mut b = WriteBatch::default();
         let mut hashes: HashMap<ContentId, ContentHash> = HashMap::new();
+        // A posting's whole chunk id, which version 4 keyed it by.
+        let mut ids: HashMap<(ChunkKey, ContentId), ChunkId> = HashMap::new();
         for (n, item) in s.scan::<ContentChunks>().enumerate() {
             let (hash, rec) = item.unwrap();
             hashes.insert(rec.id, hash);
+            ids.extend(rec.chunk_counts().into_iter().map(|(chunk, _, _)| ((chunk.key(), rec.id), chunk)));
             if records && n % keep == 0 {
                 let mut v = vec![RECORD_V3];
                 v.extend(postcard::to_allocvec(&(rec.size, &rec.runs, &GapCoded(rec.sketch.clone()))).unwrap());
@@ -204,7 +245,7 @@ mod tests {
                 b.delete_cf(s.cf(ChunkContents::NAME), ChunkContents::encode_key(&(chunk, id)));
                 b.put_cf(
                     s.cf(ChunkContents::NAME),
-                    [chunk.0, hashes[&id].0].concat(),
+                    [ids[&(chunk, id)].0, hashes[&id].0].concat(),
                     ChunkContents::encode_value(&posting),
                 );
             }

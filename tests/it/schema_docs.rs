@@ -46,7 +46,7 @@ fn examples() -> Vec<(&'static str, u8, String, String)> {
                 sketch: Sketch { level: 0, samples: vec![0x0400_8000, 0x1000_0000, 0x8000_0000] },
             },
         ),
-        example::<ChunkContents>((c1, id), Posting { count: 1, len: 1000 }),
+        example::<ChunkContents>((c1.key(), id), Posting { count: 1, len: 1000 }),
         example::<SketchContents>((0x0400_8000, id), ()),
         example::<ContentById>(id, content),
         example::<ContentNames>((content, file), ()),
