@@ -122,27 +122,10 @@ impl Store {
     /// after a crash, and only the old ones are rewritten. The caller then
     /// records version 7.
     pub(crate) fn upgrade_to_chunk_keys(&self) -> Result<u64> {
-        let cf = self.cf(ChunkContents::NAME);
-        let mut batch = WriteBatch::default();
-        let mut rewritten = 0;
-        let mut it = self.db.raw_iterator_cf(cf);
-        it.seek_to_first();
-        while let Some((k, v)) = it.item() {
-            if k.len() == V6_CHUNK_KEY {
-                batch.put_cf(cf, [&k[..8], &k[16..]].concat(), v);
-                batch.delete_cf(cf, k);
-                rewritten += 1;
-                if batch.len() >= BATCH_OPS {
-                    self.db.write(std::mem::take(&mut batch)).map_err(|e| self.rocks(e))?;
-                }
-            }
-            it.next();
-        }
-        it.status().map_err(|e| self.rocks(e))?;
-        drop(it);
-        self.db.write(batch).map_err(|e| self.rocks(e))?;
+        let rewritten =
+            self.rewrite_keys(ChunkContents::NAME, V6_CHUNK_KEY, |k| Ok(Some([&k[..8], &k[16..]].concat())))?;
         self.flush()?;
-        self.db.compact_range_cf(cf, None::<&[u8]>, None::<&[u8]>);
+        self.db.compact_range_cf(self.cf(ChunkContents::NAME), None::<&[u8]>, None::<&[u8]>);
         Ok(rewritten)
     }
 
@@ -158,28 +141,41 @@ impl Store {
         keep: usize,
         ids: &mut HashMap<ContentHash, Option<ContentId>>,
     ) -> Result<u64> {
-        let cf = self.cf(T::NAME);
+        self.rewrite_keys(T::NAME, old_len, |k| {
+            let hash = ContentHash(k[prefix..].try_into().expect("old_len - prefix is 16"));
+            if ids.len() >= MEMO_MAX {
+                ids.clear();
+            }
+            let id = match ids.get(&hash) {
+                Some(id) => *id,
+                None => {
+                    let id = self.get::<ContentChunks>(&hash)?.map(|r| r.id);
+                    ids.insert(hash, id);
+                    id
+                }
+            };
+            Ok(id.map(|id| [&k[..keep], &ContentById::encode_key(&id)].concat()))
+        })
+    }
+
+    /// Moves the value of every key of CF `name` that is `old_len` bytes
+    /// long to the key `new_key` makes of it (or drops it, for None), in
+    /// batches of [`BATCH_OPS`]; returns how many keys it rewrote. Keys of
+    /// other lengths (already rewritten before a crash) are left as they are.
+    fn rewrite_keys(
+        &self,
+        name: &'static str,
+        old_len: usize,
+        mut new_key: impl FnMut(&[u8]) -> Result<Option<Vec<u8>>>,
+    ) -> Result<u64> {
+        let cf = self.cf(name);
         let mut batch = WriteBatch::default();
         let mut rewritten = 0;
         let mut it = self.db.raw_iterator_cf(cf);
         it.seek_to_first();
         while let Some((k, v)) = it.item() {
             if k.len() == old_len {
-                let hash = ContentHash(k[prefix..].try_into().expect("old_len - prefix is 16"));
-                if ids.len() >= MEMO_MAX {
-                    ids.clear();
-                }
-                let id = match ids.get(&hash) {
-                    Some(id) => *id,
-                    None => {
-                        let id = self.get::<ContentChunks>(&hash)?.map(|r| r.id);
-                        ids.insert(hash, id);
-                        id
-                    }
-                };
-                if let Some(id) = id {
-                    let mut key = k[..keep].to_vec();
-                    key.extend_from_slice(&ContentById::encode_key(&id));
+                if let Some(key) = new_key(k)? {
                     batch.put_cf(cf, key, v);
                 }
                 batch.delete_cf(cf, k);
@@ -191,6 +187,7 @@ impl Store {
             it.next();
         }
         it.status().map_err(|e| self.rocks(e))?;
+        drop(it);
         self.db.write(batch).map_err(|e| self.rocks(e))?;
         Ok(rewritten)
     }
