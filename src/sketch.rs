@@ -135,9 +135,10 @@ impl Sketch {
     /// of the coarser sketch's level, where both are uniform samples at one
     /// rate. While both keep more than [`FULL_COMPARE`] samples there, a
     /// level coarser: 256–512 samples still bound the error to ~±0.03,
-    /// and the merge, most of a report's time, costs half. The full
-    /// sketch of a large content is for the small ones it may contain,
-    /// which are compared at its level and keep twice the samples there.
+    /// and the merge, most of a report's time, costs half each level. The
+    /// full sketch of a large content is for the small ones it may
+    /// contain, which are compared at its level and keep more samples
+    /// there the larger it is.
     fn compared<'a>(&'a self, other: &'a Sketch) -> (&'a [u32], &'a [u32], u8) {
         let mut level = self.level.max(other.level);
         let (mut a, mut b) = (self.at(level), other.at(level));
