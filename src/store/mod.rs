@@ -239,10 +239,20 @@ impl Store {
                 let mut cf = Options::default();
                 let mut table = BlockBasedOptions::default();
                 table.set_block_cache(&cache);
-                // Whole-key Bloom filters serve point lookups only; the postings
-                // and history CFs are read by prefix scans, and their filters
-                // would only be loaded (by every query process) and stored.
-                if !PREFIX_SCANNED_CFS.contains(&name) {
+                // Whole-key Bloom filters serve point lookups only, so the CFs
+                // read by prefix scans have none. The postings are looked up by
+                // their prefix (a chunk key, a sample) a thousand at a time by a
+                // query, most of them absent: a filter on the prefix spares
+                // reading and decompressing a block for those (`simd similar`
+                // with no similar file, ten Django releases: 26.7 → 17.0 ms;
+                // one release 14.3 → 11.6 ms). 6 bits a prefix (~5 % false
+                // positives) cost as little as the index's size allows.
+                // Whole-CF scans ask for total order ([`Store::scan`]).
+                if let Some(len) = posting_prefix(name) {
+                    cf.set_prefix_extractor(rocksdb::SliceTransform::create_fixed_prefix(len));
+                    table.set_bloom_filter(6.0, false);
+                    table.set_whole_key_filtering(false);
+                } else if !PREFIX_SCANNED_CFS.contains(&name) {
                     table.set_bloom_filter(10.0, false);
                 }
                 table.set_cache_index_and_filter_blocks(true);
@@ -435,6 +445,9 @@ impl Store {
     /// Iterates a CF from `start` up to `upper` (excluded, if any).
     fn scan_raw<T: Table>(&self, start: Vec<u8>, upper: Option<Vec<u8>>) -> TableIter<'_, T> {
         let mut ro = ReadOptions::default();
+        // The postings have a prefix extractor: without this, a scan past
+        // one prefix could skip keys.
+        ro.set_total_order_seek(true);
         // A full scan should not evict the working set from the block cache;
         // the short prefix scans of a query revisit blocks and keep them.
         ro.fill_cache(!start.is_empty());
@@ -483,7 +496,9 @@ impl Store {
 
     /// The entries of `T` under each of `prefixes` (ascending), at most
     /// `cap + 1` each, through one iterator that seeks forward: an iterator
-    /// per prefix would cost more than the lookups themselves.
+    /// per prefix would cost more than the lookups themselves. The seeks
+    /// are in prefix mode: a prefix the CF's filter rules out reads no
+    /// block, and each must be as long as the CF's prefix.
     fn entries_under<T: Table, P: AsRef<[u8]>>(
         &self,
         prefixes: impl Iterator<Item = P>,
@@ -493,6 +508,7 @@ impl Store {
         let mut out = Vec::new();
         for prefix in prefixes {
             let prefix = prefix.as_ref();
+            debug_assert!(posting_prefix(T::NAME).is_none_or(|len| len == prefix.len()));
             it.seek(prefix);
             let mut found = Vec::new();
             while found.len() as u64 <= cap {
@@ -869,6 +885,16 @@ type Entry<T> = (<T as Table>::Key, <T as Table>::Value);
 
 /// The postings column families: written in hash order, read by scans.
 const POSTINGS_CFS: [&str; 2] = [ChunkContents::NAME, SketchContents::NAME];
+
+/// The length of a postings CF's prefix (its chunk key, its sample), by
+/// which it is looked up and filtered.
+fn posting_prefix(name: &str) -> Option<usize> {
+    match name {
+        n if n == ChunkContents::NAME => Some(8),
+        n if n == SketchContents::NAME => Some(4),
+        _ => None,
+    }
+}
 
 /// Column families a bulk load ([`Store::is_bulk`]) writes but does not
 /// read until its end: `content_chunks` stays a skiplist, since readers ask

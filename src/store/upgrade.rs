@@ -46,6 +46,13 @@ const BATCH_OPS: usize = 50_000;
 /// rewritten (the rest are read back from their records).
 const MEMO_MAX: usize = 1 << 20;
 
+/// Read options for a whole-CF scan (postings CFs have a prefix extractor).
+fn total_order() -> rocksdb::ReadOptions {
+    let mut ro = rocksdb::ReadOptions::default();
+    ro.set_total_order_seek(true);
+    ro
+}
+
 /// What an upgrade rewrote.
 pub(crate) struct Upgraded {
     pub contents: u64,
@@ -66,7 +73,7 @@ impl Store {
         let records = self.cf(ContentChunks::NAME);
         let by_id = self.cf(ContentById::NAME);
         let mut batch = WriteBatch::default();
-        let mut it = self.db.raw_iterator_cf(records);
+        let mut it = self.db.raw_iterator_cf_opt(records, total_order());
         it.seek_to_first();
         while let Some((k, v)) = it.item() {
             if v.first() == Some(&RECORD_V3) {
@@ -171,7 +178,7 @@ impl Store {
         let cf = self.cf(name);
         let mut batch = WriteBatch::default();
         let mut rewritten = 0;
-        let mut it = self.db.raw_iterator_cf(cf);
+        let mut it = self.db.raw_iterator_cf_opt(cf, total_order());
         it.seek_to_first();
         while let Some((k, v)) = it.item() {
             if k.len() == old_len {
