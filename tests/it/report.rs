@@ -484,3 +484,51 @@ fn empty_and_one_file_indexes_report_nothing_to_do() {
     assert_eq!(r["index"]["files"], 1);
     assert_eq!((r["identical"].as_array().unwrap().len(), r["clusters"].as_array().unwrap().len()), (0, 0));
 }
+
+/// `words` words from a vocabulary of 20,000, seeded.
+fn prose(seed: u64, words: usize) -> Vec<u8> {
+    let bytes = noise(seed, words * 2);
+    let mut out = Vec::new();
+    for w in bytes.chunks(2) {
+        out.extend_from_slice(format!("w{} ", (usize::from(w[0]) << 8 | usize::from(w[1])) % 20_000).as_bytes());
+    }
+    out
+}
+
+#[test]
+fn similar_finds_the_large_file_holding_the_query_on_one_shared_posted_sample() {
+    // A query inside a file 16 times its size, with one word in 40 changed
+    // so that no chunk is shared: the large file posts its 16 smallest
+    // samples, and about one of them falls in the query. `similar` must
+    // still measure it (one posted sample in common is the analysis's rule
+    // for contents 4 times apart), while single samples met by chance are
+    // not worth a record read. Seeds are searched for the case the rule is
+    // about: exactly one of the large file's posted samples in the query's
+    // sketch, and it among the query's own posted ones.
+    let (query, big) = (0..200u64)
+        .map(|s| {
+            let q = prose(1000 + s, 1200);
+            (q.clone(), [prose(2000 + s, 9000), reworded(&q, 40), prose(3000 + s, 9000)].concat())
+        })
+        .find(|(q, big)| {
+            let (qs, bs) = (simd::sketch::sketch_bytes(q), simd::sketch::sketch_bytes(big));
+            let shared: Vec<u32> =
+                bs.posted().iter().copied().filter(|s| qs.samples.binary_search(s).is_ok()).collect();
+            shared.len() == 1 && qs.posted().contains(&shared[0])
+        })
+        .expect("a seed where the two share exactly one posted sample");
+    let env = Env::new();
+    env.write("big/manual.txt", &big);
+    for i in 0..4 {
+        env.write(&format!("other/notes{i}.txt"), prose(4000 + i, 3000));
+    }
+    env.index();
+    let q = env.tmp.path().join("query.txt");
+    std::fs::write(&q, &query).unwrap();
+    let s = json(&env, &["similar", q.to_str().unwrap()]);
+    let hits = s["hits"].as_array().unwrap();
+    assert_eq!(hits.len(), 1, "{s:#}");
+    assert!(hits[0]["files"][0]["path"].as_str().unwrap().ends_with("big/manual.txt"), "{s:#}");
+    assert_eq!(hits[0]["common"], 0, "no chunk is shared: {s:#}");
+    assert!(hits[0]["words"]["query_in_file"].as_f64().unwrap() > 0.8, "{s:#}");
+}
