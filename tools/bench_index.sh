@@ -18,12 +18,13 @@
 # Measurements (median wall-clock seconds of RUNS runs):
 #   a  md5sum, 2 processes      find T -type f -print0 | xargs -0 -P2 -n1000 md5sum
 #   b  simd full index          fresh index each run (rm -rf before each run)
+#   b2 simd full index, then `simd report --format json` (issue 3's bar)
 #   c  stat-only walk           find T -type f -printf '%s %T@\n'
 #   d  simd re-index, no change
 #   e  simd re-index, one file changed (a line appended before each run)
 #   f  exact-duplicate finders (jdupes, rdfind, fclones when installed)
 #   g  peak RSS of a full index, index size on disk / content bytes
-# Targets: b/a <= 1.5, d/c <= 1.5, peak RSS <= 150 MB, index <= 6 % of content.
+# Targets: b/a <= 1.5, b2/a <= 2, d/c <= 1.5, peak RSS <= 150 MB, index <= 6 % of content.
 set -euo pipefail
 
 usage() { echo "usage: $0 DIR [RUNS]" >&2; exit 2; }
@@ -140,6 +141,7 @@ run_bench find "" "find $qT -type f -printf '%s %T@\n' > /dev/null"
 SIMD_IDX="$qBIN --db $qIDX --quiet index $qT"
 if [[ $HAVE_SIMD == 1 ]]; then
     run_bench simd_full "rm -rf $qIDX" "$SIMD_IDX"
+    run_bench simd_report "rm -rf $qIDX" "$SIMD_IDX && $qBIN --db $qIDX report --format json > /dev/null"
     [[ -d $IDX ]] || "$SIMD_BIN" --db "$IDX" --quiet index "$T"
     run_bench simd_noop "" "$SIMD_IDX"
     run_bench simd_1file "echo 'simd bench: appended line' >> $qCHANGE" "$SIMD_IDX"
@@ -207,6 +209,8 @@ row "a  md5sum (xargs -P2)" "${MED[md5sum]:--}" "1.00" "baseline"
 if [[ $HAVE_SIMD == 1 ]]; then
     r=$(ratio simd_full md5sum)
     row "b  simd full index" "${MED[simd_full]:--}" "$r" "b/a <= 1.5 $(verdict "$r" 1.5)"
+    r=$(ratio simd_report md5sum)
+    row "b2 simd full index + report" "${MED[simd_report]:--}" "$r" "b2/a <= 2 $(verdict "$r" 2)"
 fi
 row "c  find stat walk" "${MED[find]:--}" "1.00" "baseline"
 if [[ $HAVE_SIMD == 1 ]]; then
