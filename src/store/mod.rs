@@ -686,6 +686,12 @@ fn older_format(dir: &Path, db_dir: &Path, existing: &[String]) -> Result<u32> {
 /// the index of a 70 MB tree).
 fn rocksdb_logger() -> rocksdb::InfoLogger {
     rocksdb::InfoLogger::new_callback_logger(rocksdb::LogLevel::Warn, |level, msg| match level {
+        // A write stall while flushes catch up (a bulk load on two cores
+        // meets one now and then) slows a run and loses nothing: news for
+        // whoever tunes the store, not a warning on a user's terminal.
+        rocksdb::LogLevel::Warn if msg.contains("Stopping writes") || msg.contains("Stalling writes") => {
+            tracing::debug!(target: "rocksdb", "rocksdb: {}", msg.trim_end())
+        }
         rocksdb::LogLevel::Warn => tracing::warn!(target: "rocksdb", "rocksdb: {}", msg.trim_end()),
         rocksdb::LogLevel::Error | rocksdb::LogLevel::Fatal => {
             tracing::error!(target: "rocksdb", "rocksdb: {}", msg.trim_end())
