@@ -556,13 +556,13 @@ fn spawn_readers<'scope, 'env>(
                     }
                 };
                 if opened.before.len() > SMALL_FILE {
-                    if !send(read_candidate(Err(opened), &params, &mut buf, &known)) {
+                    if !send(read_opened(opened, &params, &mut buf, &known)) {
                         break;
                     }
                     continue;
                 }
                 if let Some(cand) = small.read(opened) {
-                    if !send(read_candidate(Ok(cand), &params, &mut buf, &known)) {
+                    if !send(read_candidate(cand, &params, &mut buf, &known)) {
                         break;
                     }
                 }
@@ -579,9 +579,10 @@ fn spawn_readers<'scope, 'env>(
 }
 
 /// Files of at most this many bytes are read whole and fingerprinted
-/// several at a time ([`fingerprint_many`]): the MD5s of a document
-/// tree's ~3 chunks a file fill a few of the hasher's 16 lanes, so MD5 cost
-/// the Django tree's first index 1.6 times as much a byte as large files'.
+/// several at a time ([`fingerprint_many`]): a document tree's files have
+/// ~3 chunks each, whose MD5s alone fill few of the hasher's 16 lanes (MD5
+/// cost the Django tree's first index 1.6 times as much a byte as the
+/// generated corpus's larger files).
 const SMALL_FILE: u64 = 64 << 10;
 
 /// A batch of small files is fingerprinted once it holds this many bytes
@@ -652,7 +653,7 @@ impl SmallFiles {
             .zip(fps.into_iter().zip(answers.into_inner()))
             .map(|((o, _), (fp, answer))| match settle(o, fp, answer) {
                 Ok(outcome) => outcome,
-                Err(cand) => read_candidate(Ok(cand), params, buf, known),
+                Err(cand) => read_candidate(cand, params, buf, known),
             })
             .collect();
         self.data.clear();
@@ -748,24 +749,29 @@ fn settle(o: Opened, fp: Fingerprint, answer: Option<bool>) -> Result<Outcome, C
     Ok(Outcome::Read { cand: o.cand, stat, fp, unseen: answer == Some(false), old_record: None })
 }
 
-/// Reads a candidate (`Ok`, or already opened: `Err`) once: chunks,
-/// fingerprints, and re-stats to make sure the bytes read are one version
-/// of the file (else reads again).
+/// Reads a candidate once: chunks, fingerprints, and re-stats to make sure
+/// the bytes read are one version of the file (else reads again).
 fn read_candidate(
-    cand: Result<Candidate, Opened>,
+    cand: Candidate,
     params: &crate::chunker::ChunkParams,
     buf: &mut Vec<u8>,
     known: &dyn Fn(&ContentHash) -> Option<bool>,
 ) -> Outcome {
-    let mut next = cand;
-    for _ in 0..READ_ATTEMPTS {
-        let o = match next {
-            Ok(cand) => match open_candidate(cand) {
-                Opening::Ready(o) => o,
-                Opening::Said(outcome) => return outcome,
-            },
-            Err(o) => o,
-        };
+    match open_candidate(cand) {
+        Opening::Ready(o) => read_opened(o, params, buf, known),
+        Opening::Said(outcome) => outcome,
+    }
+}
+
+/// [`read_candidate`] for a candidate already opened.
+fn read_opened(
+    mut o: Opened,
+    params: &crate::chunker::ChunkParams,
+    buf: &mut Vec<u8>,
+    known: &dyn Fn(&ContentHash) -> Option<bool>,
+) -> Outcome {
+    let mut attempts = 1;
+    loop {
         // The index's answer for this attempt's content (None: not asked,
         // or the lookup failed and the content is sketched to be safe).
         let answer = std::cell::Cell::new(None);
@@ -778,16 +784,20 @@ fn read_candidate(
             Ok(fp) => fp,
             Err(e) => return Outcome::Skip { cand: o.cand, reason: SkipReason::Unreadable, detail: e.to_string() },
         };
-        match settle(o, fp, answer.get()) {
+        let cand = match settle(o, fp, answer.get()) {
             Ok(outcome) => return outcome,
-            Err(cand) => next = Ok(cand),
+            Err(cand) => cand,
+        };
+        if attempts == READ_ATTEMPTS {
+            let detail = format!("changed during {READ_ATTEMPTS} reads");
+            return Outcome::Skip { cand, reason: SkipReason::KeptChanging, detail };
         }
+        attempts += 1;
+        o = match open_candidate(cand) {
+            Opening::Ready(o) => o,
+            Opening::Said(outcome) => return outcome,
+        };
     }
-    let cand = match next {
-        Ok(cand) => cand,
-        Err(o) => o.cand,
-    };
-    Outcome::Skip { cand, reason: SkipReason::KeptChanging, detail: format!("changed during {READ_ATTEMPTS} reads") }
 }
 
 fn ctime(m: &std::fs::Metadata) -> (i64, i64) {
@@ -1852,7 +1862,7 @@ mod tests {
     fn a_file_gone_before_it_is_read_is_vanished() {
         let tmp = tempfile::tempdir().unwrap();
         let p = tmp.path().join("gone.txt");
-        let out = read_candidate(Ok(candidate(&p)), &ChunkParams::default(), &mut Vec::new(), &|_| Some(false));
+        let out = read_candidate(candidate(&p), &ChunkParams::default(), &mut Vec::new(), &|_| Some(false));
         assert!(matches!(out, Outcome::Vanished { .. }));
     }
 
@@ -1861,11 +1871,11 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let fifo = tmp.path().join("was-a-file");
         assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
-        let out = read_candidate(Ok(candidate(&fifo)), &ChunkParams::default(), &mut Vec::new(), &|_| Some(false));
+        let out = read_candidate(candidate(&fifo), &ChunkParams::default(), &mut Vec::new(), &|_| Some(false));
         assert!(matches!(out, Outcome::Skip { reason: SkipReason::Special, .. }));
         let link = tmp.path().join("link");
         std::os::unix::fs::symlink(&fifo, &link).unwrap();
-        let out = read_candidate(Ok(candidate(&link)), &ChunkParams::default(), &mut Vec::new(), &|_| Some(false));
+        let out = read_candidate(candidate(&link), &ChunkParams::default(), &mut Vec::new(), &|_| Some(false));
         assert!(matches!(out, Outcome::Skip { reason: SkipReason::Symlink, .. }));
     }
 
@@ -1897,7 +1907,7 @@ mod tests {
             });
             let mut buf = Vec::new();
             for _ in 0..5 {
-                match read_candidate(Ok(candidate(&p)), &params, &mut buf, &|_| Some(false)) {
+                match read_candidate(candidate(&p), &params, &mut buf, &|_| Some(false)) {
                     Outcome::Read { fp, .. } => assert!(fps.contains(&fp), "indexed a mix of two versions"),
                     Outcome::Skip { reason, .. } => assert_eq!(reason, SkipReason::KeptChanging),
                     Outcome::Vanished { .. } => panic!("the file never vanished"),
