@@ -544,7 +544,7 @@ fn spawn_readers<'scope, 'env>(
             };
             // Small files read whole and waiting to be fingerprinted
             // together, their bytes one after another in `data`.
-            let mut small = SmallFiles::default();
+            let mut small = SmallFiles::new(workers);
             while let Ok(cand) = rx.recv() {
                 let opened = match open_candidate(cand) {
                     Opening::Ready(o) => o,
@@ -590,16 +590,28 @@ const SMALL_FILE: u64 = 64 << 10;
 const BATCH_BYTES: usize = 64 << 10;
 const BATCH_FILES: usize = 32;
 
+/// Files the batches of all readers together may hold open (each until
+/// its second `fstat`): with many cores, 32 a reader would approach the
+/// usual limit of 1,024 descriptors, beside RocksDB's 256.
+const BATCH_FILES_OPEN: usize = 256;
+
 /// Small files read whole, waiting to be fingerprinted together.
-#[derive(Default)]
 struct SmallFiles {
     files: Vec<(Opened, std::ops::Range<usize>)>,
     data: Vec<u8>,
+    /// At most this many files a batch.
+    max_files: usize,
 }
 
 impl SmallFiles {
+    /// The batch of one of `readers` readers.
+    fn new(readers: usize) -> SmallFiles {
+        let max_files = (BATCH_FILES_OPEN / readers.max(1)).clamp(1, BATCH_FILES);
+        SmallFiles { files: Vec::new(), data: Vec::new(), max_files }
+    }
+
     fn full(&self) -> bool {
-        self.files.len() >= BATCH_FILES || self.data.len() >= BATCH_BYTES
+        self.files.len() >= self.max_files || self.data.len() >= BATCH_BYTES
     }
 
     /// Reads an opened file's bytes in, or hands back the candidate to read
@@ -1931,7 +1943,7 @@ mod tests {
         for (k, p) in paths.iter().enumerate() {
             std::fs::write(p, text(k, 300 * (k + 1))).unwrap();
         }
-        let mut small = SmallFiles::default();
+        let mut small = SmallFiles::new(1);
         let open = |p: &Path| match open_candidate(candidate(p)) {
             Opening::Ready(o) => o,
             Opening::Said(_) => panic!("{}: not opened", p.display()),
@@ -1955,5 +1967,9 @@ mod tests {
             assert!(unseen);
         }
         assert!(small.files.is_empty() && small.data.is_empty());
+        // All readers' batches together hold at most 256 files open.
+        let open = |readers| SmallFiles::new(readers).max_files * readers;
+        assert_eq!((open(2), open(8), open(64)), (64, 256, 256));
+        assert_eq!(SmallFiles::new(1000).max_files, 1, "a reader batches one file at least");
     }
 }
