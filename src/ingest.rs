@@ -621,18 +621,9 @@ impl SmallFiles {
         let at = self.data.len();
         let len = o.before.len() as usize;
         self.data.resize(at + len, 0);
-        let mut got = 0;
-        while got < len {
-            match (&o.file).read(&mut self.data[at + got..]) {
-                Ok(0) => break,
-                Ok(n) => got += n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(_) => break,
-            }
-        }
-        if got < len {
-            // Shorter than its stat said (it shrank, or failed): the
-            // one-at-a-time read finds out which.
+        if (&o.file).read_exact(&mut self.data[at..]).is_err() {
+            // Shorter than its stat said (it shrank), or a read failed:
+            // the one-at-a-time read finds out which.
             self.data.truncate(at);
             return Some(o.cand);
         }
