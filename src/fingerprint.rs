@@ -164,15 +164,7 @@ pub const READ_BUF: usize = 1 << 20;
 
 /// Fingerprints an in-memory input.
 pub fn fingerprint_bytes(data: &[u8], params: &ChunkParams) -> Fingerprint {
-    let mut b = Builder::new();
-    let mut rest = data;
-    let mut chunks = Vec::new();
-    while let Some(cut) = find_cut(rest, params, true) {
-        chunks.push(&rest[..cut]);
-        rest = &rest[cut..];
-    }
-    b.push_all(&chunks, &mut Vec::new());
-    b.finish(&[], &|_| false)
+    fingerprint_many(&[data], params, &|_| false).pop().expect("one fingerprint for one content")
 }
 
 /// Fingerprints several whole contents held in memory, their chunks' MD5s
