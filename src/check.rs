@@ -132,7 +132,7 @@ pub fn check(store: &Store) -> Result<CheckReport, StoreError> {
         }
         if live.contains(&content) {
             for (chunk, len, count) in rec.chunk_counts() {
-                expected.insert((chunk.key(), rec.id), Posting { count, len });
+                expected.insert((chunk, rec.id), Posting { count, len });
             }
             expected_samples.extend(rec.sketch.posted().iter().map(|&s| (s, rec.id)));
         } else if !ghosts.contains(&content) {

@@ -1398,7 +1398,7 @@ impl<'s> Writer<'s> {
             };
             if let Some(record) = record {
                 for (chunk, _, _) in record.chunk_counts() {
-                    self.group.batch.delete::<ChunkContents>(&(chunk.key(), record.id));
+                    self.group.batch.delete::<ChunkContents>(&(chunk, record.id));
                 }
                 for &sample in record.sketch.posted() {
                     self.group.batch.delete::<SketchContents>(&(sample, record.id));
@@ -1660,7 +1660,7 @@ impl<'s> Writer<'s> {
 
 fn put_postings(b: &mut Batch<'_>, record: &ContentRecord) {
     for (chunk, len, count) in record.chunk_counts() {
-        b.put::<ChunkContents>(&(chunk.key(), record.id), &Posting { count, len });
+        b.put::<ChunkContents>(&(chunk, record.id), &Posting { count, len });
     }
     for &sample in record.sketch.posted() {
         b.put::<SketchContents>(&(sample, record.id), &());

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::io::Read;
 
 use crate::analysis::{self, auto_cutoff, AnalysisParams, LinkKind, Measures, Name};
-use crate::fingerprint::{fingerprint_reader, ChunkId, ContentHash};
+use crate::fingerprint::{fingerprint_reader, ChunkKey, ContentHash};
 use crate::sketch::Sketch;
 use crate::store::{ContentChunks, ContentId, ContentRecord, Posting, Store, StoreError};
 
@@ -48,16 +48,14 @@ struct Ignored<'a> {
     store: &'a Store,
     templates: analysis::Ignored,
     cutoff: u64,
-    memo: HashMap<ChunkId, bool>,
+    memo: HashMap<ChunkKey, bool>,
 }
 
 impl Ignored<'_> {
     /// Looks up the degrees of every chunk of `chunks` not known yet.
-    fn learn(&mut self, chunks: impl IntoIterator<Item = ChunkId>) -> Result<(), StoreError> {
-        let mut todo: Vec<ChunkId> = chunks
-            .into_iter()
-            .filter(|c| !self.templates.chunks.contains(&c.key()) && !self.memo.contains_key(c))
-            .collect();
+    fn learn(&mut self, chunks: impl IntoIterator<Item = ChunkKey>) -> Result<(), StoreError> {
+        let mut todo: Vec<ChunkKey> =
+            chunks.into_iter().filter(|c| !self.templates.chunks.contains(c) && !self.memo.contains_key(c)).collect();
         todo.sort_unstable();
         todo.dedup();
         let postings = self.store.postings_of(&todo, self.cutoff)?;
@@ -68,13 +66,13 @@ impl Ignored<'_> {
     }
 
     /// Remembers whether a chunk is over the cutoff, from its postings.
-    fn remember(&mut self, chunk: ChunkId, holders: &[(ContentId, Posting)]) {
+    fn remember(&mut self, chunk: ChunkKey, holders: &[(ContentId, Posting)]) {
         self.memo.insert(chunk, holders.len() as u64 > self.cutoff);
     }
 
     /// Whether a chunk is ignored; its degree must have been learnt.
-    fn is_ignored(&self, chunk: &ChunkId) -> bool {
-        self.templates.chunks.contains(&chunk.key()) || self.memo.get(chunk).copied().unwrap_or(false)
+    fn is_ignored(&self, chunk: &ChunkKey) -> bool {
+        self.templates.chunks.contains(chunk) || self.memo.get(chunk).copied().unwrap_or(false)
     }
 
     /// A content's bytes in chunks that are not ignored.
@@ -138,8 +136,8 @@ pub fn similar_to(
 
     // Common bytes with every content sharing a non-ignored chunk; the
     // query's postings also tell its chunks' degrees.
-    let query_chunks = query.chunk_counts(); // by chunk id, distinct
-    let ids: Vec<ChunkId> = query_chunks.iter().map(|c| c.0).collect();
+    let query_chunks = query.chunk_counts(); // by chunk key, distinct
+    let ids: Vec<ChunkKey> = query_chunks.iter().map(|c| c.0).collect();
     let postings = store.postings_of(&ids, ignored.cutoff)?;
     let mut common: HashMap<ContentId, u64> = HashMap::new();
     let mut payload = 0u64;

@@ -23,7 +23,7 @@ use super::{
     templates_digest, Analysis, AnalysisParams, Basis, ContentLink, Features, FileTable, Frame, Ignored, MemberInfo,
     Pending, Places, Totals,
 };
-use crate::fingerprint::{ChunkId, ChunkKey, ContentHash};
+use crate::fingerprint::{ChunkKey, ContentHash};
 use crate::store::{ContentChunks, ContentId, FileId, Store, StoreError};
 
 // 2: names carry their file id. 3: links carry word measures.
@@ -270,7 +270,7 @@ fn relink(store: &Store, params: &AnalysisParams, threads: usize, prev: Basis) -
 
     // How the degree (contents) and bytes of each chunk, and the degree of
     // each posted sample, changed with the contents that came and went.
-    let mut chunk_delta: HashMap<ChunkId, (i64, i64)> = HashMap::new();
+    let mut chunk_delta: HashMap<ChunkKey, (i64, i64)> = HashMap::new();
     let mut sample_delta: HashMap<u32, i64> = HashMap::new();
     for (set, sign) in [(&added, 1i64), (&removed, -1i64)] {
         for c in set {
@@ -296,7 +296,7 @@ fn relink(store: &Store, params: &AnalysisParams, threads: usize, prev: Basis) -
     let places = Places::new(store, &contents)?;
     let index_of = |c: &ContentId| places.of(*c);
     let place = |c: &ContentHash| contents.binary_search(c).ok().map(|i| i as u32);
-    let mut chunks: Vec<ChunkId> = chunk_delta.keys().copied().collect();
+    let mut chunks: Vec<ChunkKey> = chunk_delta.keys().copied().collect();
     chunks.sort_unstable();
     for (chunk, holders) in chunks.iter().zip(store.postings_of(&chunks, u64::MAX)?) {
         let (dd, db) = chunk_delta[chunk];
@@ -307,7 +307,7 @@ fn relink(store: &Store, params: &AnalysisParams, threads: usize, prev: Basis) -
             return Ok(None); // postings disagree with the records: `simd check` says more
         }
         let count = |v: bool| u64::from(v);
-        if templates.chunks.contains(&chunk.key()) {
+        if templates.chunks.contains(chunk) {
             totals.template_chunks = (totals.template_chunks + count(deg > 0)).saturating_sub(count(deg_before > 0));
             totals.template_bytes = (totals.template_bytes + bytes as u64).saturating_sub(bytes_before as u64);
             continue;
@@ -324,9 +324,9 @@ fn relink(store: &Store, params: &AnalysisParams, threads: usize, prev: Basis) -
         if now != before {
             dirty.extend(holders.iter().filter_map(|(c, _)| index_of(c)));
             if now {
-                over_common.insert(chunk.key());
+                over_common.insert(*chunk);
             } else {
-                over_common.remove(&chunk.key());
+                over_common.remove(chunk);
             }
         }
     }
@@ -365,7 +365,7 @@ fn relink(store: &Store, params: &AnalysisParams, threads: usize, prev: Basis) -
         let mut links: Vec<ContentLink> = Vec::new();
         for d in mine {
             load(d, &mut feats)?;
-            let (posted, chunk_ids): (Vec<u32>, Vec<ChunkId>) = {
+            let (posted, chunk_ids): (Vec<u32>, Vec<ChunkKey>) = {
                 let f = &feats[&d].0;
                 (f.posted.clone(), f.chunks.iter().map(|c| c.0).collect())
             };

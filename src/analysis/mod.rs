@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 use md5::{Digest, Md5};
 use serde::{Deserialize, Serialize};
 
-use crate::fingerprint::{ChunkId, ChunkKey, ContentHash};
+use crate::fingerprint::{ChunkKey, ContentHash};
 use crate::sketch::{Estimate, Sketch};
 use crate::store::{
     ChunkContents, ContentById, ContentChunks, ContentId, ContentNames, FileId, Files, SketchContents, Store,
@@ -59,13 +59,13 @@ pub fn auto_cutoff(contents: u64) -> u64 {
 }
 
 /// A content as the analysis sees it: its size, its non-ignored chunks,
-/// sorted by id, each with its length and occurrence count, its sketch, and
+/// sorted by key, each with its length and occurrence count, its sketch, and
 /// the samples it posted in `sketch_contents` (template samples left out of
 /// both).
 #[derive(Clone, Debug, Default)]
 pub struct Features {
     pub size: u64,
-    pub chunks: Vec<(ChunkId, u32, u32)>,
+    pub chunks: Vec<(ChunkKey, u32, u32)>,
     pub sketch: Sketch,
     pub posted: Vec<u32>,
 }
@@ -476,7 +476,7 @@ pub struct Ignored {
 /// The template chunks and sketch samples.
 pub fn templates(store: &Store) -> Result<Ignored, StoreError> {
     Ok(Ignored {
-        chunks: store.scan::<Templates>().map(|r| r.map(|(id, _)| id.key())).collect::<Result<_, _>>()?,
+        chunks: store.scan::<Templates>().map(|r| r.map(|(id, _)| id)).collect::<Result<_, _>>()?,
         samples: store.scan::<TemplateSamples>().map(|r| r.map(|(s, _)| s)).collect::<Result<_, _>>()?,
     })
 }
@@ -613,7 +613,7 @@ fn sample_pairs(store: &Store, places: &Places, templates: &Ignored, cutoff: u64
 /// chunks and samples.
 pub fn features(store: &Store, content: &ContentHash, ignored: &Ignored) -> Result<Features, StoreError> {
     let rec = store.get::<ContentChunks>(content)?.unwrap_or_default();
-    let chunks = rec.chunk_counts().into_iter().filter(|(id, _, _)| !ignored.chunks.contains(&id.key())).collect();
+    let chunks = rec.chunk_counts().into_iter().filter(|(id, _, _)| !ignored.chunks.contains(id)).collect();
     // The samples as posted (the bottom of the whole sketch), so that the
     // candidates found here are those the postings would find.
     let posted = rec.sketch.posted().iter().copied().filter(|s| !ignored.samples.contains(s)).collect();
@@ -691,8 +691,8 @@ pub(crate) fn link(
     Some((m, kind))
 }
 
-/// A hasher for keys that are hashes already (chunk ids, sketch samples):
-/// their first 8 bytes are as good as SipHash's output, at no cost.
+/// A hasher for keys that are hashes already (chunk keys, sketch samples):
+/// their bits are as good as SipHash's output, at no cost.
 #[derive(Default, Clone, Copy)]
 struct IdHasher(u64);
 
@@ -705,6 +705,10 @@ impl std::hash::Hasher for IdHasher {
         for (k, &b) in bytes.iter().take(8).enumerate() {
             self.0 ^= u64::from(b) << (8 * k);
         }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
     }
 
     fn write_u32(&mut self, n: u32) {
@@ -732,7 +736,7 @@ const PARALLEL_COMPONENT: usize = 2000;
 struct LinkCtx<'a> {
     feats: &'a [Features],
     payloads: &'a [u64],
-    holders: HashMap<ChunkId, Vec<u32>, IdHash>,
+    holders: HashMap<ChunkKey, Vec<u32>, IdHash>,
     sample_holders: HashMap<u32, Vec<u32>, IdHash>,
     params: &'a AnalysisParams,
 }
@@ -830,7 +834,7 @@ fn analyse_component(
     // Inverted indexes of the component: chunk (and posted sample) → local
     // members holding it. Every holder of a non-ignored chunk or of a
     // sample under the cap is in this component (the partition joined them).
-    let mut holders: HashMap<ChunkId, Vec<u32>, IdHash> = HashMap::default();
+    let mut holders: HashMap<ChunkKey, Vec<u32>, IdHash> = HashMap::default();
     let mut sample_holders: HashMap<u32, Vec<u32>, IdHash> = HashMap::default();
     for (i, f) in feats.iter().enumerate() {
         for &(id, _, _) in &f.chunks {
@@ -1133,7 +1137,7 @@ mod tests {
     use super::*;
 
     fn f(chunks: &[(u8, u32, u32)]) -> Features {
-        let mut c: Vec<_> = chunks.iter().map(|&(id, len, n)| (ChunkId([id; 16]), len, n)).collect();
+        let mut c: Vec<_> = chunks.iter().map(|&(id, len, n)| (ChunkKey(u64::from(id)), len, n)).collect();
         c.sort();
         Features { chunks: c, ..Default::default() }
     }
@@ -1226,7 +1230,7 @@ pub mod marks {
     use std::collections::HashMap;
 
     use super::{cluster_id_str, features, Analysis};
-    use crate::fingerprint::ChunkId;
+    use crate::fingerprint::ChunkKey;
     use crate::store::{Store, StoreError, TemplateMark, TemplateSamples, Templates};
 
     #[derive(Debug, thiserror::Error)]
@@ -1258,7 +1262,7 @@ pub mod marks {
             [] => return Err(MarkError::NoCluster(id)),
             many => return Err(MarkError::Ambiguous(id, many.len())),
         };
-        let mut held: HashMap<ChunkId, (u32, usize)> = HashMap::new();
+        let mut held: HashMap<ChunkKey, (u32, usize)> = HashMap::new();
         let mut held_samples: HashMap<u32, usize> = HashMap::new();
         let none = Default::default();
         for m in &cluster.members {

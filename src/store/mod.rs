@@ -19,7 +19,7 @@ use rocksdb::{
 };
 
 use crate::chunker::ChunkParams;
-use crate::fingerprint::{ChunkId, ContentHash};
+use crate::fingerprint::{ChunkKey, ContentHash};
 pub use schema::*;
 
 /// What went wrong with the index.
@@ -330,14 +330,22 @@ impl Store {
                     }
                     let from = found.schema_version;
                     // Versions 5 and 6 differ in their postings' keys, and in
-                    // how sketches are written (their records stay readable).
-                    let done = if from < 5 {
+                    // how sketches are written (their records stay readable);
+                    // 7 only in its template marks' keys (and its chunk
+                    // lists, which stay readable).
+                    let mut done = if from < 5 {
                         let upgraded = store.upgrade_to_content_ids()?;
                         format!("{} contents numbered, {} postings rewritten", upgraded.contents, upgraded.postings)
-                    } else {
+                    } else if from < 7 {
                         let rekeyed = store.upgrade_to_chunk_keys()?;
                         format!("{rekeyed} postings re-keyed; contents stored from now on keep larger sketches")
+                    } else {
+                        "contents stored from now on keep shorter chunk lists".to_string()
                     };
+                    let marks = store.upgrade_template_keys()?;
+                    if marks > 0 {
+                        done.push_str(&format!("; {marks} template marks re-keyed"));
+                    }
                     found.schema_version = SCHEMA_VERSION;
                     let mut b = store.batch();
                     b.put::<Meta>(&MetaKey::Format, &MetaValue::Format(found));
@@ -471,10 +479,10 @@ impl Store {
     /// The postings of each of `chunks` (ascending, distinct), at most
     /// `cap + 1` each (more means over the cap): a query that measures a
     /// thousand candidates needs the degrees of tens of thousands of chunks
-    /// ([`Store::entries_under`]). Postings are keyed by [`ChunkId::key`].
-    pub fn postings_of(&self, chunks: &[ChunkId], cap: u64) -> Result<Vec<Vec<(ContentId, Posting)>>> {
+    /// ([`Store::entries_under`]).
+    pub fn postings_of(&self, chunks: &[ChunkKey], cap: u64) -> Result<Vec<Vec<(ContentId, Posting)>>> {
         debug_assert!(chunks.windows(2).all(|w| w[0] < w[1]));
-        let found = self.entries_under::<ChunkContents, _>(chunks.iter().map(|c| c.key().0.to_be_bytes()), cap)?;
+        let found = self.entries_under::<ChunkContents, _>(chunks.iter().map(|c| c.0.to_be_bytes()), cap)?;
         Ok(found.into_iter().map(|v| v.into_iter().map(|((_, content), p)| (content, p)).collect()).collect())
     }
 
@@ -1018,16 +1026,13 @@ mod tests {
     fn prefix_scans_stay_inside_their_prefix() {
         let tmp = tempfile::tempdir().unwrap();
         let s = Store::open(tmp.path(), Access::Write, None).unwrap();
-        let (a, b) = (ChunkId([1; 16]), ChunkId([2; 16]));
+        let (a, b) = (ChunkKey(0x0101_0101_0101_0101), ChunkKey(0x0202_0202_0202_0202));
         let mut batch = s.batch();
         for (i, chunk) in [a, a, b].iter().enumerate() {
-            batch.put::<ChunkContents>(
-                &(chunk.key(), ContentId(i as u64 + 1)),
-                &Posting { count: i as u32 + 1, len: 9 },
-            );
+            batch.put::<ChunkContents>(&(*chunk, ContentId(i as u64 + 1)), &Posting { count: i as u32 + 1, len: 9 });
         }
         s.write(batch).unwrap();
-        let none = ChunkId([0xff; 16]);
+        let none = ChunkKey(u64::MAX);
         let got = s.postings_of(&[a, b, none], 10).unwrap();
         let counts: Vec<Vec<_>> = got.iter().map(|h| h.iter().map(|(c, p)| (*c, p.count)).collect()).collect();
         assert_eq!(counts, vec![vec![(ContentId(1), 1), (ContentId(2), 2)], vec![(ContentId(3), 3)], vec![]]);

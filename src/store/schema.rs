@@ -13,8 +13,9 @@ use crate::sketch::{GapCoded, Sketch};
 /// in `schema/README.md`) whenever any CF's bytes change meaning, or an
 /// older simd could no longer read the files (5: content ids in postings;
 /// 6: sketches of up to 1,024 samples, Rice-coded; 7: postings keyed by
-/// a chunk's 8-byte [`ChunkKey`], sketches of up to 1,536 samples).
-pub const SCHEMA_VERSION: u32 = 7;
+/// a chunk's 8-byte [`ChunkKey`], sketches of up to 1,536 samples; 8: chunk
+/// lists and template marks name chunks by their [`ChunkKey`] too).
+pub const SCHEMA_VERSION: u32 = 8;
 
 /// Older versions a writer of this simd upgrades in place (readers ask for
 /// that first): versions 3 and 4 name contents by their hash in the
@@ -24,8 +25,10 @@ pub const SCHEMA_VERSION: u32 = 7;
 /// 6 only in its sketches (at most 512 samples, gaps as varints), which this
 /// simd still reads, and 6 from 7 in its postings' keys (the whole chunk
 /// id) and its sketches' size (at most 1,024 samples, read as they are):
-/// the upgrade of 5 and 6 re-keys the postings.
-pub const UPGRADABLE_VERSIONS: [u32; 4] = [3, 4, 5, 6];
+/// the upgrade of 5 and 6 re-keys the postings. Version 7 differs from 8
+/// in its chunk lists (whole ids, read as they are) and its template marks
+/// (keyed by the whole id): every upgrade re-keys the template marks.
+pub const UPGRADABLE_VERSIONS: [u32; 5] = [3, 4, 5, 6, 7];
 
 /// Whether this simd opens an index of schema `version`: the current one
 /// as it is, an upgradable one to upgrade it.
@@ -320,24 +323,28 @@ pub struct ContentRecord {
     pub sketch: Sketch,
 }
 
-/// A content's runs as (chunk id, length × 2 + 1 if the run repeats, then
+/// A content's runs as (chunk key, length × 2 + 1 if the run repeats, then
 /// its count if it does): almost every run is one chunk, and its count
-/// byte was ~5 % of a record (value version 5).
+/// byte was ~5 % of a record (value version 5). Value version 6 writes the
+/// chunk's 8-byte [`ChunkKey`](crate::fingerprint::ChunkKey) where version
+/// 5 wrote its whole 16-byte id (read by [`packed_runs::whole_ids`]).
 mod packed_runs {
     use serde::de::{Error, SeqAccess, Visitor};
     use serde::ser::SerializeTuple;
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-    use crate::fingerprint::{ChunkId, ChunkRun};
+    use crate::fingerprint::{ChunkId, ChunkKey, ChunkRun};
 
-    struct Packed(ChunkRun);
+    /// A run, its chunk named by the whole id when `WHOLE_ID` (value
+    /// version 5), by its key otherwise.
+    struct Packed<const WHOLE_ID: bool>(ChunkRun);
 
-    impl Serialize for Packed {
+    impl Serialize for Packed<false> {
         fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
             let r = &self.0;
             let repeats = r.count != 1;
             let mut t = s.serialize_tuple(if repeats { 3 } else { 2 })?;
-            t.serialize_element(&r.id)?;
+            t.serialize_element(&r.id.0.to_be_bytes())?;
             t.serialize_element(&(u64::from(r.len) << 1 | u64::from(repeats)))?;
             if repeats {
                 t.serialize_element(&r.count)?;
@@ -346,16 +353,21 @@ mod packed_runs {
         }
     }
 
-    impl<'de> Deserialize<'de> for Packed {
+    impl<'de, const WHOLE_ID: bool> Deserialize<'de> for Packed<WHOLE_ID> {
         fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-            struct V;
-            impl<'de> Visitor<'de> for V {
-                type Value = Packed;
+            struct V<const WHOLE_ID: bool>;
+            impl<'de, const WHOLE_ID: bool> Visitor<'de> for V<WHOLE_ID> {
+                type Value = Packed<WHOLE_ID>;
                 fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
                     f.write_str("a chunk run")
                 }
-                fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Packed, A::Error> {
-                    let id: ChunkId = seq.next_element()?.ok_or_else(|| A::Error::custom("run without its chunk"))?;
+                fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Packed<WHOLE_ID>, A::Error> {
+                    let no_chunk = || A::Error::custom("run without its chunk");
+                    let id = if WHOLE_ID {
+                        seq.next_element::<ChunkId>()?.ok_or_else(no_chunk)?.key()
+                    } else {
+                        ChunkKey(u64::from_be_bytes(seq.next_element()?.ok_or_else(no_chunk)?))
+                    };
                     let packed: u64 = seq.next_element()?.ok_or_else(|| A::Error::custom("run without its length"))?;
                     let len = u32::try_from(packed >> 1).map_err(|_| A::Error::custom("run length over u32"))?;
                     let count = if packed & 1 == 1 {
@@ -372,17 +384,21 @@ mod packed_runs {
             }
             // Postcard reads a tuple's fields one by one; the third is read
             // only when the second says it is there.
-            d.deserialize_tuple(3, V)
+            d.deserialize_tuple(3, V::<WHOLE_ID>)
         }
     }
 
     pub fn serialize<S: Serializer>(runs: &[ChunkRun], s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq(runs.iter().map(|&r| Packed(r)))
+        s.collect_seq(runs.iter().map(|&r| Packed::<false>(r)))
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<ChunkRun>, D::Error> {
-        struct Runs;
-        impl<'de> Visitor<'de> for Runs {
+        runs::<D, false>(d)
+    }
+
+    fn runs<'de, D: Deserializer<'de>, const WHOLE_ID: bool>(d: D) -> Result<Vec<ChunkRun>, D::Error> {
+        struct Runs<const WHOLE_ID: bool>;
+        impl<'de, const WHOLE_ID: bool> Visitor<'de> for Runs<WHOLE_ID> {
             type Value = Vec<ChunkRun>;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
                 f.write_str("chunk runs")
@@ -391,20 +407,46 @@ mod packed_runs {
                 // A length read from the bytes is only a hint: capped, so a
                 // corrupt one cannot allocate much.
                 let mut runs = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1 << 16));
-                while let Some(Packed(r)) = seq.next_element()? {
+                while let Some(Packed::<WHOLE_ID>(r)) = seq.next_element()? {
                     runs.push(r);
                 }
                 Ok(runs)
             }
         }
-        d.deserialize_seq(Runs)
+        d.deserialize_seq(Runs::<WHOLE_ID>)
+    }
+
+    /// Runs of value version 5, each chunk named by its whole id.
+    pub mod whole_ids {
+        use serde::Deserializer;
+
+        use crate::fingerprint::ChunkRun;
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<ChunkRun>, D::Error> {
+            super::runs::<D, true>(d)
+        }
+    }
+}
+
+/// A chunk run as value versions 3 and 4 wrote it (postcard of the whole
+/// id, the length and the count): still read, never written.
+#[derive(Deserialize)]
+pub(crate) struct OldRun {
+    id: ChunkId,
+    len: u32,
+    count: u32,
+}
+
+impl From<OldRun> for ChunkRun {
+    fn from(r: OldRun) -> ChunkRun {
+        ChunkRun { id: r.id.key(), len: r.len, count: r.count }
     }
 }
 
 impl ContentRecord {
-    /// Each distinct chunk with its number of occurrences, sorted by chunk id.
-    pub fn chunk_counts(&self) -> Vec<(ChunkId, u32, u32)> {
-        let mut v: Vec<(ChunkId, u32, u32)> = self.runs.iter().map(|r| (r.id, r.len, r.count)).collect();
+    /// Each distinct chunk with its number of occurrences, sorted by chunk key.
+    pub fn chunk_counts(&self) -> Vec<(ChunkKey, u32, u32)> {
+        let mut v: Vec<(ChunkKey, u32, u32)> = self.runs.iter().map(|r| (r.id, r.len, r.count)).collect();
         v.sort_unstable_by_key(|&(id, _, _)| id);
         v.dedup_by(|b, a| {
             if a.0 == b.0 {
@@ -426,7 +468,7 @@ impl ContentRecord {
 ///
 /// ```text
 /// key:   content hash (16 bytes)
-/// value: 0x04 ‖ postcard(ContentRecord)
+/// value: 0x06 ‖ postcard(ContentRecord)
 /// ```
 pub struct ContentChunks;
 
@@ -438,13 +480,27 @@ const RECORD_V4: u8 = 4;
 struct RecordV4 {
     id: ContentId,
     size: u64,
-    runs: Vec<ChunkRun>,
+    runs: Vec<OldRun>,
     sketch: GapCoded,
+}
+
+/// A `content_chunks` value of schema versions 6 and 7 (value version 5):
+/// the chunk list names each chunk by its whole id. Still read, never
+/// written.
+const RECORD_V5: u8 = 5;
+
+#[derive(Deserialize)]
+struct RecordV5 {
+    id: ContentId,
+    size: u64,
+    #[serde(with = "packed_runs::whole_ids")]
+    runs: Vec<ChunkRun>,
+    sketch: Sketch,
 }
 
 impl Table for ContentChunks {
     const NAME: &'static str = "content_chunks";
-    const VALUE_VERSION: u8 = 5;
+    const VALUE_VERSION: u8 = 6;
     type Key = ContentHash;
     type Value = ContentRecord;
 
@@ -452,9 +508,14 @@ impl Table for ContentChunks {
         let (&version, rest) = bytes.split_first().ok_or(DecodeError::Empty)?;
         match version {
             Self::VALUE_VERSION => Ok(postcard::from_bytes(rest)?),
+            RECORD_V5 => {
+                let old: RecordV5 = postcard::from_bytes(rest)?;
+                Ok(ContentRecord { id: old.id, size: old.size, runs: old.runs, sketch: old.sketch })
+            }
             RECORD_V4 => {
                 let old: RecordV4 = postcard::from_bytes(rest)?;
-                Ok(ContentRecord { id: old.id, size: old.size, runs: old.runs, sketch: old.sketch.0 })
+                let runs = old.runs.into_iter().map(ChunkRun::from).collect();
+                Ok(ContentRecord { id: old.id, size: old.size, runs, sketch: old.sketch.0 })
             }
             found => Err(DecodeError::Version { found, expected: Self::VALUE_VERSION }),
         }
@@ -622,7 +683,7 @@ pub struct TemplateMark {
 /// `templates`: template chunks, ignored by analysis.
 ///
 /// ```text
-/// key:   chunk id (16 bytes)
+/// key:   chunk key (u64 BE, 8 bytes; the whole 16-byte id before schema version 8)
 /// value: 0x01 ‖ postcard(TemplateMark)
 /// ```
 pub struct Templates;
@@ -630,15 +691,15 @@ pub struct Templates;
 impl Table for Templates {
     const NAME: &'static str = "templates";
     const VALUE_VERSION: u8 = 1;
-    type Key = ChunkId;
+    type Key = ChunkKey;
     type Value = TemplateMark;
 
-    fn encode_key(key: &ChunkId) -> Vec<u8> {
-        key.0.to_vec()
+    fn encode_key(key: &ChunkKey) -> Vec<u8> {
+        key.0.to_be_bytes().to_vec()
     }
 
-    fn decode_key(bytes: &[u8]) -> Result<ChunkId, DecodeError> {
-        Ok(ChunkId(fixed(bytes, "16")?))
+    fn decode_key(bytes: &[u8]) -> Result<ChunkKey, DecodeError> {
+        Ok(ChunkKey(u64::from_be_bytes(fixed(bytes, "8")?)))
     }
 }
 
@@ -839,8 +900,8 @@ mod tests {
 
     proptest! {
         #[test]
-        fn content_records_round_trip(runs in proptest::collection::vec((id16(), 0u32..1_000_000, prop_oneof![Just(1u32), 2u32..5, any::<u32>()]), 0..40), words in 0usize..400) {
-            let runs: Vec<ChunkRun> = runs.into_iter().map(|(id, len, count)| ChunkRun { id: ChunkId(id), len, count }).collect();
+        fn content_records_round_trip(runs in proptest::collection::vec((any::<u64>(), 0u32..1_000_000, prop_oneof![Just(1u32), 2u32..5, any::<u32>()]), 0..40), words in 0usize..400) {
+            let runs: Vec<ChunkRun> = runs.into_iter().map(|(id, len, count)| ChunkRun { id: ChunkKey(id), len, count }).collect();
             let text: String = (0..words).map(|i| format!("w{} ", i % 97)).collect();
             let rec = ContentRecord { id: ContentId(7), size: 12345, runs, sketch: crate::sketch::sketch_bytes(text.as_bytes()) };
             prop_assert_eq!(ContentChunks::decode_value(&ContentChunks::encode_value(&rec)).unwrap(), rec);
@@ -853,21 +914,44 @@ mod tests {
         struct V4<'a> {
             id: ContentId,
             size: u64,
-            runs: &'a [ChunkRun],
+            /// (whole chunk id, length, count)
+            runs: &'a [(ChunkId, u32, u32)],
             sketch: GapCoded,
         }
-        let runs = vec![
-            ChunkRun { id: ChunkId([1; 16]), len: 1000, count: 1 },
-            ChunkRun { id: ChunkId([2; 16]), len: 9, count: 4 },
-        ];
+        let old_runs = [(ChunkId([1; 16]), 1000, 1), (ChunkId([2; 16]), 9, 4)];
         let sketch = crate::sketch::sketch_bytes(b"one two three four five six seven");
         let mut bytes = vec![RECORD_V4];
         bytes.extend(
-            postcard::to_allocvec(&V4 { id: ContentId(3), size: 1036, runs: &runs, sketch: GapCoded(sketch.clone()) })
-                .unwrap(),
+            postcard::to_allocvec(&V4 {
+                id: ContentId(3),
+                size: 1036,
+                runs: &old_runs,
+                sketch: GapCoded(sketch.clone()),
+            })
+            .unwrap(),
         );
         let rec = ContentChunks::decode_value(&bytes).unwrap();
+        let runs = old_runs.map(|(id, len, count)| ChunkRun { id: id.key(), len, count }).to_vec();
         assert_eq!(rec, ContentRecord { id: ContentId(3), size: 1036, runs, sketch });
+    }
+
+    /// The example of value version 5 that `schema/content_chunks.md` gave
+    /// until schema version 8: its chunks are read by their keys.
+    #[test]
+    fn a_content_record_of_value_version_5_is_still_read() {
+        let hex = "05ac02d2090211111111111111111111111111111111d00f22222222222222222222222222222222d4030b000d0320009beffff6ff0f";
+        let bytes: Vec<u8> =
+            (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap()).collect();
+        let rec = ContentChunks::decode_value(&bytes).unwrap();
+        assert_eq!((rec.id, rec.size), (ContentId(300), 1234));
+        assert_eq!(
+            rec.runs,
+            [
+                ChunkRun { id: ChunkKey(0x1111_1111_1111_1111), len: 1000, count: 1 },
+                ChunkRun { id: ChunkKey(0x2222_2222_2222_2222), len: 234, count: 1 },
+            ]
+        );
+        assert_eq!(rec.sketch.samples, [0x0400_8000, 0x1000_0000, 0x8000_0000]);
     }
 
     #[test]
@@ -875,21 +959,20 @@ mod tests {
         let rec = ContentRecord {
             id: ContentId(1),
             size: 5,
-            runs: vec![ChunkRun { id: ChunkId([1; 16]), len: 5, count: 2 }],
+            runs: vec![ChunkRun { id: ChunkKey(0x0101_0101_0101_0101), len: 5, count: 2 }],
             ..Default::default()
         };
         let mut v = ContentChunks::encode_value(&rec);
-        // version, id, size, one run: 16 id bytes, then len × 2 + 1 = 11, then the count.
-        assert_eq!(&v[..4], &[5, 1, 5, 1]);
-        assert_eq!((v[20], v[21]), (11, 2));
-        v[21] = 1;
+        // version, id, size, one run: 8 key bytes, then len × 2 + 1 = 11, then the count.
+        assert_eq!(&v[..4], &[6, 1, 5, 1]);
+        assert_eq!((v[12], v[13]), (11, 2));
+        v[13] = 1;
         assert!(ContentChunks::decode_value(&v).is_err());
     }
 
     #[test]
     fn chunk_counts_merge_repeats() {
-        let a = ChunkId([1; 16]);
-        let b = ChunkId([2; 16]);
+        let (a, b) = (ChunkKey(1), ChunkKey(2));
         let rec = ContentRecord {
             id: ContentId(1),
             size: 0,

@@ -1,7 +1,9 @@
 //! In-place upgrades of older indexes: versions 3 and 4 to content ids,
 //! where the postings name contents by [`ContentId`] instead of by content
-//! hash (version 5), and versions 5 and 6 to chunk keys, where the postings
-//! name a chunk by the first 8 bytes of its id (version 7).
+//! hash (version 5), versions 5 and 6 to chunk keys, where the postings
+//! name a chunk by the first 8 bytes of its id (version 7), and every older
+//! version to template marks keyed the same way (version 8; its chunk lists
+//! of whole ids are read as they are).
 //!
 //! The upgrade numbers every stored content (its record gains the id, and
 //! `content_by_id` maps the id back), then rewrites each posting under its
@@ -16,9 +18,10 @@ use std::collections::HashMap;
 use rocksdb::WriteBatch;
 use serde::Deserialize;
 
+use super::schema::OldRun;
 use super::{
     ChunkContents, ContentById, ContentChunks, ContentId, ContentRecord, Meta, MetaKey, MetaValue, Result,
-    SketchContents, Store, StoreError, Table,
+    SketchContents, Store, StoreError, Table, Templates,
 };
 use crate::fingerprint::{ChunkRun, ContentHash};
 use crate::sketch::GapCoded;
@@ -28,7 +31,7 @@ use crate::sketch::GapCoded;
 #[derive(Deserialize)]
 struct RecordV3 {
     size: u64,
-    runs: Vec<ChunkRun>,
+    runs: Vec<OldRun>,
     sketch: GapCoded,
 }
 
@@ -40,6 +43,8 @@ const OLD_CHUNK_KEY: usize = 32;
 /// id, then the content id.
 const V6_CHUNK_KEY: usize = 16 + ContentId::BYTES;
 const OLD_SAMPLE_KEY: usize = 20;
+/// Key length of a template mark before version 8: the whole chunk id.
+const V7_TEMPLATE_KEY: usize = 16;
 /// Writes per committed batch.
 const BATCH_OPS: usize = 50_000;
 /// At most this many content ids are remembered while postings are
@@ -83,7 +88,8 @@ impl Store {
                 if next > ContentId::MAX {
                     return Err(StoreError::ContentIdsExhausted { dir: self.dir.clone() });
                 }
-                let rec = ContentRecord { id: ContentId(next), size: old.size, runs: old.runs, sketch: old.sketch.0 };
+                let runs = old.runs.into_iter().map(ChunkRun::from).collect();
+                let rec = ContentRecord { id: ContentId(next), size: old.size, runs, sketch: old.sketch.0 };
                 next += 1;
                 batch.put_cf(records, k, ContentChunks::encode_value(&rec));
                 batch.put_cf(by_id, ContentById::encode_key(&rec.id), ContentById::encode_value(&hash));
@@ -165,6 +171,13 @@ impl Store {
         })
     }
 
+    /// Rewrites every template mark of an index older than version 8 (keyed
+    /// by the whole chunk id) under the chunk's 8-byte key; resumable as
+    /// the other upgrades are. Returns how many it rewrote.
+    pub(crate) fn upgrade_template_keys(&self) -> Result<u64> {
+        self.rewrite_keys(Templates::NAME, V7_TEMPLATE_KEY, |k| Ok(Some(k[..8].to_vec())))
+    }
+
     /// Moves the value of every key of CF `name` that is `old_len` bytes
     /// long to the key `new_key` makes of it (or drops it, for None), in
     /// batches of [`BATCH_OPS`]; returns how many keys it rewrote. Keys of
@@ -206,7 +219,15 @@ mod tests {
 
     use super::*;
     use crate::fingerprint::{ChunkId, ChunkKey};
-    use crate::store::{Access, Format, SCHEMA_VERSION};
+    use crate::store::{Access, Format, TemplateMark, SCHEMA_VERSION};
+
+    /// A whole chunk id for a key, as older versions keyed postings and
+    /// template marks (the upgrades keep only its first 8 bytes).
+    fn whole_id(key: ChunkKey) -> ChunkId {
+        let mut id = [0xa5; 16];
+        id[..8].copy_from_slice(&key.0.to_be_bytes());
+        ChunkId(id)
+    }
 
     /// A writable copy of the golden version-4 index.
     fn golden_v4() -> tempfile::TempDir {
@@ -235,15 +256,13 @@ mod tests {
     fn as_if_interrupted(s: &Store, records: bool, keep: usize) {
         let mut b = WriteBatch::default();
         let mut hashes: HashMap<ContentId, ContentHash> = HashMap::new();
-        // A posting's whole chunk id, which version 4 keyed it by.
-        let mut ids: HashMap<(ChunkKey, ContentId), ChunkId> = HashMap::new();
         for (n, item) in s.scan::<ContentChunks>().enumerate() {
             let (hash, rec) = item.unwrap();
             hashes.insert(rec.id, hash);
-            ids.extend(rec.chunk_counts().into_iter().map(|(chunk, _, _)| ((chunk.key(), rec.id), chunk)));
             if records && n % keep == 0 {
                 let mut v = vec![RECORD_V3];
-                v.extend(postcard::to_allocvec(&(rec.size, &rec.runs, &GapCoded(rec.sketch.clone()))).unwrap());
+                let runs: Vec<_> = rec.runs.iter().map(|r| (whole_id(r.id), r.len, r.count)).collect();
+                v.extend(postcard::to_allocvec(&(rec.size, &runs, &GapCoded(rec.sketch.clone()))).unwrap());
                 b.put_cf(s.cf(ContentChunks::NAME), hash.0, v);
                 b.delete_cf(s.cf(ContentById::NAME), ContentById::encode_key(&rec.id));
             }
@@ -254,7 +273,7 @@ mod tests {
                 b.delete_cf(s.cf(ChunkContents::NAME), ChunkContents::encode_key(&(chunk, id)));
                 b.put_cf(
                     s.cf(ChunkContents::NAME),
-                    [ids[&(chunk, id)].0, hashes[&id].0].concat(),
+                    [whole_id(chunk).0, hashes[&id].0].concat(),
                     ChunkContents::encode_value(&posting),
                 );
             }
@@ -301,6 +320,34 @@ mod tests {
     }
 
     #[test]
+    fn template_marks_keyed_by_the_whole_chunk_id_are_re_keyed() {
+        let tmp = golden(7);
+        let s = Store::open(tmp.path(), Access::Write, None).unwrap();
+        assert_eq!(s.format().schema_version, SCHEMA_VERSION);
+        // Two marks as version 7 wrote them, and one already re-keyed (as a
+        // crash part way through the upgrade leaves them); the format
+        // record says 7 again.
+        let mark = |cluster| Templates::encode_value(&TemplateMark { marked: 1, cluster, len: 1000 });
+        let mut b = WriteBatch::default();
+        let cf = s.cf(Templates::NAME);
+        b.put_cf(cf, whole_id(ChunkKey(1)).0, mark(1));
+        b.put_cf(cf, whole_id(ChunkKey(u64::MAX)).0, mark(2));
+        b.put_cf(cf, Templates::encode_key(&ChunkKey(7)), mark(3));
+        let format = Format { schema_version: 7, ..*s.format() };
+        b.put_cf(s.cf(Meta::NAME), Meta::encode_key(&MetaKey::Format), Meta::encode_value(&MetaValue::Format(format)));
+        s.db.write(b).unwrap();
+        drop(s);
+
+        let s = Store::open(tmp.path(), Access::Write, None).unwrap();
+        assert_eq!(s.format().schema_version, SCHEMA_VERSION);
+        let marks: Vec<(ChunkKey, u64)> =
+            s.scan::<Templates>().map(|r| r.map(|(k, m)| (k, m.cluster))).collect::<Result<_>>().unwrap();
+        assert_eq!(marks, [(ChunkKey(1), 1), (ChunkKey(7), 3), (ChunkKey(u64::MAX), 2)]);
+        assert_eq!(s.upgrade_template_keys().unwrap(), 0, "nothing is left to re-key");
+        assert!(crate::check::check(&s).unwrap().is_consistent());
+    }
+
+    #[test]
     fn a_chunk_key_upgrade_interrupted_part_way_carries_on_at_the_next_open() {
         let tmp = golden(6);
         let s = Store::open(tmp.path(), Access::Write, None).unwrap();
@@ -311,18 +358,13 @@ mod tests {
         // Every other posting back under its version-6 key (the whole
         // chunk id), as a crash between two of the upgrade's batches
         // leaves them; the format record says 6 again.
-        let mut full: HashMap<(ChunkKey, ContentId), ChunkId> = HashMap::new();
-        for item in s.scan::<ContentChunks>() {
-            let (_, rec) = item.unwrap();
-            full.extend(rec.chunk_counts().into_iter().map(|(chunk, _, _)| ((chunk.key(), rec.id), chunk)));
-        }
         let mut b = WriteBatch::default();
         let mut reverted = 0;
         for (n, item) in s.scan::<ChunkContents>().enumerate() {
             let ((key, id), posting) = item.unwrap();
             if n % 2 == 0 {
                 b.delete_cf(s.cf(ChunkContents::NAME), ChunkContents::encode_key(&(key, id)));
-                let mut old = full[&(key, id)].0.to_vec();
+                let mut old = whole_id(key).0.to_vec();
                 old.extend_from_slice(&ContentById::encode_key(&id));
                 b.put_cf(s.cf(ChunkContents::NAME), old, ChunkContents::encode_value(&posting));
                 reverted += 1;

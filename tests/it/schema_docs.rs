@@ -42,7 +42,10 @@ fn examples() -> Vec<(&'static str, u8, String, String)> {
             ContentRecord {
                 id,
                 size: 1234,
-                runs: vec![ChunkRun { id: c1, len: 1000, count: 1 }, ChunkRun { id: c2, len: 234, count: 1 }],
+                runs: vec![
+                    ChunkRun { id: c1.key(), len: 1000, count: 1 },
+                    ChunkRun { id: c2.key(), len: 234, count: 1 },
+                ],
                 sketch: Sketch { level: 0, samples: vec![0x0400_8000, 0x1000_0000, 0x8000_0000] },
             },
         ),
@@ -50,7 +53,7 @@ fn examples() -> Vec<(&'static str, u8, String, String)> {
         example::<SketchContents>((0x0400_8000, id), ()),
         example::<ContentById>(id, content),
         example::<ContentNames>((content, file), ()),
-        example::<Templates>(c1, TemplateMark { marked: T, cluster: 7, len: 1000 }),
+        example::<Templates>(c1.key(), TemplateMark { marked: T, cluster: 7, len: 1000 }),
         example::<TemplateSamples>(0x0400_8000, TemplateMark { marked: T, cluster: 7, len: 0 }),
         example::<History>(
             (b"/docs/old.txt".to_vec(), T),
