@@ -649,6 +649,8 @@ pub struct Shingler {
     level: u8,
     /// Samples of level ≥ `level`, unsorted, possibly repeated.
     kept: Vec<u32>,
+    /// The samples [`Shingler::compact`] sorts.
+    picked: Vec<u32>,
     /// Room for [`radix_sort`].
     scratch: Vec<u32>,
 }
@@ -760,7 +762,15 @@ impl Default for Shingler {
 
 impl Shingler {
     pub fn new() -> Shingler {
-        Shingler { partial: None, window: [0; WORDS], words: 0, level: 0, kept: Vec::new(), scratch: Vec::new() }
+        Shingler {
+            partial: None,
+            window: [0; WORDS],
+            words: 0,
+            level: 0,
+            kept: Vec::new(),
+            picked: Vec::new(),
+            scratch: Vec::new(),
+        }
     }
 
     /// Feeds the next bytes of the content.
@@ -840,8 +850,10 @@ impl Shingler {
 
     /// Sorts and dedups the samples, raising the level until they fit.
     fn compact(&mut self) {
-        radix_sort(&mut self.kept, &mut self.scratch);
-        self.kept.dedup();
+        if !self.sort_deciding_samples() {
+            radix_sort(&mut self.kept, &mut self.scratch);
+            self.kept.dedup();
+        }
         if self.level == 0 && self.kept.len() <= EXACT_UP_TO {
             return;
         }
@@ -852,6 +864,61 @@ impl Shingler {
             let n = self.kept.partition_point(|&s| s < bound);
             self.kept.truncate(n);
         }
+    }
+
+    /// Leaves in `kept`, sorted and distinct, only the samples the level
+    /// is decided on, when those are enough to decide it; else false, with
+    /// `kept` as it was.
+    ///
+    /// With `bound` the most the current level may keep ([`EXACT_UP_TO`]
+    /// at level 0, else [`MAX_SAMPLES`]), they are the samples of the
+    /// highest level `top` holding more than `bound` samples, repeats
+    /// counted. If more than `bound` of them are distinct, no level up to
+    /// `top` fits and the level is found among them; otherwise (a content
+    /// repeating itself) the caller sorts them all. The sketch is the same
+    /// either way, and a content of ~5,000 shingles sorts about half of
+    /// them (`sketch-32k-files/text` −11 %).
+    fn sort_deciding_samples(&mut self) -> bool {
+        let bound = if self.level == 0 { EXACT_UP_TO } else { MAX_SAMPLES };
+        if self.kept.len() <= bound {
+            return false;
+        }
+        // Counted in four tables: most samples fall in the lowest levels,
+        // and one table's increments of one counter would wait on each other.
+        let mut counts = [[0u32; 33]; 4];
+        let mut quads = self.kept.chunks_exact(4);
+        for q in quads.by_ref() {
+            for (c, &s) in counts.iter_mut().zip(q) {
+                c[level_of(s) as usize] += 1;
+            }
+        }
+        for &s in quads.remainder() {
+            counts[0][level_of(s) as usize] += 1;
+        }
+        let mut at_least = 0;
+        let Some(top) = (usize::from(self.level) + 1..33).rev().find(|&l| {
+            at_least += counts.iter().map(|c| c[l] as usize).sum::<usize>();
+            at_least > bound
+        }) else {
+            return false;
+        };
+        // Branch-free selection: each sample is written, and kept when its
+        // level is high enough.
+        self.picked.clear();
+        self.picked.resize(self.kept.len(), 0);
+        let mut n = 0;
+        for &s in &self.kept {
+            self.picked[n] = s;
+            n += usize::from(level_of(s) as usize >= top);
+        }
+        self.picked.truncate(n);
+        radix_sort(&mut self.picked, &mut self.scratch);
+        self.picked.dedup();
+        if self.picked.len() <= bound {
+            return false;
+        }
+        std::mem::swap(&mut self.kept, &mut self.picked);
+        true
     }
 
     /// The sketch of everything fed.
@@ -1171,6 +1238,19 @@ mod tests {
         #[test]
         fn the_shingler_computes_the_sketch_as_defined(data in prop_oneof![ragged_text(), proptest::collection::vec(prop_oneof![Just(b' '), 97u8..100, any::<u8>()], 0..20_000)]) {
             prop_assert_eq!(sketch_bytes(&data), sketch_by_definition(&data));
+        }
+
+        /// Contents larger than a sketch keeps, some repeating themselves
+        /// (fewer distinct shingles than their count), fed in pieces: the
+        /// level is decided on a part of the samples, or on all of them.
+        #[test]
+        fn large_and_repetitive_contents_are_sketched_as_defined(n in 0usize..12_000, repeats in 1usize..4, seed in any::<u64>(), piece in 1usize..100_000) {
+            let data = words(n, seed).repeat(repeats);
+            let mut s = Shingler::new();
+            for p in data.chunks(piece) {
+                s.feed(p);
+            }
+            prop_assert_eq!(s.finish(), sketch_by_definition(&data));
         }
 
         #[test]
