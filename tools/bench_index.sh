@@ -22,7 +22,8 @@
 #   c  stat-only walk           find T -type f -printf '%s %T@\n'
 #   d  simd re-index, no change
 #   e  simd re-index, one file changed (a line appended before each run)
-#   f  exact-duplicate finders (jdupes, rdfind, fclones when installed)
+#   f  exact-duplicate finders (jdupes, rdfind, fclones when installed; fclones
+#      is not packaged by Debian: `cargo install fclones`)
 #   g  peak RSS of a full index, index size on disk / content bytes
 # Targets: b/a <= 1.5, b2/a <= 2, d/c <= 1.5, peak RSS <= 150 MB, index <= 6 % of content.
 set -euo pipefail
