@@ -229,6 +229,12 @@ mod tests {
         ChunkId(id)
     }
 
+    /// Puts into `b` the format record an index of `version` has.
+    fn says_version(s: &Store, b: &mut WriteBatch, version: u32) {
+        let format = Format { schema_version: version, ..*s.format() };
+        b.put_cf(s.cf(Meta::NAME), Meta::encode_key(&MetaKey::Format), Meta::encode_value(&MetaValue::Format(format)));
+    }
+
     /// A writable copy of the golden version-4 index.
     fn golden_v4() -> tempfile::TempDir {
         golden(4)
@@ -286,8 +292,7 @@ mod tests {
                 b.put_cf(s.cf(SketchContents::NAME), old, SketchContents::encode_value(&()));
             }
         }
-        let format = Format { schema_version: 4, ..*s.format() };
-        b.put_cf(s.cf(Meta::NAME), Meta::encode_key(&MetaKey::Format), Meta::encode_value(&MetaValue::Format(format)));
+        says_version(s, &mut b, 4);
         s.db.write(b).unwrap();
     }
 
@@ -333,8 +338,7 @@ mod tests {
         b.put_cf(cf, whole_id(ChunkKey(1)).0, mark(1));
         b.put_cf(cf, whole_id(ChunkKey(u64::MAX)).0, mark(2));
         b.put_cf(cf, Templates::encode_key(&ChunkKey(7)), mark(3));
-        let format = Format { schema_version: 7, ..*s.format() };
-        b.put_cf(s.cf(Meta::NAME), Meta::encode_key(&MetaKey::Format), Meta::encode_value(&MetaValue::Format(format)));
+        says_version(&s, &mut b, 7);
         s.db.write(b).unwrap();
         drop(s);
 
@@ -371,8 +375,7 @@ mod tests {
             }
         }
         assert!(reverted > 10, "{reverted}");
-        let format = Format { schema_version: 6, ..*s.format() };
-        b.put_cf(s.cf(Meta::NAME), Meta::encode_key(&MetaKey::Format), Meta::encode_value(&MetaValue::Format(format)));
+        says_version(&s, &mut b, 6);
         s.db.write(b).unwrap();
         drop(s);
 
