@@ -81,7 +81,7 @@ hex_debug!(ContentHash);
 /// `count` consecutive occurrences of one chunk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ChunkRun {
-    pub id: ChunkKey,
+    pub key: ChunkKey,
     pub len: u32,
     pub count: u32,
 }
@@ -138,10 +138,10 @@ impl Builder {
         self.content.update(id.0);
         self.content.update(len.to_be_bytes());
         self.size += chunk.len() as u64;
-        let id = id.key();
+        let key = id.key();
         match self.runs.last_mut() {
-            Some(last) if last.id == id && last.len == len && last.count < u32::MAX => last.count += 1,
-            _ => self.runs.push(ChunkRun { id, len, count: 1 }),
+            Some(last) if last.key == key && last.len == len && last.count < u32::MAX => last.count += 1,
+            _ => self.runs.push(ChunkRun { key, len, count: 1 }),
         }
     }
 
@@ -471,7 +471,7 @@ mod golden {
                 // A run keeps the chunk's key; the whole MD5 went into the
                 // content hash, checked below.
                 let id = ChunkId(Md5::digest(&data[off..off + r.len as usize]).into());
-                assert_eq!(r.id, id.key(), "the chunk at {off}");
+                assert_eq!(r.key, id.key(), "the chunk at {off}");
                 got.push(format!("{off} {} {id}", r.len));
                 off += r.len as usize;
             }

@@ -77,7 +77,7 @@ impl Ignored<'_> {
 
     /// A content's bytes in chunks that are not ignored.
     fn payload(&self, rec: &ContentRecord) -> u64 {
-        rec.runs.iter().filter(|r| !self.is_ignored(&r.id)).map(|r| u64::from(r.len) * u64::from(r.count)).sum()
+        rec.runs.iter().filter(|r| !self.is_ignored(&r.key)).map(|r| u64::from(r.len) * u64::from(r.count)).sum()
     }
 }
 
@@ -201,7 +201,7 @@ pub fn similar_to(
         scored.truncate(limit);
         candidates = scored.into_iter().map(|(_, c)| c).collect();
     }
-    ignored.learn(candidates.iter().flat_map(|(_, _, rec, _)| rec.runs.iter().map(|r| r.id)))?;
+    ignored.learn(candidates.iter().flat_map(|(_, _, rec, _)| rec.runs.iter().map(|r| r.key)))?;
 
     let mut hits = Vec::new();
     for (holder, shared, rec, their_sketch) in candidates {

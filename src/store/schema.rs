@@ -344,7 +344,7 @@ mod packed_runs {
             let r = &self.0;
             let repeats = r.count != 1;
             let mut t = s.serialize_tuple(if repeats { 3 } else { 2 })?;
-            t.serialize_element(&r.id.0.to_be_bytes())?;
+            t.serialize_element(&r.key.0.to_be_bytes())?;
             t.serialize_element(&(u64::from(r.len) << 1 | u64::from(repeats)))?;
             if repeats {
                 t.serialize_element(&r.count)?;
@@ -363,7 +363,7 @@ mod packed_runs {
                 }
                 fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Packed<WHOLE_ID>, A::Error> {
                     let no_chunk = || A::Error::custom("run without its chunk");
-                    let id = if WHOLE_ID {
+                    let key = if WHOLE_ID {
                         seq.next_element::<ChunkId>()?.ok_or_else(no_chunk)?.key()
                     } else {
                         ChunkKey(u64::from_be_bytes(seq.next_element()?.ok_or_else(no_chunk)?))
@@ -379,7 +379,7 @@ mod packed_runs {
                     } else {
                         1
                     };
-                    Ok(Packed(ChunkRun { id, len, count }))
+                    Ok(Packed(ChunkRun { key, len, count }))
                 }
             }
             // Postcard reads a tuple's fields one by one; the third is read
@@ -439,15 +439,15 @@ pub(crate) struct OldRun {
 
 impl From<OldRun> for ChunkRun {
     fn from(r: OldRun) -> ChunkRun {
-        ChunkRun { id: r.id.key(), len: r.len, count: r.count }
+        ChunkRun { key: r.id.key(), len: r.len, count: r.count }
     }
 }
 
 impl ContentRecord {
     /// Each distinct chunk with its number of occurrences, sorted by chunk key.
     pub fn chunk_counts(&self) -> Vec<(ChunkKey, u32, u32)> {
-        let mut v: Vec<(ChunkKey, u32, u32)> = self.runs.iter().map(|r| (r.id, r.len, r.count)).collect();
-        v.sort_unstable_by_key(|&(id, _, _)| id);
+        let mut v: Vec<(ChunkKey, u32, u32)> = self.runs.iter().map(|r| (r.key, r.len, r.count)).collect();
+        v.sort_unstable_by_key(|&(key, _, _)| key);
         v.dedup_by(|b, a| {
             if a.0 == b.0 {
                 a.2 = a.2.saturating_add(b.2);
@@ -901,7 +901,7 @@ mod tests {
     proptest! {
         #[test]
         fn content_records_round_trip(runs in proptest::collection::vec((any::<u64>(), 0u32..1_000_000, prop_oneof![Just(1u32), 2u32..5, any::<u32>()]), 0..40), words in 0usize..400) {
-            let runs: Vec<ChunkRun> = runs.into_iter().map(|(id, len, count)| ChunkRun { id: ChunkKey(id), len, count }).collect();
+            let runs: Vec<ChunkRun> = runs.into_iter().map(|(id, len, count)| ChunkRun { key: ChunkKey(id), len, count }).collect();
             let text: String = (0..words).map(|i| format!("w{} ", i % 97)).collect();
             let rec = ContentRecord { id: ContentId(7), size: 12345, runs, sketch: crate::sketch::sketch_bytes(text.as_bytes()) };
             prop_assert_eq!(ContentChunks::decode_value(&ContentChunks::encode_value(&rec)).unwrap(), rec);
@@ -931,7 +931,7 @@ mod tests {
             .unwrap(),
         );
         let rec = ContentChunks::decode_value(&bytes).unwrap();
-        let runs = old_runs.map(|(id, len, count)| ChunkRun { id: id.key(), len, count }).to_vec();
+        let runs = old_runs.map(|(id, len, count)| ChunkRun { key: id.key(), len, count }).to_vec();
         assert_eq!(rec, ContentRecord { id: ContentId(3), size: 1036, runs, sketch });
     }
 
@@ -947,8 +947,8 @@ mod tests {
         assert_eq!(
             rec.runs,
             [
-                ChunkRun { id: ChunkKey(0x1111_1111_1111_1111), len: 1000, count: 1 },
-                ChunkRun { id: ChunkKey(0x2222_2222_2222_2222), len: 234, count: 1 },
+                ChunkRun { key: ChunkKey(0x1111_1111_1111_1111), len: 1000, count: 1 },
+                ChunkRun { key: ChunkKey(0x2222_2222_2222_2222), len: 234, count: 1 },
             ]
         );
         assert_eq!(rec.sketch.samples, [0x0400_8000, 0x1000_0000, 0x8000_0000]);
@@ -959,7 +959,7 @@ mod tests {
         let rec = ContentRecord {
             id: ContentId(1),
             size: 5,
-            runs: vec![ChunkRun { id: ChunkKey(0x0101_0101_0101_0101), len: 5, count: 2 }],
+            runs: vec![ChunkRun { key: ChunkKey(0x0101_0101_0101_0101), len: 5, count: 2 }],
             ..Default::default()
         };
         let mut v = ContentChunks::encode_value(&rec);
@@ -977,9 +977,9 @@ mod tests {
             id: ContentId(1),
             size: 0,
             runs: vec![
-                ChunkRun { id: b, len: 5, count: 1 },
-                ChunkRun { id: a, len: 4, count: 2 },
-                ChunkRun { id: b, len: 5, count: 3 },
+                ChunkRun { key: b, len: 5, count: 1 },
+                ChunkRun { key: a, len: 4, count: 2 },
+                ChunkRun { key: b, len: 5, count: 3 },
             ],
             sketch: Default::default(),
         };

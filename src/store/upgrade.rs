@@ -267,7 +267,7 @@ mod tests {
             hashes.insert(rec.id, hash);
             if records && n % keep == 0 {
                 let mut v = vec![RECORD_V3];
-                let runs: Vec<_> = rec.runs.iter().map(|r| (whole_id(r.id), r.len, r.count)).collect();
+                let runs: Vec<_> = rec.runs.iter().map(|r| (whole_id(r.key), r.len, r.count)).collect();
                 v.extend(postcard::to_allocvec(&(rec.size, &runs, &GapCoded(rec.sketch.clone()))).unwrap());
                 b.put_cf(s.cf(ContentChunks::NAME), hash.0, v);
                 b.delete_cf(s.cf(ContentById::NAME), ContentById::encode_key(&rec.id));

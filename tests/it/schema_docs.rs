@@ -43,8 +43,8 @@ fn examples() -> Vec<(&'static str, u8, String, String)> {
                 id,
                 size: 1234,
                 runs: vec![
-                    ChunkRun { id: c1.key(), len: 1000, count: 1 },
-                    ChunkRun { id: c2.key(), len: 234, count: 1 },
+                    ChunkRun { key: c1.key(), len: 1000, count: 1 },
+                    ChunkRun { key: c2.key(), len: 234, count: 1 },
                 ],
                 sketch: Sketch { level: 0, samples: vec![0x0400_8000, 0x1000_0000, 0x8000_0000] },
             },
