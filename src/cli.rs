@@ -143,6 +143,9 @@ pub enum Command {
         /// At most this many identical sets and this many clusters
         #[arg(long, value_name = "N")]
         limit: Option<usize>,
+        /// In text, at most this many links per cluster, strongest first (0: all; json and csv list every link)
+        #[arg(long, value_name = "N", default_value_t = crate::report::TEXT_LINKS)]
+        links: usize,
         /// Write the report to FILE instead of standard output
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
@@ -272,7 +275,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
                 }
             }
         }
-        Command::Report { thresholds, under, limit, out: out_file, fresh } => {
+        Command::Report { thresholds, under, limit, links, out: out_file, fresh } => {
             let store = Store::open(&db, Access::Read, None)?;
             let params = thresholds.params()?;
             let under = match under {
@@ -281,7 +284,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
                 }
                 None => None,
             };
-            let view = View { under, limit };
+            let view = View { under, limit, links: (links > 0).then_some(links) };
             let mut file;
             let sink: &mut dyn Write = match &out_file {
                 Some(p) => {

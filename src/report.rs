@@ -22,7 +22,15 @@ pub struct View {
     pub under: Option<Vec<u8>>,
     /// At most this many identical sets and this many clusters.
     pub limit: Option<usize>,
+    /// Text only: at most this many links per cluster, strongest first
+    /// (None: all of them). JSON and CSV always hold every link.
+    pub links: Option<usize>,
 }
+
+/// Links a text report shows per cluster unless told otherwise: a cluster
+/// of a few hundred files held together by a shared licence has a
+/// thousand links, which would bury the rest of the report on a terminal.
+pub const TEXT_LINKS: usize = 10;
 
 impl View {
     fn keeps_names<'a>(&self, mut names: impl Iterator<Item = &'a Name>) -> bool {
@@ -348,7 +356,19 @@ pub fn write_text(out: &mut dyn Write, a: &Analysis, view: &View) -> io::Result<
                 writeln!(out, "        = {}", p(&n.path))?;
             }
         }
-        for l in &c.links {
+        // The strongest first: the largest of its six measures.
+        let strength = |l: &&crate::analysis::Link| {
+            let (m, w) = (&l.measures, &l.measures.words);
+            [m.resemblance, m.a_in_b, m.b_in_a, w.resemblance, w.a_in_b, w.b_in_a].into_iter().fold(0.0, f64::max)
+        };
+        let mut links: Vec<_> = c.links.iter().collect();
+        let shown = view.links.unwrap_or(usize::MAX).min(links.len());
+        if shown < links.len() {
+            links.sort_by(|x, y| strength(y).total_cmp(&strength(x)));
+            links.truncate(shown);
+            writeln!(out, "    the {shown} strongest of its {} links:", c.links.len())?;
+        }
+        for l in links {
             writeln!(
                 out,
                 "      [{}]–[{}] {:<8} {} in common, resemblance {}, [{}] in [{}] {}, [{}] in [{}] {}; \
@@ -367,6 +387,13 @@ pub fn write_text(out: &mut dyn Write, a: &Analysis, view: &View) -> io::Result<
                 pct(l.measures.words.resemblance),
                 pct(l.measures.words.a_in_b),
                 pct(l.measures.words.b_in_a)
+            )?;
+        }
+        if shown < c.links.len() {
+            writeln!(
+                out,
+                "      … {} more (`--links 0` shows them all here; json and csv list every link)",
+                c.links.len() - shown
             )?;
         }
     }

@@ -139,6 +139,50 @@ fn text_report_reads_at_a_glance() {
 }
 
 #[test]
+fn a_text_report_shows_the_strongest_links_of_a_cluster_and_says_how_many_more() {
+    let env = Env::new();
+    corpus(&env);
+    env.index();
+    let r = json(&env, &["report"]);
+    let text = |links: &str| {
+        let out = env.simd().args(["report", "--links", links]).assert().success();
+        String::from_utf8_lossy(&out.get_output().stdout).into_owned()
+    };
+    // The largest of a JSON link's six measures.
+    let strength = |l: &serde_json::Value| {
+        ["resemblance", "a_in_b", "b_in_a"]
+            .iter()
+            .flat_map(|m| [l[m].as_f64().unwrap(), l["words"][m].as_f64().unwrap()])
+            .fold(0.0, f64::max)
+    };
+    let clusters = r["clusters"].as_array().unwrap();
+    let total: usize = clusters.iter().map(|c| c["links"].as_array().unwrap().len()).sum();
+    let versions = clusters.iter().find(|c| c["links"].as_array().unwrap().len() >= 3).expect("{r:#}");
+    let n = versions["links"].as_array().unwrap().len();
+
+    let one = text("1");
+    let link_lines: Vec<&str> = one.lines().filter(|l| l.trim_start().starts_with('[') && l.contains("]–[")).collect();
+    assert_eq!(link_lines.len(), clusters.len(), "one link a cluster:\n{one}");
+    assert!(one.contains(&format!("the 1 strongest of its {n} links:")), "{one}");
+    assert!(one.contains(&format!("… {} more (`--links 0` shows them all here", n - 1)), "{one}");
+    // The one shown is the strongest.
+    let heading = format!("the 1 strongest of its {n} links:\n");
+    let line = one.split(heading.as_str()).nth(1).and_then(|rest| rest.lines().next()).unwrap();
+    let links = versions["links"].as_array().unwrap();
+    let pair =
+        |l: &serde_json::Value| format!("[{}]–[{}] ", l["a"].as_u64().unwrap() + 1, l["b"].as_u64().unwrap() + 1);
+    let shown = links.iter().find(|l| line.trim_start().starts_with(&pair(l))).expect(line);
+    assert_eq!(strength(shown), links.iter().map(strength).fold(0.0, f64::max), "{one}");
+
+    // `--links 0` lists them all, as the default does when there are few.
+    for all in [text("0"), text("10")] {
+        let lines = all.lines().filter(|l| l.trim_start().starts_with('[') && l.contains("]–[")).count();
+        assert_eq!(lines, total, "{all}");
+        assert!(!all.contains("strongest") && !all.contains(" more ("), "{all}");
+    }
+}
+
+#[test]
 fn a_repeated_report_reuses_the_analysis_until_the_index_changes() {
     let env = Env::new();
     corpus(&env);
