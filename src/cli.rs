@@ -47,6 +47,8 @@ pub enum Format {
     Json,
     /// One row per link (`report` only)
     Csv,
+    /// One standalone page (`report` only)
+    Html,
 }
 
 /// What to scan and how, shared by `index` and `watch`.
@@ -312,6 +314,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
                     Format::Text => report::write_text(sink, analysis, &view)?,
                     Format::Json => report::write_json(sink, analysis, &view, pretty)?,
                     Format::Csv => report::write_csv(sink, analysis, &view)?,
+                    Format::Html => report::write_html(sink, analysis, &view)?,
                 }
                 sink.flush()
             })?;

@@ -1,6 +1,7 @@
 //! Report renderers: the identical-file sets and the clusters of an
 //! [`Analysis`] as text (for a terminal, in the spirit of Forman's Figures 5
-//! and 6), JSON (schema in `docs/report-json.md`) or CSV (one row per link).
+//! and 6), JSON (schema in `docs/report-json.md`), CSV (one row per link) or
+//! one standalone HTML page (to read in a browser or pass on).
 //! Renderers only format; they never touch the index.
 
 use std::io::{self, Write};
@@ -10,7 +11,7 @@ use serde::ser::SerializeMap;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::analysis::{Analysis, Cluster, IdenticalSet, Name};
+use crate::analysis::{Analysis, Cluster, IdenticalSet, Link, Name};
 use crate::cli::human_bytes;
 use crate::fingerprint::{hex16, ContentHash};
 use crate::scan::is_under;
@@ -282,39 +283,60 @@ fn pct(x: f64) -> String {
     format!("{:.0}%", 100.0 * x)
 }
 
+/// The totals a report opens with, a line each (text and HTML).
+fn summary_lines(a: &Analysis, view: &View, shown: (usize, usize)) -> Vec<String> {
+    let identical_files: usize = a.identical.iter().map(|s| s.names.len()).sum();
+    let cluster_files: usize = a.clusters.iter().map(Cluster::files).sum();
+    let mut lines = vec![
+        format!("{} files ({}), {} distinct contents", a.files, human_bytes(a.bytes), a.contents),
+        format!(
+            "identical: {} sets, {} files, {} wasted    similar: {} clusters, {} files",
+            a.identical.len(),
+            identical_files,
+            human_bytes(a.wasted()),
+            a.clusters.len(),
+            cluster_files
+        ),
+        format!(
+            "ignored: {} chunks in more than {} contents ({}), {} template chunks ({})",
+            a.ignored.common_chunks,
+            a.cutoff,
+            human_bytes(a.ignored.common_bytes),
+            a.ignored.template_chunks,
+            human_bytes(a.ignored.template_bytes)
+        ),
+        format!(
+            "links: ≥ {} in common and resemblance ≥ {} or containment ≥ {}",
+            human_bytes(a.params.min_bytes),
+            pct(a.params.min_similarity),
+            pct(a.params.min_containment)
+        ),
+    ];
+    if view.under.is_some() || view.limit.is_some() {
+        lines.push(format!("showing {} of the sets and {} of the clusters", shown.0, shown.1));
+    }
+    lines
+}
+
+/// How strong a link is, to show the strongest first: the largest of its
+/// six measures.
+fn strength(l: &Link) -> f64 {
+    let (m, w) = (&l.measures, &l.measures.words);
+    [m.resemblance, m.a_in_b, m.b_in_a, w.resemblance, w.a_in_b, w.b_in_a].into_iter().fold(0.0, f64::max)
+}
+
+/// A cluster's links, strongest first.
+fn strongest_first(c: &Cluster) -> Vec<&Link> {
+    let mut links: Vec<&Link> = c.links.iter().collect();
+    links.sort_by(|x, y| strength(y).total_cmp(&strength(x)));
+    links
+}
+
 pub fn write_text(out: &mut dyn Write, a: &Analysis, view: &View) -> io::Result<()> {
     let (sets, clusters) = view.select(a);
     let p = crate::report_path;
-    let identical_files: usize = a.identical.iter().map(|s| s.names.len()).sum();
-    let cluster_files: usize = a.clusters.iter().map(Cluster::files).sum();
-    writeln!(out, "{} files ({}), {} distinct contents", a.files, human_bytes(a.bytes), a.contents)?;
-    writeln!(
-        out,
-        "identical: {} sets, {} files, {} wasted    similar: {} clusters, {} files",
-        a.identical.len(),
-        identical_files,
-        human_bytes(a.wasted()),
-        a.clusters.len(),
-        cluster_files
-    )?;
-    writeln!(
-        out,
-        "ignored: {} chunks in more than {} contents ({}), {} template chunks ({})",
-        a.ignored.common_chunks,
-        a.cutoff,
-        human_bytes(a.ignored.common_bytes),
-        a.ignored.template_chunks,
-        human_bytes(a.ignored.template_bytes)
-    )?;
-    writeln!(
-        out,
-        "links: ≥ {} in common and resemblance ≥ {} or containment ≥ {}",
-        human_bytes(a.params.min_bytes),
-        pct(a.params.min_similarity),
-        pct(a.params.min_containment)
-    )?;
-    if view.under.is_some() || view.limit.is_some() {
-        writeln!(out, "showing {} of the sets and {} of the clusters", sets.len(), clusters.len())?;
+    for line in summary_lines(a, view, (sets.len(), clusters.len())) {
+        writeln!(out, "{line}")?;
     }
 
     writeln!(out, "\nA. Identical files")?;
@@ -356,18 +378,13 @@ pub fn write_text(out: &mut dyn Write, a: &Analysis, view: &View) -> io::Result<
                 writeln!(out, "        = {}", p(&n.path))?;
             }
         }
-        // The strongest first: the largest of its six measures.
-        let strength = |l: &&crate::analysis::Link| {
-            let (m, w) = (&l.measures, &l.measures.words);
-            [m.resemblance, m.a_in_b, m.b_in_a, w.resemblance, w.a_in_b, w.b_in_a].into_iter().fold(0.0, f64::max)
-        };
-        let mut links: Vec<_> = c.links.iter().collect();
-        let shown = view.links.unwrap_or(usize::MAX).min(links.len());
-        if shown < links.len() {
-            links.sort_by(|x, y| strength(y).total_cmp(&strength(x)));
-            links.truncate(shown);
+        let shown = view.links.unwrap_or(usize::MAX).min(c.links.len());
+        let links = if shown < c.links.len() {
             writeln!(out, "    the {shown} strongest of its {} links:", c.links.len())?;
-        }
+            strongest_first(c).into_iter().take(shown).collect()
+        } else {
+            c.links.iter().collect::<Vec<_>>()
+        };
         for l in links {
             writeln!(
                 out,
@@ -398,4 +415,118 @@ pub fn write_text(out: &mut dyn Write, a: &Analysis, view: &View) -> io::Result<
         }
     }
     Ok(())
+}
+
+/// `s` as HTML text: `&`, `<`, `>` and both quotes escaped (a path may
+/// hold any of them).
+fn html_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+const HTML_STYLE: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:2em;max-width:90em}\
+code,.path{font-family:ui-monospace,monospace}table{border-collapse:collapse;margin:.5em 0}\
+th,td{border:1px solid #ccc;padding:.15em .5em;text-align:right}td.kind{text-align:left}\
+summary{cursor:pointer}li{margin:.1em 0}.copy{color:#555}";
+
+/// One standalone page (no scripts, nothing fetched): the totals, the
+/// identical sets, and each cluster with its members and every link,
+/// strongest first, in a table that folds away. The same view as the text
+/// report (`--under`, `--limit`); paths are shown as text shows them.
+pub fn write_html(out: &mut dyn Write, a: &Analysis, view: &View) -> io::Result<()> {
+    let (sets, clusters) = view.select(a);
+    let p = |path: &[u8]| html_escape(&crate::report_path(path));
+    writeln!(out, "<!doctype html>")?;
+    writeln!(out, "<html lang=\"en\"><head><meta charset=\"utf-8\"><title>simd report</title>")?;
+    writeln!(out, "<style>{HTML_STYLE}</style></head><body>")?;
+    writeln!(out, "<h1>simd report</h1>")?;
+    for line in summary_lines(a, view, (sets.len(), clusters.len())) {
+        writeln!(out, "<p>{}</p>", html_escape(&line))?;
+    }
+
+    writeln!(out, "<h2>A. Identical files</h2>")?;
+    if sets.is_empty() {
+        writeln!(out, "<p>none</p>")?;
+    } else {
+        writeln!(out, "<ol>")?;
+        for s in sets {
+            writeln!(
+                out,
+                "<li><details><summary>{} copies of {}, {} wasted <code>{}</code></summary><ul>",
+                s.names.len(),
+                human_bytes(s.size),
+                human_bytes(s.wasted()),
+                &s.content.to_string()[..12]
+            )?;
+            for n in &s.names {
+                writeln!(out, "<li class=\"path\">{}</li>", p(&n.path))?;
+            }
+            writeln!(out, "</ul></details></li>")?;
+        }
+        writeln!(out, "</ol>")?;
+    }
+
+    writeln!(out, "<h2>B. Clusters of similar files</h2>")?;
+    if clusters.is_empty() {
+        writeln!(out, "<p>none</p>")?;
+    }
+    for c in clusters {
+        let id = c.id_str();
+        writeln!(out, "<section id=\"cluster-{id}\">")?;
+        writeln!(
+            out,
+            "<h3>cluster <code>{id}</code>: {} files, {}, {} links</h3>",
+            c.files(),
+            human_bytes(c.bytes()),
+            c.links.len()
+        )?;
+        writeln!(out, "<ol>")?;
+        for m in &c.members {
+            let first = m.names.first().map(|n| p(&n.path)).unwrap_or_default();
+            write!(out, "<li><span class=\"path\">{first}</span> ({})", human_bytes(m.size))?;
+            for n in m.names.iter().skip(1) {
+                write!(out, "<br><span class=\"path copy\">= {}</span>", p(&n.path))?;
+            }
+            writeln!(out, "</li>")?;
+        }
+        writeln!(out, "</ol>")?;
+        writeln!(
+            out,
+            "<details><summary>{} links, strongest first</summary><table><thead>\
+             <tr><th colspan=\"3\"></th><th colspan=\"4\">in chunks</th><th colspan=\"3\">in words</th></tr>\
+             <tr><th>a</th><th>b</th><th>kind</th><th>in common</th><th>resemblance</th><th>a in b</th>\
+             <th>b in a</th><th>resemblance</th><th>a in b</th><th>b in a</th></tr></thead><tbody>",
+            c.links.len()
+        )?;
+        for l in strongest_first(c) {
+            let (m, w) = (&l.measures, &l.measures.words);
+            writeln!(
+                out,
+                "<tr><td>{}</td><td>{}</td><td class=\"kind\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+                 <td>{}</td><td>{}</td><td>{}</td></tr>",
+                l.a + 1,
+                l.b + 1,
+                l.kind.as_str(),
+                human_bytes(m.common),
+                pct(m.resemblance),
+                pct(m.a_in_b),
+                pct(m.b_in_a),
+                pct(w.resemblance),
+                pct(w.a_in_b),
+                pct(w.b_in_a)
+            )?;
+        }
+        writeln!(out, "</tbody></table></details></section>")?;
+    }
+    writeln!(out, "</body></html>")
 }

@@ -183,6 +183,37 @@ fn a_text_report_shows_the_strongest_links_of_a_cluster_and_says_how_many_more()
 }
 
 #[test]
+fn an_html_report_is_one_page_with_every_link_and_its_paths_escaped() {
+    let env = Env::new();
+    corpus(&env);
+    // A name HTML would read as markup, twice (an identical set).
+    let odd = "odd/<b>&\"it's\".txt";
+    env.write(odd, text(7, 300));
+    env.write("odd/plain.txt", text(7, 300));
+    env.index();
+    let r = json(&env, &["report"]);
+    let html = |args: &[&str]| {
+        let out = env.simd().args(["--format", "html", "report"]).args(args).assert().success();
+        String::from_utf8(out.get_output().stdout.clone()).unwrap()
+    };
+    let page = html(&[]);
+    assert!(page.starts_with("<!doctype html>\n") && page.ends_with("</html>\n"), "{page}");
+    assert!(page.contains("<p>identical: 2 sets, 5 files"), "{page}");
+    assert!(page.contains("odd/&lt;b&gt;&amp;&quot;it&#39;s&quot;.txt</li>"), "{page}");
+    assert!(!page.contains("<b>"), "a path is never markup:\n{page}");
+    // Every cluster, and every link of each as a table row.
+    let clusters = r["clusters"].as_array().unwrap();
+    for c in clusters {
+        assert!(page.contains(&format!("<section id=\"cluster-{}\">", c["id"].as_str().unwrap())), "{page}");
+    }
+    let links: usize = clusters.iter().map(|c| c["links"].as_array().unwrap().len()).sum();
+    assert_eq!(page.matches("<tr><td>").count(), links, "{page}");
+    // The same view as text: `--limit 1` keeps one set and one cluster.
+    let one = html(&["--limit", "1"]);
+    assert_eq!((one.matches("<section id=").count(), one.matches("copies of").count()), (1, 1), "{one}");
+}
+
+#[test]
 fn a_repeated_report_reuses_the_analysis_until_the_index_changes() {
     let env = Env::new();
     corpus(&env);
