@@ -318,6 +318,21 @@ fn summary_lines(a: &Analysis, view: &View, shown: (usize, usize)) -> Vec<String
     lines
 }
 
+/// An identical set's heading (text and HTML).
+fn set_heading(s: &IdenticalSet) -> String {
+    format!("{} copies of {}, {} wasted", s.names.len(), human_bytes(s.size), human_bytes(s.wasted()))
+}
+
+/// A content hash's first 12 hex digits, as reports show it.
+fn short_hash(c: &ContentHash) -> String {
+    c.to_string()[..12].to_string()
+}
+
+/// A cluster's heading after its id (text and HTML).
+fn cluster_heading(c: &Cluster) -> String {
+    format!("{} files, {}, {} links", c.files(), human_bytes(c.bytes()), c.links.len())
+}
+
 /// How strong a link is, to show the strongest first: the largest of its
 /// six measures.
 fn strength(l: &Link) -> f64 {
@@ -344,15 +359,7 @@ pub fn write_text(out: &mut dyn Write, a: &Analysis, view: &View) -> io::Result<
         writeln!(out, "  none")?;
     }
     for (i, s) in sets.iter().enumerate() {
-        writeln!(
-            out,
-            "  {:>4}. {} copies of {}, {} wasted  [{}]",
-            i + 1,
-            s.names.len(),
-            human_bytes(s.size),
-            human_bytes(s.wasted()),
-            &s.content.to_string()[..12]
-        )?;
+        writeln!(out, "  {:>4}. {}  [{}]", i + 1, set_heading(s), short_hash(&s.content))?;
         for n in &s.names {
             writeln!(out, "        {}", p(&n.path))?;
         }
@@ -363,14 +370,7 @@ pub fn write_text(out: &mut dyn Write, a: &Analysis, view: &View) -> io::Result<
         writeln!(out, "  none")?;
     }
     for c in clusters {
-        writeln!(
-            out,
-            "  cluster {}: {} files, {}, {} links",
-            c.id_str(),
-            c.files(),
-            human_bytes(c.bytes()),
-            c.links.len()
-        )?;
+        writeln!(out, "  cluster {}: {}", c.id_str(), cluster_heading(c))?;
         for (i, m) in c.members.iter().enumerate() {
             let first = m.names.first().map(|n| p(&n.path)).unwrap_or_default();
             writeln!(out, "    [{}] {}  ({})", i + 1, first, human_bytes(m.size))?;
@@ -462,11 +462,9 @@ pub fn write_html(out: &mut dyn Write, a: &Analysis, view: &View) -> io::Result<
         for s in sets {
             writeln!(
                 out,
-                "<li><details><summary>{} copies of {}, {} wasted <code>{}</code></summary><ul>",
-                s.names.len(),
-                human_bytes(s.size),
-                human_bytes(s.wasted()),
-                &s.content.to_string()[..12]
+                "<li><details><summary>{} <code>{}</code></summary><ul>",
+                set_heading(s),
+                short_hash(&s.content)
             )?;
             for n in &s.names {
                 writeln!(out, "<li class=\"path\">{}</li>", p(&n.path))?;
@@ -483,13 +481,7 @@ pub fn write_html(out: &mut dyn Write, a: &Analysis, view: &View) -> io::Result<
     for c in clusters {
         let id = c.id_str();
         writeln!(out, "<section id=\"cluster-{id}\">")?;
-        writeln!(
-            out,
-            "<h3>cluster <code>{id}</code>: {} files, {}, {} links</h3>",
-            c.files(),
-            human_bytes(c.bytes()),
-            c.links.len()
-        )?;
+        writeln!(out, "<h3>cluster <code>{id}</code>: {}</h3>", cluster_heading(c))?;
         writeln!(out, "<ol>")?;
         for m in &c.members {
             let first = m.names.first().map(|n| p(&n.path)).unwrap_or_default();
