@@ -649,7 +649,7 @@ pub struct Shingler {
     level: u8,
     /// Samples of level ≥ `level`, unsorted, possibly repeated.
     kept: Vec<u32>,
-    /// The samples [`Shingler::compact`] sorts.
+    /// The samples [`Shingler::sort_deciding_samples`] picks and sorts.
     picked: Vec<u32>,
     /// Room for [`radix_sort`].
     scratch: Vec<u32>,
