@@ -161,8 +161,9 @@ fn a_text_report_shows_the_strongest_links_of_a_cluster_and_says_how_many_more()
     let n = versions["links"].as_array().unwrap().len();
 
     let one = text("1");
-    let link_lines: Vec<&str> = one.lines().filter(|l| l.trim_start().starts_with('[') && l.contains("]–[")).collect();
-    assert_eq!(link_lines.len(), clusters.len(), "one link a cluster:\n{one}");
+    // A link's line starts `[a]–[b]` (a member's line starts `[a] path`).
+    let link_lines = |t: &str| t.lines().filter(|l| l.trim_start().starts_with('[') && l.contains("]–[")).count();
+    assert_eq!(link_lines(&one), clusters.len(), "one link a cluster:\n{one}");
     assert!(one.contains(&format!("the 1 strongest of its {n} links:")), "{one}");
     assert!(one.contains(&format!("… {} more (`--links 0` shows them all here", n - 1)), "{one}");
     // The one shown is the strongest.
@@ -176,8 +177,7 @@ fn a_text_report_shows_the_strongest_links_of_a_cluster_and_says_how_many_more()
 
     // `--links 0` lists them all, as the default does when there are few.
     for all in [text("0"), text("10")] {
-        let lines = all.lines().filter(|l| l.trim_start().starts_with('[') && l.contains("]–[")).count();
-        assert_eq!(lines, total, "{all}");
+        assert_eq!(link_lines(&all), total, "{all}");
         assert!(!all.contains("strongest") && !all.contains(" more ("), "{all}");
     }
 }
