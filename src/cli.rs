@@ -327,6 +327,10 @@ pub fn run(cli: Cli) -> Result<Exit> {
                 query::similar(&store, std::io::stdin().lock(), None, &params, all, limit)?
             } else {
                 let f = std::fs::File::open(&file).with_context(|| format!("{}", file.display()))?;
+                // A directory opens, and only its read fails ("Is a directory").
+                if f.metadata().is_ok_and(|m| m.is_dir()) {
+                    anyhow::bail!("{}: is a directory; `simd similar` takes one file (or - for stdin)", file.display());
+                }
                 let own = file.canonicalize().ok().map(|p| crate::scan::path_bytes(&p));
                 query::similar(&store, f, own.as_deref(), &params, all, limit)?
             };

@@ -415,6 +415,18 @@ fn similar_answers_for_unindexed_files_and_stdin_identical_first() {
     let lone = env.tmp.path().join("lone.bin");
     std::fs::write(&lone, noise(999, 20_000)).unwrap();
     assert_eq!(json(&env, &["similar", lone.to_str().unwrap()])["hits"].as_array().unwrap().len(), 0);
+
+    // A directory is refused by name, and a missing file named.
+    let refused = |path: &std::path::Path| {
+        let out = env.simd().args(["similar", path.to_str().unwrap()]).assert().failure();
+        String::from_utf8_lossy(&out.get_output().stderr).into_owned()
+    };
+    let dir = env.root.join("a");
+    let err = refused(&dir);
+    assert!(err.contains(&format!("{}: is a directory", dir.display())) && err.contains("one file"), "{err}");
+    let missing = env.tmp.path().join("missing.txt");
+    let err = refused(&missing);
+    assert!(err.contains(&format!("{}: No such file", missing.display())), "{err}");
 }
 
 /// `base` (words separated by single spaces) with one word in `every`
