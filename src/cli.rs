@@ -84,6 +84,7 @@ impl ScanArgs {
             workers: self.threads,
             progress,
             retention: ingest::Retention { max_age_days: self.keep_history_days, max_records: self.keep_history },
+            tolerate_missing: false,
         }
     }
 }
@@ -628,6 +629,10 @@ fn template(db: &std::path::Path, cmd: TemplateCommand, out: &mut impl Write) ->
 fn print_summary(out: &mut impl Write, s: &Summary) -> std::io::Result<()> {
     let roots: Vec<String> = s.roots.iter().map(|r| r.display().to_string()).collect();
     writeln!(out, "indexed {}", roots.join(", "))?;
+    if !s.missing_roots.is_empty() {
+        let missing: Vec<String> = s.missing_roots.iter().map(|r| r.display().to_string()).collect();
+        writeln!(out, "  missing roots (their files are recorded as removed): {}", missing.join(", "))?;
+    }
     writeln!(
         out,
         "  files: {} new, {} changed, {} unchanged, {} moved, {} removed, {} skipped",
@@ -664,6 +669,7 @@ fn summary_json(s: &Summary) -> serde_json::Value {
         s.skipped.iter().map(|(r, n)| serde_json::json!({ "reason": r.describe(), "count": n })).collect();
     serde_json::json!({
         "roots": s.roots.iter().map(|r| crate::report_path(&crate::scan::path_bytes(r))).collect::<Vec<_>>(),
+        "missing_roots": s.missing_roots.iter().map(|r| crate::report_path(&crate::scan::path_bytes(r))).collect::<Vec<_>>(),
         "new": s.new,
         "changed": s.changed,
         "unchanged": s.unchanged,
@@ -714,6 +720,9 @@ fn print_status(out: &mut impl Write, s: &crate::status::Status) -> std::io::Res
             d.last_event.map_or("none".into(), format_time)
         )?,
         None => writeln!(out, "daemon       not running")?,
+    }
+    if let Some(d) = s.daemon.as_ref().filter(|d| !d.missing_roots.is_empty()) {
+        writeln!(out, "             MISSING roots, looked for every second: {}", d.missing_roots.join(", "))?;
     }
     Ok(())
 }

@@ -55,6 +55,10 @@ pub struct IndexOptions {
     pub progress: bool,
     /// How long and how much lost-and-found history is kept.
     pub retention: Retention,
+    /// Whether a root given in `roots` may be missing, as a remembered
+    /// root may (the daemon's rescans: a root deleted, moved away or
+    /// unmounted while it runs must not stop it).
+    pub tolerate_missing: bool,
 }
 
 /// Lost-and-found retention: history records older than `max_age_days`, and
@@ -75,7 +79,11 @@ impl Default for Retention {
 /// What one run did.
 #[derive(Clone, Debug, Default)]
 pub struct Summary {
+    /// The roots walked.
     pub roots: Vec<PathBuf>,
+    /// Roots that do not exist (or are no longer directories): treated as
+    /// empty, their files recorded as removed.
+    pub missing_roots: Vec<PathBuf>,
     pub new: u64,
     pub changed: u64,
     pub unchanged: u64,
@@ -149,7 +157,7 @@ pub fn canonical_roots(roots: &[PathBuf]) -> Result<Vec<PathBuf>, IngestError> {
 /// records files that are gone as deleted.
 pub fn index(store: &Store, opts: &IndexOptions) -> Result<Summary, IngestError> {
     let start = Instant::now();
-    let RunRoots { roots, remembered, walk: walk_opts } = run_roots(store, opts)?;
+    let RunRoots { roots, missing, remembered, walk: walk_opts } = run_roots(store, opts)?;
 
     let mut writer = Writer::new(store)?;
     writer.remember_roots(&roots, remembered)?;
@@ -161,7 +169,7 @@ pub fn index(store: &Store, opts: &IndexOptions) -> Result<Summary, IngestError>
     let (out_tx, out_rx) = bounded::<Outcome>(QUEUE);
     let params = *store.params();
 
-    let mut summary = Summary { roots: roots.clone(), ..Summary::default() };
+    let mut summary = Summary { roots: roots.clone(), missing_roots: missing.clone(), ..Summary::default() };
     let held = Held::default();
     let mut walked = std::thread::scope(|s| -> Result<scan::WalkOutcome, IngestError> {
         spawn_readers(s, store, &held, workers, cand_rx, out_tx, params);
@@ -209,7 +217,9 @@ pub fn index(store: &Store, opts: &IndexOptions) -> Result<Summary, IngestError>
         return Err(e.into());
     }
 
-    end_run(&mut writer, &mut summary, walked, &roots, opts.retention, start)?;
+    // A missing root holds nothing now: its files are gone.
+    let walked_or_missing = [roots, missing].concat();
+    end_run(&mut writer, &mut summary, walked, &walked_or_missing, opts.retention, start)?;
     progress.finish();
     Ok(summary)
 }
@@ -251,6 +261,10 @@ fn end_run(
 struct RunRoots {
     /// The roots given, else those remembered; canonical.
     roots: Vec<PathBuf>,
+    /// Roots that no longer exist (or are no longer directories), when
+    /// that is tolerated: remembered ones, or given with
+    /// [`IndexOptions::tolerate_missing`].
+    missing: Vec<PathBuf>,
     /// The roots the index remembers.
     remembered: Vec<Vec<u8>>,
     /// The walk's options, which keep out the index directory itself.
@@ -267,12 +281,50 @@ fn run_roots(store: &Store, opts: &IndexOptions) -> Result<RunRoots, IngestError
     if roots.is_empty() {
         return Err(IngestError::NoRoots);
     }
-    let roots = canonical_roots(&roots)?;
+    // A remembered root that is gone (deleted, moved away, unmounted) is
+    // walked as an empty one, with a warning: one missing root must not
+    // stop the others from being indexed, nor a daemon's rescans. When
+    // every one is gone, nothing is done (a disk not mounted should not
+    // empty the index). A root given on the command line must exist.
+    let tolerate = opts.roots.is_empty() || opts.tolerate_missing;
+    let (mut present, mut missing) = (Vec::new(), Vec::new());
+    for r in roots {
+        match canonical_roots(std::slice::from_ref(&r)) {
+            Ok(_) => present.push(r),
+            Err(e @ IngestError::RootNotDir { .. }) if tolerate => {
+                tracing::warn!("{e}: this root is no longer a directory; its files are recorded as removed");
+                missing.push(std::path::absolute(&r).unwrap_or(r));
+            }
+            Err(IngestError::Root { path, source }) if tolerate && source.kind() == std::io::ErrorKind::NotFound => {
+                let e = IngestError::Root { path, source };
+                // The daemon says so once, when the root goes.
+                if opts.tolerate_missing {
+                    tracing::debug!("{e}: a root is missing; walked as an empty one");
+                } else {
+                    tracing::warn!(
+                        "{e}: this root is missing (deleted, moved away or not mounted); its files are recorded \
+                         as removed, and it is indexed again once it is back"
+                    );
+                }
+                missing.push(std::path::absolute(&r).unwrap_or(r));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    if present.is_empty() && !opts.tolerate_missing {
+        let path = missing.swap_remove(0);
+        let source = std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            "every root of the index is missing; nothing was changed",
+        );
+        return Err(IngestError::Root { path, source });
+    }
+    let roots = canonical_roots(&present)?;
     let mut walk_opts = opts.walk.clone();
     if let Ok(own) = store.dir().canonicalize() {
         walk_opts.skip_dirs.push(own);
     }
-    Ok(RunRoots { roots, remembered, walk: walk_opts })
+    Ok(RunRoots { roots, missing, remembered, walk: walk_opts })
 }
 
 /// At most this many changed files are collected by [`prewalk`]; past it,
@@ -309,9 +361,10 @@ pub struct Prewalked {
 /// a small tree; a run that changes nothing now opens no writer at all.
 pub fn prewalk(store: &Store, opts: &IndexOptions) -> Result<Prewalk, IngestError> {
     let start = Instant::now();
-    let RunRoots { roots, remembered, walk: walk_opts } = run_roots(store, opts)?;
+    let RunRoots { roots, missing, remembered, walk: walk_opts } = run_roots(store, opts)?;
     let root_bytes: Vec<Vec<u8>> = roots.iter().map(|r| path_bytes(r)).collect();
-    if root_bytes.iter().any(|r| !remembered.contains(r)) {
+    // A missing root's files are removed by a writer's run.
+    if !missing.is_empty() || root_bytes.iter().any(|r| !remembered.contains(r)) {
         return Ok(Prewalk::Unknown);
     }
     // Only an index whose records fit in memory is walked here (an empty

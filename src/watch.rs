@@ -83,6 +83,10 @@ pub struct DaemonState {
     pub rescans: u64,
     /// Part of the tree is not watched (inotify limit): periodic rescans.
     pub degraded: bool,
+    /// Roots that are gone (deleted, moved away, not mounted), looked for
+    /// every second and watched again once back.
+    #[serde(default)]
+    pub missing_roots: Vec<String>,
 }
 
 pub fn state_path(dir: &Path) -> PathBuf {
@@ -280,23 +284,23 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
         config,
     )?;
     let summary = ingest::index(store, &opts.index)?;
-    let roots = summary.roots.clone();
-    state.roots = roots.iter().map(|r| r.display().to_string()).collect();
-    for root in &roots {
-        if let Err(e) = debouncer.watch(root, RecursiveMode::Recursive) {
-            if matches!(e.kind, notify::ErrorKind::MaxFilesWatch) {
-                tracing::error!(
-                    "{}: the inotify watch limit is reached: part of the tree is not watched and is rescanned every {} s; \
-                     raise the limit with `sysctl fs.inotify.max_user_watches=1048576` (and in /etc/sysctl.d) and restart",
-                    root.display(),
-                    opts.rescan_every.as_secs()
-                );
-                state.degraded = true;
-            } else {
-                return Err(e.into());
-            }
+    // Rescans walk the same roots, and a root gone meanwhile does not stop
+    // them (it is walked as an empty one).
+    let rescan_opts = IndexOptions {
+        roots: [summary.roots.clone(), summary.missing_roots.clone()].concat(),
+        tolerate_missing: true,
+        ..opts.index.clone()
+    };
+    state.roots = rescan_opts.roots.iter().map(|r| r.display().to_string()).collect();
+    let mut watched: Vec<WatchedRoot> =
+        rescan_opts.roots.iter().map(|r| WatchedRoot { path: r.clone(), id: None }).collect();
+    for w in &mut watched {
+        w.id = root_id(&w.path);
+        if w.id.is_some() {
+            watch_root(&mut debouncer, &w.path, opts, &mut state)?;
         }
     }
+    state.missing_roots = summary.missing_roots.iter().map(|r| r.display().to_string()).collect();
     tracing::info!(
         "watching {} ({} new, {} changed, {} moved, {} removed at start)",
         state.roots.join(", "),
@@ -317,7 +321,7 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
         }
     };
     let mut rescan_replies: Vec<crossbeam_channel::Sender<control::Response>> = Vec::new();
-    let mut filter = Filter::new(&roots, &opts.index, &dir)?;
+    let mut filter = Filter::new(&rescan_opts.roots, &opts.index, &dir)?;
     // Full groups are written by a thread of their own while the next
     // files are read and staged (ingest::Committer).
     std::thread::scope(|scope| {
@@ -341,8 +345,19 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
         let mut last_activity = Instant::now();
         let mut last_rescan = Instant::now();
         let mut last_flush = Instant::now();
+        let mut last_root_check = Instant::now();
+        // Roots named by an event (deleted or renamed themselves): their
+        // watch is renewed at the next check even if the inode number came back.
+        let mut root_touched: Vec<PathBuf> = Vec::new();
         while !stop.load(Ordering::Relaxed) {
             let mut forced = false;
+            if !root_touched.is_empty() || last_root_check.elapsed() >= ROOT_CHECK {
+                if check_roots(&mut watched, &root_touched, &mut debouncer, opts, &mut state)? {
+                    forced = true;
+                }
+                last_root_check = Instant::now();
+                root_touched.clear();
+            }
             while let Ok(incoming) = requests.try_recv() {
                 match incoming.request {
                     control::Request::Rescan => {
@@ -389,6 +404,8 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                     Err(RecvTimeoutError::Disconnected) => break,
                 }
             };
+            let named = batch.check.iter().chain(batch.renames.iter().flat_map(|(a, b)| [a, b]));
+            root_touched.extend(named.filter(|p| watched.iter().any(|w| w.path == **p)).cloned());
             last_activity = Instant::now();
             state.last_event = Some(ingest::now_ns());
             state.pending = batch.check.len() + batch.renames.len();
@@ -397,7 +414,7 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                 // Everything pending is written first: the scan reads the index.
                 writer.commit()?;
                 tracing::info!("rescanning");
-                let s = ingest::index(store, &opts.index)?;
+                let s = ingest::index(store, &rescan_opts)?;
                 state.rescans += 1;
                 state.changed_files += s.new + s.changed + s.moved + s.removed;
                 // Saved before the replies go: whoever asked for the rescan
@@ -451,6 +468,100 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
         let _ = std::fs::remove_file(state_path(&dir));
         Ok(())
     })
+}
+
+/// How often the daemon looks at its roots themselves: a root deleted and
+/// made again (a deploy's `rm -rf docs && cp -r new docs`) is a new
+/// directory that no watch covers, and one gone must be looked for.
+const ROOT_CHECK: Duration = Duration::from_secs(1);
+
+/// A root of the daemon, and the directory (device, inode) its watch
+/// covers; None while it is missing.
+struct WatchedRoot {
+    path: PathBuf,
+    id: Option<(u64, u64)>,
+}
+
+/// The (device, inode) of the directory at `path`, if there is one.
+fn root_id(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().filter(|m| m.is_dir()).map(|m| (m.dev(), m.ino()))
+}
+
+/// Watches a root and all below it; hitting the inotify watch limit
+/// degrades to periodic rescans.
+fn watch_root<W: notify::Watcher, C: notify_debouncer_full::FileIdCache>(
+    debouncer: &mut notify_debouncer_full::Debouncer<W, C>,
+    root: &Path,
+    opts: &WatchOptions,
+    state: &mut DaemonState,
+) -> Result<(), WatchError> {
+    match debouncer.watch(root, RecursiveMode::Recursive) {
+        Ok(()) => Ok(()),
+        Err(e) if matches!(e.kind, notify::ErrorKind::MaxFilesWatch) => {
+            tracing::error!(
+                "{}: the inotify watch limit is reached: part of the tree is not watched and is rescanned every {} s; \
+                 raise the limit with `sysctl fs.inotify.max_user_watches=1048576` (and in /etc/sysctl.d) and restart",
+                root.display(),
+                opts.rescan_every.as_secs()
+            );
+            state.degraded = true;
+            Ok(())
+        }
+        // Gone between the look and the watch: the next check sees it.
+        Err(e)
+            if matches!(&e.kind, notify::ErrorKind::PathNotFound)
+                || matches!(&e.kind, notify::ErrorKind::Io(io) if io.kind() == std::io::ErrorKind::NotFound) =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Looks at each root: one gone is said so (its files go with a rescan),
+/// one back or replaced by a new directory is watched again and rescanned.
+/// The watch of a root in `renew` (named by an event) is renewed if it is
+/// there. Returns whether a rescan is due.
+fn check_roots<W: notify::Watcher, C: notify_debouncer_full::FileIdCache>(
+    roots: &mut [WatchedRoot],
+    renew: &[PathBuf],
+    debouncer: &mut notify_debouncer_full::Debouncer<W, C>,
+    opts: &WatchOptions,
+    state: &mut DaemonState,
+) -> Result<bool, WatchError> {
+    let mut rescan = false;
+    for root in roots.iter_mut() {
+        let now = root_id(&root.path);
+        if now == root.id && !(now.is_some() && renew.contains(&root.path)) {
+            continue;
+        }
+        if root.id.is_some() {
+            // The old directory's watch, if the kernel has not dropped it.
+            let _ = debouncer.unwatch(&root.path);
+        }
+        match now {
+            Some(_) => {
+                tracing::warn!(
+                    "{}: the root is back (or was replaced): watching it again and rescanning",
+                    root.path.display()
+                );
+                watch_root(debouncer, &root.path, opts, state)?;
+            }
+            None => tracing::warn!(
+                "{}: the root is gone (deleted, moved away or unmounted): its files are recorded as removed; \
+                 it is looked for every {} s and watched again once back",
+                root.path.display(),
+                ROOT_CHECK.as_secs()
+            ),
+        }
+        root.id = now;
+        rescan = true;
+    }
+    if rescan {
+        state.missing_roots = roots.iter().filter(|r| r.id.is_none()).map(|r| r.path.display().to_string()).collect();
+    }
+    Ok(rescan)
 }
 
 /// Applies history retention, then flushes the memtables (the writer's

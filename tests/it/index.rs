@@ -83,6 +83,56 @@ fn deletion_leaves_a_ghost_and_drops_postings_of_the_last_name() {
     env.check();
 }
 
+/// A remembered root that is gone (deleted, moved away, not mounted) is
+/// walked as an empty one, with a warning naming it, and the other roots
+/// are indexed; it stays remembered and is indexed again once back. When
+/// every root is gone, the run changes nothing and says why.
+#[test]
+fn a_missing_remembered_root_is_walked_as_empty_but_not_every_root() {
+    let env = Env::new();
+    let (a, b) = (env.root.join("a"), env.root.join("b"));
+    env.write("a/one.txt", text(1, 300));
+    env.write("b/two.txt", text(2, 300));
+    env.write("b/three.txt", text(3, 300));
+    env.simd().args(["--quiet", "index"]).arg(&a).arg(&b).assert().success();
+    std::fs::remove_dir_all(&b).unwrap();
+    env.write("a/four.txt", text(4, 300));
+    let run = |env: &Env| {
+        let out = env.simd().args(["--format", "json", "index"]).assert().success();
+        let s: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+        (s, String::from_utf8_lossy(&out.get_output().stderr).into_owned())
+    };
+    let (s, err) = run(&env);
+    assert_eq!((s["new"].as_u64(), s["removed"].as_u64()), (Some(1), Some(2)), "{s}");
+    assert_eq!(s["missing_roots"], serde_json::json!([b.to_str().unwrap()]), "{s}");
+    assert!(err.contains(&format!("{}: No such file", b.display())) && err.contains("root is missing"), "{err}");
+    let names: Vec<String> = env.files().iter().map(|(p, _)| String::from_utf8_lossy(p).into_owned()).collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert!(names.iter().all(|n| n.starts_with(a.to_str().unwrap())), "{names:?}");
+    // Its deleted files are in lost-and-found.
+    let lost = env.json(&["lost", b.join("two.txt").to_str().unwrap()]);
+    assert_eq!(
+        (lost["state"].as_str(), lost["files"][0]["size"].as_u64()),
+        (Some("lost"), Some(text(2, 300).len() as u64)),
+        "{lost}"
+    );
+
+    // Back: indexed again, as a root still remembered.
+    env.write("b/two.txt", text(2, 300));
+    let (s, err) = run(&env);
+    assert_eq!((s["new"].as_u64(), s["missing_roots"].as_array().map(Vec::len)), (Some(1), Some(0)), "{s}");
+    assert!(!err.contains("missing"), "{err}");
+
+    // Every root gone: nothing changes, and the run fails saying why.
+    let before = env.files();
+    std::fs::remove_dir_all(&env.root).unwrap();
+    let out = env.simd().arg("index").assert().failure();
+    let err = String::from_utf8_lossy(&out.get_output().stderr);
+    assert!(err.contains("every root of the index is missing; nothing was changed"), "{err}");
+    assert_eq!(env.files(), before);
+    env.check();
+}
+
 #[test]
 fn roots_are_remembered_and_the_index_never_indexes_itself() {
     let env = Env::new();

@@ -483,6 +483,46 @@ fn template_marks_and_rescans_reach_the_running_daemon() {
     assert!(String::from_utf8_lossy(&out.get_output().stderr).contains("`simd index` rescans"));
 }
 
+/// A root deleted under the daemon is said so, and a rescan meanwhile
+/// walks it as an empty one instead of stopping the daemon. Made again
+/// (a deploy's `rm -rf docs && cp -r new docs`), it is a new directory
+/// that no watch covers: the daemon looks for it every second, watches it
+/// and rescans, and follows what is written into it from then on.
+#[test]
+fn a_root_deleted_and_made_again_is_watched_again() {
+    let env = Env::new();
+    env.write("a.txt", text(1, 400));
+    env.write("d/b.txt", text(2, 400));
+    env.index();
+    let log = env.tmp.path().join("daemon.log");
+    let d = {
+        let _starting = LIMITS.read().unwrap_or_else(|p| p.into_inner());
+        spawn(&env, &["--debounce-ms", "50"], Some(&log), false)
+    };
+    let root = env.root.display().to_string();
+    std::fs::remove_dir_all(&env.root).unwrap();
+    let until = Instant::now() + Duration::from_secs(60);
+    while simd::watch::DaemonState::running(&env.db).is_some_and(|s| s.missing_roots != [root.clone()]) {
+        assert!(Instant::now() < until, "the daemon did not see its root go");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = env.simd().arg("rescan").assert().success();
+    assert!(String::from_utf8_lossy(&out.get_output().stdout).contains("rescanned"), "{out:?}");
+    assert_eq!(state(&env.db).unwrap().0, vec![], "the files of a root gone are removed");
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert!(said.contains(&format!("{root}: the root is gone")), "{said}");
+
+    std::fs::create_dir(&env.root).unwrap();
+    env.write("a.txt", text(1, 400));
+    converges(&env, "the root made again");
+    env.write("later/c.txt", text(3, 400));
+    converges(&env, "a file written into the new root");
+    assert!(simd::watch::DaemonState::running(&env.db).unwrap().missing_roots.is_empty());
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert!(said.contains(&format!("{root}: the root is back")), "{said}");
+    stop_with_sigterm(d);
+}
+
 /// Stops the daemon as a service manager would (SIGTERM) and checks that it
 /// exits cleanly (status 0).
 fn stop_with_sigterm(mut d: Daemon) {
