@@ -198,6 +198,12 @@ pub enum Command {
     Check,
     /// Ask the running `simd watch` to rescan its roots now (without a daemon, run `simd index`)
     Rescan,
+    /// Stop indexing roots: drop their files from the index and no longer remember them (the files are not touched)
+    Forget {
+        /// Roots the index remembers (`simd status` lists them); one gone for good is named by its old path
+        #[arg(required = true)]
+        roots: Vec<PathBuf>,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -372,6 +378,14 @@ pub fn run(cli: Cli) -> Result<Exit> {
                 anyhow::bail!("{}: no `simd watch` runs on this index; `simd index` rescans its roots", db.display());
             }
             writeln!(out, "{}", control::request(&db, &Request::Rescan)?.map_err(|e| anyhow::anyhow!(e))?)?;
+        }
+        Command::Forget { roots } => {
+            let mut named = Vec::new();
+            for r in &roots {
+                named
+                    .push(crate::scan::path_bytes(&ingest::root_named(r).with_context(|| format!("{}", r.display()))?));
+            }
+            writeln!(out, "{}", write_or_ask_daemon(&db, Request::Forget { roots: named })?)?;
         }
         Command::Status => {
             let store = Store::open(&db, Access::Read, None)?;

@@ -1,5 +1,5 @@
 //! The control channel of a running daemon: commands that write the index
-//! (template marks, a forced rescan) while `simd watch` holds it reach the
+//! (template marks, a forced rescan, forgetting a root) while `simd watch` holds it reach the
 //! daemon over a Unix socket in the index directory (`control.sock`, mode
 //! 0600), one JSON line each way. The daemon does the work between batches,
 //! with the writer's pending group committed first.
@@ -26,6 +26,11 @@ pub enum Request {
     },
     TemplateUnmark {
         cluster: String,
+    },
+    /// Stop indexing these roots (absolute paths, as bytes: resolved by the
+    /// client, whose working directory they may be relative to).
+    Forget {
+        roots: Vec<Vec<u8>>,
     },
 }
 
@@ -151,6 +156,34 @@ pub fn perform(store: &crate::store::Store, request: Request, threads: usize) ->
             let n = marks::unmark(store, &cluster).map_err(|e| e.to_string())?;
             Ok(format!("unmarked {n} template chunks"))
         }
+        Request::Forget { roots } => {
+            let roots: Vec<_> = roots.iter().map(|r| crate::scan::bytes_path(r)).collect();
+            let f = crate::ingest::forget(store, &roots).map_err(|e| e.to_string())?;
+            Ok(forgotten_message(&f))
+        }
         Request::Rescan => Err("only a running `simd watch` rescans on request; `simd index` rescans the roots".into()),
     }
+}
+
+/// What `simd forget` says it did.
+pub fn forgotten_message(f: &crate::ingest::Forgotten) -> String {
+    let show = |p: &[std::path::PathBuf]| p.iter().map(|r| r.display().to_string()).collect::<Vec<_>>().join(", ");
+    let mut s = format!(
+        "forgot {}: {} files dropped from the index (the files themselves are not touched)",
+        show(&f.roots),
+        f.files
+    );
+    for (root, inside) in &f.covered {
+        s.push_str(&format!(
+            "\n{} lies inside the root {}, which is still indexed: its files stay",
+            root.display(),
+            inside.display()
+        ));
+    }
+    if f.remaining.is_empty() {
+        s.push_str("\nthe index remembers no roots now; `simd index ROOT` adds one");
+    } else {
+        s.push_str(&format!("\nroots now: {}", show(&f.remaining)));
+    }
+    s
 }

@@ -42,6 +42,8 @@ pub enum IngestError {
     Pattern(#[from] ignore::Error),
     #[error("no roots: give one or more directories to index")]
     NoRoots,
+    #[error("{path}: not a root of the index; {hint}")]
+    NotARoot { path: PathBuf, hint: String },
 }
 
 /// Options of one `simd index` run.
@@ -740,11 +742,128 @@ pub fn available_cores() -> usize {
     std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
 }
 
+/// The roots the index remembers.
+pub fn remembered(store: &Store) -> Result<Vec<PathBuf>, StoreError> {
+    Ok(remembered_roots(store)?.iter().map(|r| scan::bytes_path(r)).collect())
+}
+
 fn remembered_roots(store: &Store) -> Result<Vec<Vec<u8>>, StoreError> {
     Ok(match store.get::<Meta>(&MetaKey::Roots)? {
         Some(MetaValue::Roots(r)) => r,
         _ => Vec::new(),
     })
+}
+
+/// The path of a root as the user names it: its canonical path when it
+/// exists (given relative, or through a symlink), else, for a root gone for
+/// good, its absolute path with `.` and `..` folded.
+pub fn root_named(path: &Path) -> std::io::Result<PathBuf> {
+    match path.canonicalize() {
+        Ok(c) => Ok(c),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let mut out = PathBuf::new();
+            for c in std::path::absolute(path)?.components() {
+                match c {
+                    std::path::Component::ParentDir => {
+                        out.pop();
+                    }
+                    std::path::Component::CurDir => {}
+                    c => out.push(c),
+                }
+            }
+            Ok(out)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// What [`forget`] did.
+#[derive(Clone, Debug, Default)]
+pub struct Forgotten {
+    /// The roots no longer remembered.
+    pub roots: Vec<PathBuf>,
+    /// Files dropped from the index.
+    pub files: u64,
+    /// Forgotten roots that lie inside a root the index keeps, with that
+    /// root: their files are still indexed, as part of it.
+    pub covered: Vec<(PathBuf, PathBuf)>,
+    /// The roots the index remembers now.
+    pub remaining: Vec<PathBuf>,
+}
+
+/// Stops indexing `roots`, each a root the index remembers (named as
+/// [`root_named`] resolves it): the files under them are dropped from the
+/// index, unless another root still holds them, and the roots are no
+/// longer remembered, so that later runs and the daemon leave them alone.
+/// The files themselves are not touched.
+///
+/// Nothing goes to lost-and-found: the files were not lost, and a large
+/// root's records would push out the real deletions kept there. A content
+/// left without a name keeps its chunk list only while a ghost refers to it.
+/// The files go in groups of one write each and the roots last, so a run
+/// cut short leaves a consistent index still remembering the roots, and
+/// running it again finishes it.
+pub fn forget(store: &Store, roots: &[PathBuf]) -> Result<Forgotten, IngestError> {
+    let remembered = remembered_roots(store)?;
+    let mut forgotten: Vec<Vec<u8>> = Vec::new();
+    for r in roots {
+        let named = root_named(r).map_err(|source| IngestError::Root { path: r.clone(), source })?;
+        let b = path_bytes(&named);
+        if !remembered.contains(&b) {
+            return Err(not_a_root(r, &b, &remembered));
+        }
+        if !forgotten.contains(&b) {
+            forgotten.push(b);
+        }
+    }
+    let remaining: Vec<Vec<u8>> = remembered.into_iter().filter(|r| !forgotten.contains(r)).collect();
+    let covered = forgotten
+        .iter()
+        .filter_map(|f| remaining.iter().find(|r| is_under(f, r)).map(|r| (scan::bytes_path(f), scan::bytes_path(r))))
+        .collect();
+
+    let mut ghosts = HashSet::new();
+    for item in store.scan::<History>() {
+        if let (_, HistoryRecord::Ghost { content, .. }) = item? {
+            ghosts.insert(content);
+        }
+    }
+    let mut writer = Writer::new(store)?;
+    let mut files = 0;
+    // The scan reads a snapshot: the groups written meanwhile do not disturb it.
+    for item in store.scan::<Files>() {
+        let (id, rec) = item?;
+        if forgotten.iter().any(|f| is_under(&rec.path, f)) && !remaining.iter().any(|r| is_under(&rec.path, r)) {
+            writer.forget_file(id, &rec, &ghosts)?;
+            files += 1;
+        }
+    }
+    writer.commit()?;
+    let mut batch = store.batch();
+    batch.put::<Meta>(&MetaKey::Roots, &MetaValue::Roots(remaining.clone()));
+    store.write(batch)?;
+    store.flush()?;
+    Ok(Forgotten {
+        roots: forgotten.iter().map(|f| scan::bytes_path(f)).collect(),
+        files,
+        covered,
+        remaining: remaining.iter().map(|r| scan::bytes_path(r)).collect(),
+    })
+}
+
+/// The error for a path that is not a remembered root, saying what is.
+fn not_a_root(given: &Path, named: &[u8], remembered: &[Vec<u8>]) -> IngestError {
+    let show = |r: &[u8]| scan::bytes_path(r).display().to_string();
+    let hint = match remembered.iter().find(|r| is_under(named, r)) {
+        Some(r) => format!(
+            "it lies inside the root {0}; to leave it out of the index, list it in a .simdignore file \
+             (gitignore syntax) in {0}, or pass --exclude to `simd index` and `simd watch`",
+            show(r)
+        ),
+        None if remembered.is_empty() => "the index remembers no roots".to_string(),
+        None => format!("the roots are {}", remembered.iter().map(|r| show(r)).collect::<Vec<_>>().join(", ")),
+    };
+    IngestError::NotARoot { path: given.to_path_buf(), hint }
 }
 
 /// Opens a file for reading without following symlinks or blocking on FIFOs.
@@ -1351,6 +1470,24 @@ impl<'s> Writer<'s> {
         self.end_file()
     }
 
+    /// Drops the file at `id` from the index without a trace in history (its
+    /// root is forgotten: the file was not lost, it is no longer followed).
+    /// A content left without a name loses its chunk list too, unless a
+    /// ghost in `ghosts` still refers to it.
+    fn forget_file(&mut self, id: FileId, rec: &FileRecord, ghosts: &HashSet<ContentHash>) -> Result<(), StoreError> {
+        self.group.batch.delete::<Files>(&id);
+        self.group.batch.delete::<Paths>(&rec.path);
+        self.group.counts.files -= 1;
+        if let Some(record) = self.drop_name(id, rec, false)? {
+            if !ghosts.contains(&rec.content) {
+                self.group.batch.delete::<ContentById>(&record.id);
+                self.group.batch.delete::<ContentChunks>(&rec.content);
+            }
+        }
+        self.set_path(rec.path.clone(), None)?;
+        self.end_file()
+    }
+
     /// A history time for the group's next record: distinct within the group,
     /// so two records of one path never share a key.
     fn stamp(&self) -> TimeNs {
@@ -1439,9 +1576,17 @@ impl<'s> Writer<'s> {
     /// name, its postings go (it no longer takes part in analysis) and, with
     /// `version_ghost` (an in-place change; a removal writes its own ghost), a
     /// ghost keeps its chunk list reachable for lost-and-found.
-    fn drop_name(&mut self, id: FileId, rec: &FileRecord, version_ghost: bool) -> Result<(), StoreError> {
+    ///
+    /// Returns the content's record when this was its last name.
+    fn drop_name(
+        &mut self,
+        id: FileId,
+        rec: &FileRecord,
+        version_ghost: bool,
+    ) -> Result<Option<ContentRecord>, StoreError> {
         self.remove_name(rec.content, id);
         self.dropped.insert(rec.content);
+        let mut last = None;
         if !self.has_names(&rec.content, Some(id))? {
             self.group.counts.contents -= 1;
             let prefetched = self.prefetched.take().filter(|(_, c)| *c == rec.content).map(|(r, _)| *r);
@@ -1449,7 +1594,7 @@ impl<'s> Writer<'s> {
                 Some(r) => Some(r),
                 None => self.record(&rec.content)?,
             };
-            if let Some(record) = record {
+            if let Some(record) = &record {
                 for (chunk, _, _) in record.chunk_counts() {
                     self.group.batch.delete::<ChunkContents>(&(chunk, record.id));
                 }
@@ -1462,8 +1607,9 @@ impl<'s> Writer<'s> {
                     HistoryRecord::Ghost { content: rec.content, size: rec.size, since: FileId(self.pass_start) };
                 self.group.batch.put::<History>(&(rec.path.clone(), self.stamp()), &ghost);
             }
+            last = record;
         }
-        Ok(())
+        Ok(last)
     }
 
     /// A content's chunk list, from the group or the index.

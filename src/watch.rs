@@ -286,7 +286,7 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
     let summary = ingest::index(store, &opts.index)?;
     // Rescans walk the same roots, and a root gone meanwhile does not stop
     // them (it is walked as an empty one).
-    let rescan_opts = IndexOptions {
+    let mut rescan_opts = IndexOptions {
         roots: [summary.roots.clone(), summary.missing_roots.clone()].concat(),
         tolerate_missing: true,
         ..opts.index.clone()
@@ -363,6 +363,23 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                     control::Request::Rescan => {
                         forced = true;
                         rescan_replies.push(incoming.reply);
+                    }
+                    control::Request::Forget { roots } => {
+                        writer.commit()?;
+                        let gone: Vec<PathBuf> = roots.iter().map(|r| crate::scan::bytes_path(r)).collect();
+                        let mut daemon = Roots {
+                            watched: &mut watched,
+                            opts: &mut rescan_opts,
+                            filter: &mut filter,
+                            debouncer: &mut debouncer,
+                            state: &mut state,
+                        };
+                        let (answer, rescan) = forget(store, &gone, &mut daemon, opts, &dir)?;
+                        forced |= rescan;
+                        let _ = incoming.reply.send(answer);
+                        writer = new_writer()?;
+                        filter.load_dirs_of(writer.known_paths());
+                        state.save(&dir);
                     }
                     request => {
                         // The request reads the index: write what is pending first.
@@ -468,6 +485,75 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
         let _ = std::fs::remove_file(state_path(&dir));
         Ok(())
     })
+}
+
+/// What the daemon holds about its roots, for [`forget`].
+struct Roots<'a, W: notify::Watcher, C: notify_debouncer_full::FileIdCache> {
+    watched: &'a mut Vec<WatchedRoot>,
+    /// The rescans' options, with the roots they walk.
+    opts: &'a mut IndexOptions,
+    filter: &'a mut Filter,
+    debouncer: &'a mut notify_debouncer_full::Debouncer<W, C>,
+    state: &'a mut DaemonState,
+}
+
+/// `simd forget` while the daemon runs: the index forgets the roots, and
+/// the daemon stops watching those among its own. A remembered root that
+/// lay inside a forgotten one is watched on its own from now on, after a
+/// rescan (events in it may have been missed in between). Refused, with
+/// nothing changed, when the daemon would be left with no root. Returns
+/// the answer and whether a rescan is due.
+fn forget<W: notify::Watcher, C: notify_debouncer_full::FileIdCache>(
+    store: &Store,
+    gone: &[PathBuf],
+    daemon: &mut Roots<'_, W, C>,
+    opts: &WatchOptions,
+    dir: &Path,
+) -> Result<(control::Response, bool), WatchError> {
+    let kept: Vec<PathBuf> = ingest::remembered(store)?.into_iter().filter(|r| !gone.contains(r)).collect();
+    let mut roots: Vec<PathBuf> = daemon.watched.iter().map(|w| w.path.clone()).filter(|p| !gone.contains(p)).collect();
+    let mut added = Vec::new();
+    for r in &kept {
+        let freed = gone.iter().any(|g| r.starts_with(g) && daemon.watched.iter().any(|w| w.path == *g));
+        if freed && !roots.iter().any(|n| r.starts_with(n)) {
+            roots.push(r.clone());
+            added.push(r.clone());
+        }
+    }
+    if roots.is_empty() {
+        let answer = Err(format!(
+            "the running `simd watch` (pid {}) would have no root left to watch: stop it first (SIGTERM, or \
+             `systemctl stop` for the service), then run `simd forget` again",
+            std::process::id()
+        ));
+        return Ok((answer, false));
+    }
+    let f = match ingest::forget(store, gone) {
+        Ok(f) => f,
+        Err(e) => return Ok((Err(e.to_string()), false)),
+    };
+    for w in daemon.watched.iter().filter(|w| gone.contains(&w.path) && w.id.is_some()) {
+        let _ = daemon.debouncer.unwatch(&w.path);
+    }
+    daemon.watched.retain(|w| !gone.contains(&w.path));
+    for r in &added {
+        let id = root_id(r);
+        if id.is_some() {
+            watch_root(daemon.debouncer, r, opts, daemon.state)?;
+        }
+        daemon.watched.push(WatchedRoot { path: r.clone(), id });
+    }
+    tracing::info!("forgot {}; watching {}", show(&f.roots), show(&roots));
+    daemon.state.roots = roots.iter().map(|r| r.display().to_string()).collect();
+    daemon.state.missing_roots =
+        daemon.watched.iter().filter(|w| w.id.is_none()).map(|w| w.path.display().to_string()).collect();
+    *daemon.filter = Filter::new(&roots, &opts.index, dir)?;
+    daemon.opts.roots = roots;
+    Ok((Ok(control::forgotten_message(&f)), !added.is_empty()))
+}
+
+fn show(paths: &[PathBuf]) -> String {
+    paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
 }
 
 /// How often the daemon looks at its roots themselves: a root deleted and

@@ -133,6 +133,83 @@ fn a_missing_remembered_root_is_walked_as_empty_but_not_every_root() {
     env.check();
 }
 
+/// `simd forget`: a root's files leave the index (not its tree), those a
+/// remaining root holds stay, nothing goes to lost-and-found, a chunk list
+/// a ghost still needs is kept, and later runs leave the root alone: the
+/// index equals a fresh one of the roots kept.
+#[test]
+fn a_forgotten_root_leaves_the_index_and_later_runs() {
+    let env = Env::new();
+    let (a, b, sub) = (env.root.join("a"), env.root.join("b"), env.root.join("a/sub"));
+    env.write("a/one.txt", text(1, 300));
+    env.write("a/copy.txt", text(2, 300));
+    env.write("a/gone.txt", text(3, 300));
+    env.write("a/again.txt", text(3, 300));
+    env.write("a/sub/kept.txt", text(4, 300));
+    env.write("b/two.txt", text(2, 300));
+    env.simd().args(["--quiet", "index"]).arg(&a).arg(&b).assert().success();
+    // A root inside another, remembered on its own.
+    env.simd().args(["--quiet", "index"]).arg(&sub).assert().success();
+    // A ghost whose content only a file under `a` still has.
+    std::fs::remove_file(a.join("gone.txt")).unwrap();
+    env.simd().args(["--quiet", "index"]).assert().success();
+    let history = |env: &Env| env.open().scan::<History>().count();
+    assert_eq!(history(&env), 1);
+
+    // Refused with nothing changed: not a root, or inside one.
+    let before = env.files();
+    let out = env.simd().arg("forget").arg(env.root.join("elsewhere")).assert().failure();
+    let err = String::from_utf8_lossy(&out.get_output().stderr);
+    assert!(err.contains("not a root of the index; the roots are") && err.contains(b.to_str().unwrap()), "{err}");
+    let out = env.simd().arg("forget").arg(a.join("x/..")).arg(env.root.join("b/deeper")).assert().failure();
+    let err = String::from_utf8_lossy(&out.get_output().stderr);
+    assert!(err.contains("deeper: not a root") && err.contains(&format!("inside the root {}", b.display())), "{err}");
+    assert_eq!(env.files(), before);
+
+    // Given relative, with a trailing slash.
+    let out = env.simd().current_dir(&env.root).args(["forget", "a/"]).assert().success();
+    let said = String::from_utf8_lossy(&out.get_output().stdout);
+    assert!(said.contains(&format!("forgot {}: 3 files dropped", a.display())), "{said}");
+    assert!(said.contains(&format!("roots now: {}, {}", b.display(), sub.display())), "{said}");
+    env.check();
+    assert_eq!(history(&env), 1, "forgetting is not losing: no ghosts");
+    let names: Vec<String> = env.files().iter().map(|(p, _)| String::from_utf8_lossy(p).into_owned()).collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert!(names.iter().all(|n| !n.starts_with(&format!("{}/", a.display())) || n.ends_with("sub/kept.txt")));
+    assert!(a.join("one.txt").exists(), "the files themselves stay");
+    // The ghost's content keeps its chunk list; the others without a name lose theirs.
+    let store = env.open();
+    let lists = store.scan::<ContentChunks>().count();
+    assert_eq!(lists, 3, "two live contents and the ghost's");
+    let ghost = store.scan::<History>().next().unwrap().unwrap().1;
+    let HistoryRecord::Ghost { content, .. } = ghost else { panic!("{ghost:?}") };
+    assert!(store.get::<ContentChunks>(&content).unwrap().is_some());
+    drop(store);
+
+    // Later runs walk what is left, and leave `a` alone.
+    env.write("a/new.txt", text(5, 300));
+    let out = env.simd().args(["--format", "json", "index"]).assert().success();
+    let s: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!((s["new"].as_u64(), s["unchanged"].as_u64(), s["removed"].as_u64()), (Some(0), Some(2), Some(0)));
+    let fresh = env.tmp.path().join("fresh");
+    env.simd().arg("--db").arg(&fresh).args(["--quiet", "index"]).arg(&b).arg(&sub).assert().success();
+    let fresh_store = Store::open(&fresh, Access::Read, None).unwrap();
+    assert_eq!(env.files(), super::files_of(&fresh_store));
+    assert_eq!(super::postings(&env.open()), super::postings(&fresh_store));
+
+    // A root gone for good is named by its old path.
+    std::fs::remove_dir_all(&b).unwrap();
+    let out = env.simd().arg("forget").arg(&b).assert().success();
+    let said = String::from_utf8_lossy(&out.get_output().stdout);
+    assert!(said.contains("1 files dropped") && said.contains(&format!("roots now: {}", sub.display())), "{said}");
+    env.check();
+    let out = env.simd().arg("forget").arg(&sub).assert().success();
+    let said = String::from_utf8_lossy(&out.get_output().stdout);
+    assert!(said.contains("the index remembers no roots now"), "{said}");
+    assert!(env.files().is_empty());
+    env.check();
+}
+
 #[test]
 fn roots_are_remembered_and_the_index_never_indexes_itself() {
     let env = Env::new();

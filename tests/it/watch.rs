@@ -62,10 +62,10 @@ fn wait_ready(env: &Env, log: Option<&std::path::Path>) {
 
 fn start_with(env: &Env, debounce_ms: u64) -> Daemon {
     let _starting = LIMITS.read().unwrap_or_else(|p| p.into_inner());
-    spawn(env, &["--debounce-ms", &debounce_ms.to_string()], None, false)
+    spawn(env, &["--debounce-ms", &debounce_ms.to_string(), env.root.to_str().unwrap()], None, false)
 }
 
-/// Starts `simd watch ARGS ROOT` on `env` and waits until it is ready, its
+/// Starts `simd watch ARGS` (roots among them) on `env` and waits until it is ready, its
 /// log in `log` (else inherited). With `as_nobody` it runs as nobody (uid
 /// 65534), for whom the tree and the index's parent are opened up: root
 /// reads any file whatever its mode, and inotify's per-user watch count
@@ -83,7 +83,7 @@ fn spawn(env: &Env, args: &[&str], log: Option<&std::path::Path>, as_nobody: boo
     } else {
         Command::new(bin)
     };
-    cmd.arg("--db").arg(&env.db).arg("watch").args(args).arg(&env.root);
+    cmd.arg("--db").arg(&env.db).arg("watch").args(args);
     if let Some(log) = log {
         cmd.env_remove("SIMD_LOG").stderr(std::fs::File::create(log).unwrap());
     }
@@ -103,9 +103,14 @@ fn state(db: &std::path::Path) -> Option<IndexState> {
 
 /// Waits until the live index equals a fresh index of the same tree.
 fn converges(env: &Env, what: &str) {
+    converges_to(env, &[&env.root], what)
+}
+
+/// Waits until the live index equals a fresh index of `roots`.
+fn converges_to(env: &Env, roots: &[&std::path::Path], what: &str) {
     let fresh = env.tmp.path().join("fresh");
     let _ = std::fs::remove_dir_all(&fresh);
-    env.simd().arg("--db").arg(&fresh).args(["--quiet", "index"]).arg(&env.root).assert().success();
+    env.simd().arg("--db").arg(&fresh).args(["--quiet", "index"]).args(roots).assert().success();
     let want = state(&fresh).unwrap();
     // Generous: CI machines can be slow; a converged index returns at once.
     let until = Instant::now() + Duration::from_secs(60);
@@ -338,7 +343,7 @@ fn the_daemon_skips_an_unreadable_file_and_keeps_what_it_had_indexed() {
     let log_path = env.tmp.path().join("daemon.log");
     let daemon = {
         let _starting = LIMITS.read().unwrap_or_else(|p| p.into_inner());
-        spawn(&env, &[], Some(&log_path), super::is_root())
+        spawn(&env, &[env.root.to_str().unwrap()], Some(&log_path), super::is_root())
     };
     let log = || std::fs::read_to_string(&log_path).unwrap_or_default();
     let wait_for = |what: &str, ok: &dyn Fn() -> bool| {
@@ -409,7 +414,7 @@ fn an_overflowing_event_queue_and_the_watch_limit_fall_back_to_rescans() {
         let daemon = {
             let _alone = LIMITS.write().unwrap_or_else(|p| p.into_inner());
             let _lowered = Lowered::set(sysctl, value);
-            spawn(&env, &["--rescan-every", "1"], Some(&log), as_nobody)
+            spawn(&env, &["--rescan-every", "1", env.root.to_str().unwrap()], Some(&log), as_nobody)
         };
         (env, log, daemon)
     };
@@ -497,7 +502,7 @@ fn a_root_deleted_and_made_again_is_watched_again() {
     let log = env.tmp.path().join("daemon.log");
     let d = {
         let _starting = LIMITS.read().unwrap_or_else(|p| p.into_inner());
-        spawn(&env, &["--debounce-ms", "50"], Some(&log), false)
+        spawn(&env, &["--debounce-ms", "50", env.root.to_str().unwrap()], Some(&log), false)
     };
     let root = env.root.display().to_string();
     std::fs::remove_dir_all(&env.root).unwrap();
@@ -529,4 +534,40 @@ fn stop_with_sigterm(mut d: Daemon) {
     assert!(Command::new("kill").arg("-TERM").arg(d.0.id().to_string()).status().unwrap().success());
     let status = d.0.wait().unwrap();
     assert!(status.success(), "{status:?}");
+}
+
+/// `simd forget` while the daemon runs goes through its socket: the
+/// daemon stops following the root, and a remembered root that lay inside
+/// it is followed on its own. Forgetting the daemon's last root is refused.
+#[test]
+fn a_root_forgotten_under_the_daemon_is_no_longer_followed() {
+    let env = Env::new();
+    let (a, b, sub) = (env.root.join("a"), env.root.join("b"), env.root.join("a/sub"));
+    env.write("a/one.txt", text(1, 400));
+    env.write("a/two.txt", text(2, 400));
+    env.write("a/sub/kept.txt", text(3, 400));
+    env.write("b/three.txt", text(4, 400));
+    env.simd().args(["--quiet", "index"]).arg(&a).arg(&b).assert().success();
+    env.simd().args(["--quiet", "index"]).arg(&sub).assert().success();
+    let d = {
+        let _starting = LIMITS.read().unwrap_or_else(|p| p.into_inner());
+        spawn(&env, &["--debounce-ms", "50"], None, false)
+    };
+    let out = env.simd().arg("forget").arg(&a).assert().success();
+    let said = String::from_utf8_lossy(&out.get_output().stdout);
+    assert!(said.contains(&format!("forgot {}: 2 files dropped", a.display())), "{said}");
+    let roots = simd::watch::DaemonState::running(&env.db).unwrap().roots;
+    assert_eq!(roots, [b.display().to_string(), sub.display().to_string()]);
+    converges_to(&env, &[&b, &sub], "forgetting a root");
+    env.write("a/new.txt", text(5, 400));
+    env.write("a/sub/new.txt", text(6, 400));
+    env.write("b/new.txt", text(7, 400));
+    converges_to(&env, &[&b, &sub], "writes in, beside and inside the forgotten root");
+
+    let out = env.simd().arg("forget").arg(&b).arg(&sub).assert().failure();
+    let err = String::from_utf8_lossy(&out.get_output().stderr);
+    assert!(err.contains("would have no root left to watch: stop it first"), "{err}");
+    converges_to(&env, &[&b, &sub], "a refused forget");
+    stop_with_sigterm(d);
+    env.check();
 }
