@@ -580,6 +580,11 @@ fn print_lost(out: &mut impl Write, a: &crate::lost::Answer) -> std::io::Result<
         Answer::Live { path, content } => {
             writeln!(out, "{}: live in the index (content {})", p(path), &content.to_string()[..12])
         }
+        Answer::Unknown { path } if std::fs::symlink_metadata(crate::scan::bytes_path(path)).is_ok() => writeln!(
+            out,
+            "{}: it is there, but not in the index (outside its roots, excluded or ignored, or not a regular file)",
+            p(path)
+        ),
         Answer::Unknown { path } => {
             writeln!(out, "{}: the index has no record of it (never indexed, or its history expired)", p(path))
         }

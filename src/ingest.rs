@@ -822,12 +822,7 @@ pub fn forget(store: &Store, roots: &[PathBuf]) -> Result<Forgotten, IngestError
         .filter_map(|f| remaining.iter().find(|r| is_under(f, r)).map(|r| (scan::bytes_path(f), scan::bytes_path(r))))
         .collect();
 
-    let mut ghosts = HashSet::new();
-    for item in store.scan::<History>() {
-        if let (_, HistoryRecord::Ghost { content, .. }) = item? {
-            ghosts.insert(content);
-        }
-    }
+    let ghosts = ghost_contents(store)?;
     let mut writer = Writer::new(store)?;
     let mut files = 0;
     // The scan reads a snapshot: the groups written meanwhile do not disturb it.
@@ -849,6 +844,17 @@ pub fn forget(store: &Store, roots: &[PathBuf]) -> Result<Forgotten, IngestError
         covered,
         remaining: remaining.iter().map(|r| scan::bytes_path(r)).collect(),
     })
+}
+
+/// The contents that history's ghosts refer to (their chunk lists stay).
+fn ghost_contents(store: &Store) -> Result<HashSet<ContentHash>, StoreError> {
+    let mut ghosts = HashSet::new();
+    for item in store.scan::<History>() {
+        if let (_, HistoryRecord::Ghost { content, .. }) = item? {
+            ghosts.insert(content);
+        }
+    }
+    Ok(ghosts)
 }
 
 /// The error for a path that is not a remembered root, saying what is.
@@ -1471,7 +1477,8 @@ impl<'s> Writer<'s> {
     }
 
     /// Drops the file at `id` from the index without a trace in history (its
-    /// root is forgotten: the file was not lost, it is no longer followed).
+    /// root is forgotten, or it is excluded now: the file was not lost, it is
+    /// no longer followed).
     /// A content left without a name loses its chunk list too, unless a
     /// ghost in `ghosts` still refers to it.
     fn forget_file(&mut self, id: FileId, rec: &FileRecord, ghosts: &HashSet<ContentHash>) -> Result<(), StoreError> {
@@ -1668,7 +1675,8 @@ impl<'s> Writer<'s> {
     /// except under `kept` directories (which could not be listed). A file
     /// gone whose content appeared in this pass under a new path was moved
     /// while nothing watched: it is recorded as a move ([`Writer::adopt`]).
-    /// Returns (removed, moved).
+    /// One still in its place was left out by an exclude or an ignore file,
+    /// and leaves without a ghost. Returns (removed, moved).
     fn remove_unseen(
         &mut self,
         seen: &[FileId],
@@ -1696,8 +1704,24 @@ impl<'s> Writer<'s> {
             let (old_id, old_rec) = &gone[*g];
             self.adopt(*old_id, old_rec, *new_id, new_rec)?;
         }
+        // A file still there was left out (an exclude or an ignore file now
+        // covers it): it was not lost, so it leaves no ghost.
+        let mut left_out = Vec::new();
         for ((id, rec), _) in gone.iter().zip(&moved).filter(|(_, &m)| !m) {
-            self.remove(*id, rec)?;
+            let there = std::fs::symlink_metadata(scan::bytes_path(&rec.path)).is_ok_and(|m| m.is_file());
+            if there {
+                left_out.push((*id, rec));
+            } else {
+                self.remove(*id, rec)?;
+            }
+        }
+        if !left_out.is_empty() {
+            // The ghosts just written count among those a chunk list is kept for.
+            self.commit()?;
+            let ghosts = ghost_contents(self.store)?;
+            for (id, rec) in left_out {
+                self.forget_file(id, rec, &ghosts)?;
+            }
         }
         self.commit()?;
         Ok(((gone.len() - moves.len()) as u64, moves.len() as u64))

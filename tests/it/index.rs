@@ -248,6 +248,36 @@ fn ignore_files_and_excludes_are_honoured() {
     let names: Vec<String> = env.files().iter().map(|(p, _)| String::from_utf8_lossy(p).into_owned()).collect();
     assert!(names.iter().any(|n| n.ends_with("/keep.txt")));
     assert!(!names.iter().any(|n| n.contains("/build/") || n.ends_with(".tmp") || n.contains("/.git/")));
+
+    // Excluded after it was indexed: it leaves the index but is not lost
+    // (no ghost), while a copy deleted in the same run leaves one, and
+    // its content's chunk list stays for it.
+    env.write("copy.txt", text(1, 300));
+    env.write("other.txt", text(3, 300));
+    env.simd().args(["--quiet", "index"]).arg(&env.root).assert().success();
+    std::fs::remove_file(env.root.join("copy.txt")).unwrap();
+    let out = env
+        .simd()
+        .args(["--format", "json", "index", "--exclude", "keep.txt", "--exclude", "other.txt"])
+        .arg(&env.root)
+        .assert()
+        .success();
+    let s: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(s["removed"].as_u64(), Some(3), "{s}");
+    env.check();
+    let store = env.open();
+    let ghosts: Vec<Vec<u8>> = store.scan::<History>().map(|r| r.unwrap().0 .0).collect();
+    assert_eq!(ghosts, [super::path_of(&env.root.join("copy.txt"))]);
+    // .gitignore's, notes.tmp's (indexed by the run without its exclude:
+    // excludes hold for one run) and the ghost's; other.txt's went.
+    assert_eq!(store.scan::<ContentChunks>().count(), 3);
+    drop(store);
+    let lost = |p: &str| {
+        let out = env.simd().arg("lost").arg(env.root.join(p)).assert().success();
+        String::from_utf8_lossy(&out.get_output().stdout).into_owned()
+    };
+    assert!(lost("keep.txt").contains("it is there, but not in the index"), "{}", lost("keep.txt"));
+    assert!(lost("copy.txt").contains("last seen"), "{}", lost("copy.txt"));
 }
 
 #[test]
