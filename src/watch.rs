@@ -349,8 +349,14 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
         // Roots named by an event (deleted or renamed themselves): their
         // watch is renewed at the next check even if the inode number came back.
         let mut root_touched: Vec<PathBuf> = Vec::new();
+        // Since when an ignore file's change awaits its rescan.
+        let mut ignores_changed: Option<Instant> = None;
         while !stop.load(Ordering::Relaxed) {
             let mut forced = false;
+            // Events that never stop do not hold that rescan off for long.
+            if ignores_changed.is_some_and(|t| t.elapsed() >= opts.flush_busy) {
+                forced = true;
+            }
             if !root_touched.is_empty() || last_root_check.elapsed() >= ROOT_CHECK {
                 if check_roots(&mut watched, &root_touched, &mut debouncer, opts, &mut state)? {
                     forced = true;
@@ -406,6 +412,12 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                     {
                         Batch { check: recheck.drain(..).collect(), settle: true, ..Batch::default() }
                     }
+                    Err(RecvTimeoutError::Timeout)
+                        if ignores_changed.is_some() && last_activity.elapsed() >= opts.flush_idle =>
+                    {
+                        tracing::info!("ignore files changed: rescanning for files they now leave out or let in");
+                        Batch { rescan: true, ..Batch::default() }
+                    }
                     Err(RecvTimeoutError::Timeout) => {
                         if dirty && last_activity.elapsed() >= opts.flush_idle {
                             expire_and_flush(store, &mut writer, opts)?;
@@ -421,8 +433,16 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                     Err(RecvTimeoutError::Disconnected) => break,
                 }
             };
-            let named = batch.check.iter().chain(batch.renames.iter().flat_map(|(a, b)| [a, b]));
-            root_touched.extend(named.filter(|p| watched.iter().any(|w| w.path == **p)).cloned());
+            let named: Vec<&PathBuf> =
+                batch.check.iter().chain(batch.renames.iter().flat_map(|(a, b)| [a, b])).collect();
+            root_touched.extend(named.iter().filter(|p| watched.iter().any(|w| w.path == ***p)).map(|p| (*p).clone()));
+            // An ignore file written, edited or removed changes which files
+            // are followed, and the files themselves raise no event: a
+            // rescan once things settle (one for a burst of them) drops
+            // those now left out (without ghosts) and reads those let in.
+            if ignores_changed.is_none() && named.iter().any(|p| is_ignore_file(p)) {
+                ignores_changed = Some(Instant::now());
+            }
             last_activity = Instant::now();
             state.last_event = Some(ingest::now_ns());
             state.pending = batch.check.len() + batch.renames.len();
@@ -432,6 +452,7 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                 writer.commit()?;
                 tracing::info!("rescanning");
                 let s = ingest::index(store, &rescan_opts)?;
+                ignores_changed = None;
                 state.rescans += 1;
                 state.changed_files += s.new + s.changed + s.moved + s.removed;
                 // Saved before the replies go: whoever asked for the rescan
@@ -676,7 +697,7 @@ fn apply(
     for (from, to) in batch.renames {
         rename(store, writer, filter, &from, &to, &mut check)?;
     }
-    if check.iter().any(|p| p.file_name().is_some_and(|n| n == ".gitignore" || n == ".ignore" || n == ".simdignore")) {
+    if check.iter().any(|p| is_ignore_file(p)) {
         filter.reset();
     }
     // Each path's own candidate goes to the readers at once, while the
@@ -747,6 +768,11 @@ fn apply(
         first_round = false;
     }
     Ok(dirs)
+}
+
+/// Whether `p` names an ignore file, which the walk and the daemon honour.
+fn is_ignore_file(p: &Path) -> bool {
+    p.file_name().is_some_and(|n| n == ".gitignore" || n == ".ignore" || n == ".simdignore")
 }
 
 /// A rename seen as one event: files whose content did not change move

@@ -222,6 +222,21 @@ fn the_daemon_honours_ignore_files_at_every_depth() {
     env.write("other/late.txt", text(40, 150));
     env.write("other/on-time.txt", text(41, 150));
     converges(&env, "an ignore file written live");
+    // One that leaves out files already indexed, which raise no event of
+    // their own: they leave the index (not for lost-and-found), and come
+    // back when it goes.
+    env.write("docs/deep/er/.simdignore", "draft-*\n!draft-keep.txt\nb.txt\n");
+    env.write("other/.ignore", "late.txt\non-time.txt\n");
+    converges(&env, "ignore files that now leave out indexed files");
+    let history = |env: &Env| {
+        let s = Store::open(&env.db, Access::Read, None).unwrap();
+        s.scan::<History>().map(|r| String::from_utf8_lossy(&r.unwrap().0 .0).into_owned()).collect::<Vec<_>>()
+    };
+    // (The ignore files' own former versions are there: they were edited.)
+    let h = history(&env);
+    assert!(!h.iter().any(|p| p.ends_with("/b.txt") || p.ends_with("/on-time.txt")), "left out, not lost: {h:?}");
+    std::fs::remove_file(env.root.join("other/.ignore")).unwrap();
+    converges(&env, "an ignore file removed");
     stop_with_sigterm(daemon);
 }
 
