@@ -1054,7 +1054,14 @@ pub struct Writer<'s> {
     /// Files a group holds before it is written ([`GROUP_FILES`]; tests
     /// make it small).
     group_files: usize,
+    /// Large files read, with their sizes, when the caller asked for them
+    /// ([`Writer::logging_large_reads`]): the daemon holds back a large
+    /// file that keeps changing.
+    large_reads: Option<Vec<(PathBuf, u64)>>,
 }
+
+/// Files from this size on are reported by [`Writer::take_large_reads`].
+pub const LARGE_READ: u64 = 16 << 20;
 
 impl Drop for Writer<'_> {
     /// A group still in flight is waited for, so that its result is not
@@ -1185,7 +1192,20 @@ impl<'s> Writer<'s> {
             committer: None,
             inflight: None,
             group_files: GROUP_FILES,
+            large_reads: None,
         })
+    }
+
+    /// Keeps a list of the files of [`LARGE_READ`] bytes or more that this
+    /// writer writes after reading them ([`Writer::take_large_reads`]).
+    pub fn logging_large_reads(mut self) -> Self {
+        self.large_reads = Some(Vec::new());
+        self
+    }
+
+    /// The large files read since the last call, with their sizes.
+    pub fn take_large_reads(&mut self) -> Vec<(PathBuf, u64)> {
+        self.large_reads.as_mut().map(std::mem::take).unwrap_or_default()
     }
 
     /// A writer that keeps every file record in memory ([`Writer::lookup`]
@@ -1272,6 +1292,9 @@ impl<'s> Writer<'s> {
         match outcome {
             Outcome::Read { cand, stat, fp, unseen, old_record } => {
                 summary.bytes_read += fp.size;
+                if let Some(log) = self.large_reads.as_mut().filter(|_| fp.size >= LARGE_READ) {
+                    log.push((cand.path.clone(), fp.size));
+                }
                 progress.file(fp.size);
                 let is_new = self.current(&path_bytes(&cand.path), cand.old.clone()).is_none();
                 self.prefetched = old_record.zip(cand.old.as_ref().map(|(_, r)| r.content));
@@ -1287,7 +1310,16 @@ impl<'s> Writer<'s> {
                 summary.new_contents += u64::from(new_content);
             }
             Outcome::Skip { cand, reason, detail } => {
-                tracing::warn!("{}: skipped: {} ({detail})", cand.path.display(), reason.describe());
+                // A large file that kept changing while the daemon read it
+                // is read again later, once its hold is over.
+                let large = |p: &Path| std::fs::metadata(p).map(|m| m.len()).ok().filter(|&n| n >= LARGE_READ);
+                match self.large_reads.as_mut().filter(|_| reason == SkipReason::KeptChanging) {
+                    Some(log) if let Some(size) = large(&cand.path) => {
+                        tracing::debug!("{}: kept changing while being read: held", cand.path.display());
+                        log.push((cand.path.clone(), size));
+                    }
+                    _ => tracing::warn!("{}: skipped: {} ({detail})", cand.path.display(), reason.describe()),
+                }
                 // Whatever the index held for it stays: the file is still there.
                 if let Some((id, _)) = cand.old {
                     self.touched.push(id);

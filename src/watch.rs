@@ -326,7 +326,8 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
     // files are read and staged (ingest::Committer).
     std::thread::scope(|scope| {
         let committer = ingest::Committer::spawn(scope, store);
-        let new_writer = || Writer::keeping_paths(store).map(|w| w.with_committer(committer.clone()));
+        let new_writer =
+            || Writer::keeping_paths(store).map(|w| w.with_committer(committer.clone()).logging_large_reads());
         let mut writer = new_writer()?;
         // The ignore files of every directory holding an indexed file, read
         // now rather than at the first event in each (three stats a directory:
@@ -351,6 +352,7 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
         let mut root_touched: Vec<PathBuf> = Vec::new();
         // Since when an ignore file's change awaits its rescan.
         let mut ignores_changed: Option<Instant> = None;
+        let mut holds = Holds::default();
         while !stop.load(Ordering::Relaxed) {
             let mut forced = false;
             // Events that never stop do not hold that rescan off for long.
@@ -396,7 +398,7 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                     }
                 }
             }
-            let batch = if forced {
+            let mut batch = if forced {
                 Batch { rescan: true, ..Batch::default() }
             } else {
                 match rx.recv_timeout(Duration::from_millis(100)) {
@@ -411,6 +413,9 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                         if !recheck.is_empty() && last_activity.elapsed() >= opts.flush_idle =>
                     {
                         Batch { check: recheck.drain(..).collect(), settle: true, ..Batch::default() }
+                    }
+                    Err(RecvTimeoutError::Timeout) if holds.any_due() => {
+                        Batch { check: holds.due(), ..Batch::default() }
                     }
                     Err(RecvTimeoutError::Timeout)
                         if ignores_changed.is_some() && last_activity.elapsed() >= opts.flush_idle =>
@@ -433,6 +438,16 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                     Err(RecvTimeoutError::Disconnected) => break,
                 }
             };
+            if !batch.rescan {
+                // Held files whose time is up go along, even while events
+                // never stop long enough for the idle arm above.
+                batch.check.append(&mut holds.due());
+                holds.hold_back(&mut batch.check);
+                if batch.check.is_empty() && batch.renames.is_empty() {
+                    state.pending = rx.len() + holds.waiting.len();
+                    continue;
+                }
+            }
             let named: Vec<&PathBuf> =
                 batch.check.iter().chain(batch.renames.iter().flat_map(|(a, b)| [a, b])).collect();
             root_touched.extend(named.iter().filter(|p| watched.iter().any(|w| w.path == ***p)).map(|p| (*p).clone()));
@@ -453,6 +468,8 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                 tracing::info!("rescanning");
                 let s = ingest::index(store, &rescan_opts)?;
                 ignores_changed = None;
+                // The scan read whatever changed, held files too.
+                holds.waiting.clear();
                 state.rescans += 1;
                 state.changed_files += s.new + s.changed + s.moved + s.removed;
                 // Saved before the replies go: whoever asked for the rescan
@@ -481,6 +498,7 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                 }
                 writer.commit()?;
                 writer.forget_touched();
+                holds.note(writer.take_large_reads());
                 tracing::debug!(
                     "batch: {paths} paths, {renames} renames, {} files written in {:?}",
                     writer.changed() - before,
@@ -497,7 +515,7 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                 last_flush = Instant::now();
             }
             state.batches += 1;
-            state.pending = rx.len();
+            state.pending = rx.len() + holds.waiting.len();
             state.save(&dir);
         }
         tracing::info!("stopping: committing and flushing");
@@ -768,6 +786,69 @@ fn apply(
         first_round = false;
     }
     Ok(dirs)
+}
+
+/// Large files that keep changing (a growing log, an image written with
+/// pauses): each is read at most once per [`HOLD_RATE`] of its size, where
+/// every debounced change would otherwise cost a whole read (a 300 MB file
+/// appended to every 300 ms kept a core busy: 6.9 CPU-s in 8 s). Its
+/// changes meanwhile wait, and it is read once its time is up: later,
+/// never missed. Files under [`ingest::LARGE_READ`] are never held.
+#[derive(Default)]
+struct Holds {
+    /// Until when each large file read lately is held.
+    until: HashMap<PathBuf, Instant>,
+    /// Held files with a change waiting.
+    waiting: BTreeSet<PathBuf>,
+}
+
+/// A large file is held for its size over this many bytes a second after
+/// each read: one that changes without end then costs the daemon about a
+/// tenth of a core (300 MB: one read every ~9 s).
+const HOLD_RATE: f64 = 32e6;
+
+impl Holds {
+    /// Holds the large files just read.
+    fn note(&mut self, reads: Vec<(PathBuf, u64)>) {
+        let now = Instant::now();
+        for (path, size) in reads {
+            self.until.insert(path, now + Duration::from_secs_f64(size as f64 / HOLD_RATE));
+        }
+    }
+
+    /// Takes the held files out of `check`, to wait; a held file that is
+    /// gone is not held (its removal waits for nothing).
+    fn hold_back(&mut self, check: &mut BTreeSet<PathBuf>) {
+        if self.until.is_empty() {
+            return;
+        }
+        let now = Instant::now();
+        let waiting = &self.waiting;
+        self.until.retain(|p, t| *t > now || waiting.contains(p));
+        for p in self.until.keys() {
+            if check.contains(p) && std::fs::symlink_metadata(p).is_ok() {
+                check.remove(p);
+                self.waiting.insert(p.clone());
+            }
+        }
+    }
+
+    fn any_due(&self) -> bool {
+        let now = Instant::now();
+        self.waiting.iter().any(|p| self.until.get(p).is_none_or(|t| *t <= now))
+    }
+
+    /// The waiting files whose time is up, no longer held.
+    fn due(&mut self) -> BTreeSet<PathBuf> {
+        let now = Instant::now();
+        let due: BTreeSet<PathBuf> =
+            self.waiting.iter().filter(|p| self.until.get(*p).is_none_or(|t| *t <= now)).cloned().collect();
+        for p in &due {
+            self.waiting.remove(p);
+            self.until.remove(p);
+        }
+        due
+    }
 }
 
 /// Whether `p` names an ignore file, which the walk and the daemon honour.

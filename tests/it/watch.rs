@@ -586,3 +586,30 @@ fn a_root_forgotten_under_the_daemon_is_no_longer_followed() {
     stop_with_sigterm(d);
     env.check();
 }
+
+/// A large file appended to again and again (a growing log, an image
+/// written with pauses) is held between reads instead of being read whole
+/// at every change, and its last version is indexed once it settles.
+#[test]
+fn a_large_file_that_keeps_changing_is_held_between_reads() {
+    let env = Env::new();
+    let big = env.write("big.bin", noise(1, 20 << 20));
+    env.write("small.txt", text(1, 300));
+    env.index();
+    let d = start(&env);
+    let changed = |env: &Env| simd::watch::DaemonState::running(&env.db).unwrap().changed_files;
+    let before = changed(&env);
+    let appends = 24;
+    for i in 0..appends {
+        let mut f = std::fs::OpenOptions::new().append(true).open(&big).unwrap();
+        std::io::Write::write_all(&mut f, format!("line {i}\n").as_bytes()).unwrap();
+        drop(f);
+        // Longer than the debounce: each append is a batch of its own.
+        std::thread::sleep(Duration::from_millis(150));
+    }
+    converges(&env, "appends to a large file");
+    // 20 MiB is held ~0.66 s after each read: about one read in four appends.
+    let reads = changed(&env) - before;
+    assert!(reads <= appends / 2, "the large file was written {reads} times for {appends} appends");
+    stop_with_sigterm(d);
+}
