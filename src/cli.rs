@@ -186,7 +186,7 @@ pub enum Command {
         /// Gather a burst of events on a path for this long before handling it
         #[arg(long, value_name = "MS", default_value_t = 50)]
         debounce_ms: u64,
-        /// When the inotify watch limit leaves part of the tree unwatched, rescan it this often
+        /// Rescan this often when the inotify watch limit leaves part of the tree unwatched, or a root is on a network or FUSE file system
         #[arg(long, value_name = "SECS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
         rescan_every: u64,
         #[command(flatten)]
@@ -742,6 +742,13 @@ fn print_status(out: &mut impl Write, s: &crate::status::Status) -> std::io::Res
     }
     if let Some(d) = s.daemon.as_ref().filter(|d| !d.missing_roots.is_empty()) {
         writeln!(out, "             MISSING roots, looked for every second: {}", d.missing_roots.join(", "))?;
+    }
+    if let Some(d) = s.daemon.as_ref().filter(|d| !d.remote_roots.is_empty()) {
+        writeln!(
+            out,
+            "             network or FUSE roots, also rescanned periodically (other machines' changes raise no event): {}",
+            d.remote_roots.join(", ")
+        )?;
     }
     Ok(())
 }

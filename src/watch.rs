@@ -87,6 +87,11 @@ pub struct DaemonState {
     /// every second and watched again once back.
     #[serde(default)]
     pub missing_roots: Vec<String>,
+    /// Roots on a network or FUSE file system, with its type: changes made
+    /// there by other machines raise no inotify event, so they are also
+    /// rescanned every `--rescan-every` seconds.
+    #[serde(default)]
+    pub remote_roots: Vec<String>,
 }
 
 pub fn state_path(dir: &Path) -> PathBuf {
@@ -301,6 +306,7 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
         }
     }
     state.missing_roots = summary.missing_roots.iter().map(|r| r.display().to_string()).collect();
+    note_remote_roots(&rescan_opts.roots, opts, &mut state);
     tracing::info!(
         "watching {} ({} new, {} changed, {} moved, {} removed at start)",
         state.roots.join(", "),
@@ -429,7 +435,8 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                             dirty = false;
                             last_flush = Instant::now();
                         }
-                        if state.degraded && last_rescan.elapsed() >= opts.rescan_every {
+                        let partial = state.degraded || !state.remote_roots.is_empty();
+                        if partial && last_rescan.elapsed() >= opts.rescan_every {
                             Batch { rescan: true, ..Batch::default() }
                         } else {
                             continue;
@@ -587,6 +594,7 @@ fn forget<W: notify::Watcher, C: notify_debouncer_full::FileIdCache>(
     daemon.state.missing_roots =
         daemon.watched.iter().filter(|w| w.id.is_none()).map(|w| w.path.display().to_string()).collect();
     *daemon.filter = Filter::new(&roots, &opts.index, dir)?;
+    note_remote_roots(&roots, opts, daemon.state);
     daemon.opts.roots = roots;
     Ok((Ok(control::forgotten_message(&f)), !added.is_empty()))
 }
@@ -685,6 +693,9 @@ fn check_roots<W: notify::Watcher, C: notify_debouncer_full::FileIdCache>(
     }
     if rescan {
         state.missing_roots = roots.iter().filter(|r| r.id.is_none()).map(|r| r.path.display().to_string()).collect();
+        // One back may be a mount now (a share mounted again).
+        let paths: Vec<PathBuf> = roots.iter().map(|r| r.path.clone()).collect();
+        note_remote_roots(&paths, opts, state);
     }
     Ok(rescan)
 }
@@ -851,6 +862,88 @@ impl Holds {
     }
 }
 
+/// Finds the daemon's roots on network or FUSE file systems, says so once
+/// for each, and keeps them in `state` (periodic rescans follow them).
+fn note_remote_roots(roots: &[PathBuf], opts: &WatchOptions, state: &mut DaemonState) {
+    let mounts =
+        std::env::var_os("SIMD_TEST_MOUNTINFO").map_or_else(|| PathBuf::from("/proc/self/mountinfo"), PathBuf::from);
+    let mounts = std::fs::read_to_string(&mounts).unwrap_or_default();
+    let remote: Vec<String> =
+        roots.iter().filter_map(|r| remote_fs(&mounts, r).map(|t| format!("{} ({t})", r.display()))).collect();
+    for r in remote.iter().filter(|r| !state.remote_roots.contains(r)) {
+        tracing::warn!(
+            "{r}: a network or FUSE file system: changes made there by other machines raise no inotify event, so \
+             it is also rescanned every {} s (--rescan-every)",
+            opts.rescan_every.as_secs()
+        );
+    }
+    state.remote_roots = remote;
+}
+
+/// The type of the file system holding `path`, from `mountinfo`'s text
+/// (`proc(5)`), when it is one where inotify sees only this machine's
+/// changes: a network file system, or a FUSE one (sshfs, rclone, gvfs
+/// shares...). The mount with the longest mount point above `path` holds
+/// it; of two at one point, the later (mounted on top).
+fn remote_fs(mountinfo: &str, path: &Path) -> Option<String> {
+    let mut best: Option<(usize, &str)> = None;
+    for line in mountinfo.lines() {
+        let fields: Vec<&str> = line.split(' ').collect();
+        let Some(sep) = fields.iter().position(|&f| f == "-") else { continue };
+        let (Some(point), Some(fstype)) = (fields.get(4), fields.get(sep + 1)) else { continue };
+        let point = unescape_mount(point);
+        let depth = point.components().count();
+        if path.starts_with(&point) && best.is_none_or(|(d, _)| depth >= d) {
+            best = Some((depth, fstype));
+        }
+    }
+    let (_, fstype) = best?;
+    const REMOTE: [&str; 18] = [
+        "nfs",
+        "nfs4",
+        "cifs",
+        "smb3",
+        "smbfs",
+        "9p",
+        "ceph",
+        "glusterfs",
+        "afs",
+        "lustre",
+        "davfs",
+        "virtiofs",
+        "gpfs",
+        "beegfs",
+        "ocfs2",
+        "gfs2",
+        "orangefs",
+        "fuse",
+    ];
+    (REMOTE.contains(&fstype) || fstype.starts_with("fuse.")).then(|| fstype.to_string())
+}
+
+/// A mount point as `mountinfo` writes it, with space, tab, newline and
+/// backslash escaped as three octal digits.
+fn unescape_mount(s: &str) -> PathBuf {
+    use std::os::unix::ffi::OsStringExt;
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let octal = b.get(i + 1..i + 4).filter(|d| b[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match octal {
+            Some(d) => {
+                out.push(d.iter().fold(0u8, |v, c| v.wrapping_mul(8).wrapping_add(c - b'0')));
+                i += 4;
+            }
+            None => {
+                out.push(b[i]);
+                i += 1;
+            }
+        }
+    }
+    PathBuf::from(std::ffi::OsString::from_vec(out))
+}
+
 /// Whether `p` names an ignore file, which the walk and the daemon honour.
 fn is_ignore_file(p: &Path) -> bool {
     p.file_name().is_some_and(|n| n == ".gitignore" || n == ".ignore" || n == ".simdignore")
@@ -985,4 +1078,44 @@ fn examine(
         }
     }
     Ok(is_dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MOUNTINFO: &str = "\
+22 27 0:21 / /proc rw,relatime - proc proc rw
+27 1 8:1 / / rw,relatime - ext4 /dev/sda1 rw
+40 27 0:45 / /srv/share rw,relatime - nfs4 fs:/export rw,vers=4.2
+41 40 8:2 / /srv/share/local rw,relatime - ext4 /dev/sdb1 rw
+42 27 0:46 / /home/a/my\\040drive rw - fuse.rclone remote: rw
+43 27 0:47 / /mnt/usb rw - fuseblk /dev/sdc1 rw
+44 27 0:48 / /mnt/stack rw - cifs //h/s rw
+45 27 0:49 / /mnt/stack rw - ext4 /dev/sdd1 rw
+";
+
+    #[test]
+    fn the_deepest_mount_above_a_root_decides_whether_it_is_remote() {
+        let remote = |p: &str| remote_fs(MOUNTINFO, Path::new(p));
+        assert_eq!(remote("/srv/share/docs").as_deref(), Some("nfs4"));
+        assert_eq!(remote("/srv/share"), Some("nfs4".into()));
+        // A local disk mounted inside the share, and a name that only
+        // starts like the share.
+        assert_eq!(remote("/srv/share/local/x"), None);
+        assert_eq!(remote("/srv/shared"), None);
+        assert_eq!(remote("/home/a/my drive/notes").as_deref(), Some("fuse.rclone"));
+        // ntfs-3g and the like are local disks through FUSE.
+        assert_eq!(remote("/mnt/usb/docs"), None);
+        // Mounted over the share: the later mount holds the path.
+        assert_eq!(remote("/mnt/stack/a"), None);
+        assert_eq!(remote("/var/docs"), None);
+        assert_eq!(remote_fs("", Path::new("/srv/share")), None);
+    }
+
+    #[test]
+    fn mount_points_are_unescaped() {
+        assert_eq!(unescape_mount(r"/a\040b\011c\134d"), PathBuf::from("/a b\tc\\d"));
+        assert_eq!(unescape_mount(r"/x\04"), PathBuf::from(r"/x\04"));
+    }
 }

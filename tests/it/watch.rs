@@ -613,3 +613,43 @@ fn a_large_file_that_keeps_changing_is_held_between_reads() {
     assert!(reads <= appends / 2, "the large file was written {reads} times for {appends} appends");
     stop_with_sigterm(d);
 }
+
+/// A root on a network file system (here one that `mountinfo` says is
+/// NFS): other machines' changes raise no inotify event there, so the
+/// daemon says so and rescans it every `--rescan-every` seconds.
+#[test]
+fn a_root_on_a_network_file_system_is_rescanned_periodically() {
+    let env = Env::new();
+    env.write("a.txt", text(1, 300));
+    env.index();
+    let mountinfo = env.tmp.path().join("mountinfo");
+    let point = env.root.to_str().unwrap().replace(' ', "\\040");
+    std::fs::write(
+        &mountinfo,
+        format!("27 1 8:1 / / rw - ext4 /dev/sda1 rw\n40 27 0:45 / {point} rw - nfs4 server:/export rw\n"),
+    )
+    .unwrap();
+    let log = env.tmp.path().join("daemon.log");
+    let bin = assert_cmd::cargo::cargo_bin("simd");
+    let d = {
+        let _starting = LIMITS.read().unwrap_or_else(|p| p.into_inner());
+        let mut cmd = Command::new(bin);
+        cmd.arg("--db").arg(&env.db).args(["watch", "--rescan-every", "1"]).arg(&env.root);
+        cmd.env("SIMD_TEST_MOUNTINFO", &mountinfo).env_remove("SIMD_LOG");
+        cmd.stderr(std::fs::File::create(&log).unwrap());
+        let d = Daemon(cmd.spawn().unwrap());
+        wait_ready(&env, Some(&log));
+        d
+    };
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert!(said.contains(&format!("{} (nfs4): a network or FUSE file system", env.root.display())), "{said}");
+    let until = Instant::now() + Duration::from_secs(60);
+    while simd::watch::DaemonState::running(&env.db).unwrap().rescans < 2 {
+        assert!(Instant::now() < until, "no periodic rescans of a root on NFS");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = env.simd().arg("status").assert().success();
+    let status = String::from_utf8_lossy(&out.get_output().stdout);
+    assert!(status.contains("network or FUSE roots, also rescanned periodically"), "{status}");
+    stop_with_sigterm(d);
+}
