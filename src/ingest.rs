@@ -499,8 +499,14 @@ impl Feed<'_> {
     fn take(&mut self, writer: &mut Writer<'_>, outcome: Outcome) -> Result<(), StoreError> {
         match outcome {
             // Gone, not a regular file, or not readable: the sender looks
-            // at it again as it would have without the shortcut.
-            Outcome::Skip { cand, .. } | Outcome::Vanished { cand } if cand.unverified => {
+            // at it again as it would have without the shortcut. (One that
+            // kept changing while read was all of these, and was read as
+            // often as it may be already.)
+            Outcome::Skip { cand, reason, .. } if cand.unverified && reason != SkipReason::KeptChanging => {
+                self.recheck.push(cand.path);
+                Ok(())
+            }
+            Outcome::Vanished { cand } if cand.unverified => {
                 self.recheck.push(cand.path);
                 Ok(())
             }
@@ -711,7 +717,10 @@ impl SmallFiles {
             .zip(fps.into_iter().zip(answers.into_inner()))
             .map(|((o, _), (fp, answer))| match settle(o, fp, answer) {
                 Ok(outcome) => outcome,
-                Err(cand) => read_candidate(cand, params, buf, known),
+                Err(cand) => {
+                    tracing::debug!("{}: changed while being read, reading again", cand.path.display());
+                    read_candidate(cand, params, buf, known)
+                }
             })
             .collect();
         self.data.clear();
@@ -924,7 +933,6 @@ fn settle(o: Opened, fp: Fingerprint, answer: Option<bool>) -> Result<Outcome, C
     let stat = Stat::of(&o.before);
     let same = stat == Stat::of(&after) && ctime(&o.before) == ctime(&after) && fp.size == stat.size;
     if !same {
-        tracing::debug!("{}: changed while being read, reading again", o.cand.path.display());
         return Err(o.cand);
     }
     Ok(Outcome::Read { cand: o.cand, stat, fp, unseen: answer == Some(false), old_record: None })
@@ -973,6 +981,7 @@ fn read_opened(
             let detail = format!("changed during {READ_ATTEMPTS} reads");
             return Outcome::Skip { cand, reason: SkipReason::KeptChanging, detail };
         }
+        tracing::debug!("{}: changed while being read, reading again", cand.path.display());
         attempts += 1;
         o = match open_candidate(cand) {
             Opening::Ready(o) => o,
