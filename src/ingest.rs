@@ -1521,7 +1521,9 @@ impl<'s> Writer<'s> {
     /// root is forgotten, or it is excluded now: the file was not lost, it is
     /// no longer followed).
     /// A content left without a name loses its chunk list too, unless a
-    /// ghost in `ghosts` still refers to it.
+    /// ghost in `ghosts` still refers to it. Only at the end of a pass: a
+    /// file of that content written after it by the same writer would find
+    /// the index's record, whose deletion is still in the open group.
     fn forget_file(&mut self, id: FileId, rec: &FileRecord, ghosts: &HashSet<ContentHash>) -> Result<(), StoreError> {
         self.group.batch.delete::<Files>(&id);
         self.group.batch.delete::<Paths>(&rec.path);
@@ -1530,6 +1532,7 @@ impl<'s> Writer<'s> {
             if !ghosts.contains(&rec.content) {
                 self.group.batch.delete::<ContentById>(&record.id);
                 self.group.batch.delete::<ContentChunks>(&rec.content);
+                self.group.records.remove(&rec.content);
             }
         }
         self.set_path(rec.path.clone(), None)?;
