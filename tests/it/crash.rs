@@ -188,3 +188,80 @@ fn a_first_index_killed_between_its_flushes_keeps_what_it_flushed_consistent() {
     // The point of the test: kills that left some flushes and not others.
     assert!(partial >= 3, "only {partial} of {kills} kills left a partly flushed index (a full run takes {full} ms)");
 }
+
+/// `simd forget` killed at random moments: the index stays consistent,
+/// the root is forgotten only once all its files are gone (the roots are
+/// written last), and running it again ends where an uninterrupted one
+/// does.
+#[test]
+fn a_forget_killed_part_way_leaves_a_consistent_index_and_runs_again() {
+    let env = Env::new();
+    const FILES: u64 = 3000;
+    for i in 0..FILES {
+        env.write(&format!("a/d{}/f{i}.txt", i % 13), body(i, 0));
+    }
+    for i in 0..300u64 {
+        // Some contents also live under `b`, and stay.
+        env.write(&format!("b/f{i}.txt"), body(i * 7, 0));
+    }
+    let (a, b) = (env.root.join("a"), env.root.join("b"));
+    let base = env.tmp.path().join("base");
+    env.simd().arg("--db").arg(&base).args(["--quiet", "index"]).arg(&a).arg(&b).assert().success();
+    let copy = |to: &std::path::Path| {
+        let _ = std::fs::remove_dir_all(to);
+        assert!(std::process::Command::new("cp").arg("-a").arg(&base).arg(to).status().unwrap().success());
+    };
+    let forget = |db: &std::path::Path| {
+        let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("simd"));
+        c.env("SIMD_TEST_MEMTABLE_KB", "64").arg("--db").arg(db).arg("forget").arg(&a);
+        c.stdout(std::process::Stdio::null()).spawn().unwrap()
+    };
+    let reference = env.tmp.path().join("reference");
+    copy(&reference);
+    let start = Instant::now();
+    assert!(forget(&reference).wait().unwrap().success());
+    let full = start.elapsed().as_millis() as u64;
+    let under_a = |db: &std::path::Path| {
+        let s = Store::open(db, Access::Read, None).unwrap();
+        let prefix = super::path_of(&a);
+        files_of(&s).iter().filter(|(p, _)| p.starts_with(&prefix)).count() as u64
+    };
+    let remembers_a = |db: &std::path::Path| {
+        let out = env.simd().arg("--db").arg(db).args(["--format", "json", "status"]).output().unwrap();
+        let st: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        st["roots"].as_array().unwrap().iter().any(|r| r.as_str() == a.to_str())
+    };
+
+    let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+    let (mut early, mut late, mut partial) = (0u64, full.max(4), 0);
+    for k in 0..30 {
+        if partial >= 3 {
+            break;
+        }
+        let db = env.tmp.path().join(format!("killed{k}"));
+        copy(&db);
+        let delay_ms = early + next(&mut seed) % (late - early).max(2);
+        let mut child = forget(&db);
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        child.kill().ok(); // SIGKILL
+        child.wait().unwrap();
+        let check = env.simd().arg("--db").arg(&db).arg("check").output().unwrap();
+        assert!(check.status.success(), "after a kill at {delay_ms} ms: {}", String::from_utf8_lossy(&check.stdout));
+        let (held, remembered) = (under_a(&db), remembers_a(&db));
+        assert!(remembered || held == 0, "the root was forgotten with {held} of its files left");
+        match held {
+            FILES => early = early.max(delay_ms),
+            0 if !remembered => late = late.min(delay_ms).max(early + 2),
+            _ => partial += 1,
+        }
+        if remembered {
+            assert!(forget(&db).wait().unwrap().success());
+        }
+        env.simd().arg("--db").arg(&db).arg("check").assert().success();
+        let (x, y) =
+            (Store::open(&db, Access::Read, None).unwrap(), Store::open(&reference, Access::Read, None).unwrap());
+        assert_eq!(files_of(&x), files_of(&y));
+        assert_eq!(postings(&x), postings(&y));
+    }
+    assert!(partial >= 2, "only {partial} kills left a forget part done (an uninterrupted one takes {full} ms)");
+}
