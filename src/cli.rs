@@ -654,12 +654,13 @@ fn print_summary(out: &mut impl Write, s: &Summary) -> std::io::Result<()> {
     }
     writeln!(
         out,
-        "  files: {} new, {} changed, {} unchanged, {} moved, {} removed, {} skipped",
+        "  files: {} new, {} changed, {} unchanged, {} moved, {} removed, {}{} skipped",
         s.new,
         s.changed,
         s.unchanged,
         s.moved,
         s.removed,
+        if s.left_out > 0 { format!("{} left out by excludes or ignore files, ", s.left_out) } else { String::new() },
         s.skipped.values().sum::<u64>()
     )?;
     for (reason, n) in &s.skipped {
@@ -694,6 +695,7 @@ fn summary_json(s: &Summary) -> serde_json::Value {
         "unchanged": s.unchanged,
         "moved": s.moved,
         "removed": s.removed,
+        "left_out": s.left_out,
         "skipped": skipped,
         "bytes_read": s.bytes_read,
         "bytes_unchanged": s.bytes_unchanged,

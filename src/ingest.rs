@@ -92,6 +92,9 @@ pub struct Summary {
     pub removed: u64,
     /// Files gone whose content appeared at a new path in the same pass.
     pub moved: u64,
+    /// Files still in place that an exclude or an ignore file now leaves
+    /// out: out of the index, without ghosts.
+    pub left_out: u64,
     pub skipped: BTreeMap<SkipReason, u64>,
     /// Paths skipped (first few per reason) for the report.
     pub skipped_examples: Vec<(PathBuf, SkipReason)>,
@@ -249,7 +252,7 @@ fn end_run(
     seen.sort_unstable();
     let root_bytes: Vec<Vec<u8>> = roots.iter().map(|r| path_bytes(r)).collect();
     let kept_dirs: Vec<Vec<u8>> = walked.unreadable_dirs.iter().map(|d| path_bytes(d)).collect();
-    (summary.removed, summary.moved) = writer.remove_unseen(&seen, &root_bytes, &kept_dirs)?;
+    (summary.removed, summary.moved, summary.left_out) = writer.remove_unseen(&seen, &root_bytes, &kept_dirs)?;
     // A moved file was read as a new path first: it is not a new file.
     summary.new = summary.new.saturating_sub(summary.moved);
     tracing::debug!("removal pass done after {:?}", start.elapsed());
@@ -1720,13 +1723,13 @@ impl<'s> Writer<'s> {
     /// gone whose content appeared in this pass under a new path was moved
     /// while nothing watched: it is recorded as a move ([`Writer::adopt`]).
     /// One still in its place was left out by an exclude or an ignore file,
-    /// and leaves without a ghost. Returns (removed, moved).
+    /// and leaves without a ghost. Returns (removed, moved, left out).
     fn remove_unseen(
         &mut self,
         seen: &[FileId],
         roots: &[Vec<u8>],
         kept: &[Vec<u8>],
-    ) -> Result<(u64, u64), StoreError> {
+    ) -> Result<(u64, u64, u64), StoreError> {
         let mut gone = Vec::new();
         // Files given an id in this pass were written in it, so seen: only
         // older ids can be gone (a first index scans nothing).
@@ -1759,6 +1762,7 @@ impl<'s> Writer<'s> {
                 self.remove(*id, rec)?;
             }
         }
+        let left = left_out.len() as u64;
         if !left_out.is_empty() {
             // The ghosts just written count among those a chunk list is kept for.
             self.commit()?;
@@ -1768,7 +1772,7 @@ impl<'s> Writer<'s> {
             }
         }
         self.commit()?;
-        Ok(((gone.len() - moves.len()) as u64, moves.len() as u64))
+        Ok(((gone.len() - moves.len()) as u64 - left, moves.len() as u64, left))
     }
 
     /// Pairs files gone with files that appeared in this pass holding the

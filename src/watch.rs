@@ -478,15 +478,15 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                 // The scan read whatever changed, held files too.
                 holds.waiting.clear();
                 state.rescans += 1;
-                state.changed_files += s.new + s.changed + s.moved + s.removed;
+                state.changed_files += s.new + s.changed + s.moved + s.removed + s.left_out;
                 // Saved before the replies go: whoever asked for the rescan
                 // reads a state that counts it.
                 state.pending = rx.len();
                 state.save(&dir);
                 for reply in rescan_replies.drain(..) {
                     let _ = reply.send(Ok(format!(
-                        "rescanned: {} new, {} changed, {} moved, {} removed, {} unchanged",
-                        s.new, s.changed, s.moved, s.removed, s.unchanged
+                        "rescanned: {} new, {} changed, {} moved, {} removed, {} left out, {} unchanged",
+                        s.new, s.changed, s.moved, s.removed, s.left_out, s.unchanged
                     )));
                 }
                 last_rescan = Instant::now();
