@@ -732,12 +732,47 @@ type RawLink = (usize, usize, Measures, LinkKind);
 /// Components with at least this many contents are split over threads.
 const PARALLEL_COMPONENT: usize = 2000;
 
+/// Which members of a component hold each key (a chunk, a posted sample)
+/// that two or more of them hold: one array of members in runs by key, and
+/// each key's run. A key held by one member finds no candidate and is left
+/// out. (A map to a `Vec` per key cost an allocation and ~40 bytes for
+/// each of a component's chunks, most of which no other member holds.)
+struct Holders<K> {
+    runs: HashMap<K, (u32, u32), IdHash>,
+    members: Vec<u32>,
+}
+
+impl<K: Copy + Ord + std::hash::Hash> Holders<K> {
+    /// From (key, member) pairs, members in increasing order per key.
+    fn new(mut pairs: Vec<(K, u32)>) -> Self {
+        pairs.sort_unstable();
+        let (mut runs, mut members) = (HashMap::default(), Vec::new());
+        let mut k = 0;
+        while k < pairs.len() {
+            let key = pairs[k].0;
+            let end = k + pairs[k..].partition_point(|p| p.0 == key);
+            if end - k >= 2 {
+                let start = members.len() as u32;
+                members.extend(pairs[k..end].iter().map(|p| p.1));
+                runs.insert(key, (start, members.len() as u32));
+            }
+            k = end;
+        }
+        Holders { runs, members }
+    }
+
+    /// The members holding `key`, in increasing order (none when only one does).
+    fn of(&self, key: &K) -> &[u32] {
+        self.runs.get(key).map_or(&[], |&(s, e)| &self.members[s as usize..e as usize])
+    }
+}
+
 /// What finding a component's links needs.
 struct LinkCtx<'a> {
     feats: &'a [Features],
     payloads: &'a [u64],
-    holders: HashMap<ChunkKey, Vec<u32>, IdHash>,
-    sample_holders: HashMap<u32, Vec<u32>, IdHash>,
+    holders: Holders<ChunkKey>,
+    sample_holders: Holders<u32>,
     params: &'a AnalysisParams,
 }
 
@@ -759,8 +794,7 @@ impl LinkCtx<'_> {
             // candidate and cost a sketch comparison each. Samples over the
             // sample cap are not in `sample_holders`.
             for s in &feats[i].posted {
-                let Some(held) = sample_holders.get(s) else { continue };
-                for &j in held {
+                for &j in sample_holders.of(s) {
                     let j = j as usize;
                     if j <= i {
                         continue;
@@ -777,7 +811,7 @@ impl LinkCtx<'_> {
             }
             // Any shared chunk makes a candidate too.
             for c in &feats[i].chunks {
-                for &j in &holders[&c.0] {
+                for &j in holders.of(&c.0) {
                     let j = j as usize;
                     if j > i && (stamp[j] != i || shared[j] < samples_needed(&feats[i], &feats[j])) {
                         stamp[j] = i;
@@ -834,16 +868,16 @@ fn analyse_component(
     // Inverted indexes of the component: chunk (and posted sample) → local
     // members holding it. Every holder of a non-ignored chunk or of a
     // sample under the cap is in this component (the partition joined them).
-    let mut holders: HashMap<ChunkKey, Vec<u32>, IdHash> = HashMap::default();
-    let mut sample_holders: HashMap<u32, Vec<u32>, IdHash> = HashMap::default();
-    for (i, f) in feats.iter().enumerate() {
-        for &(id, _, _) in &f.chunks {
-            holders.entry(id).or_default().push(i as u32);
-        }
-        for &s in f.posted.iter().filter(|s| !common_samples.contains(s)) {
-            sample_holders.entry(s).or_default().push(i as u32);
-        }
-    }
+    let holders = Holders::new(
+        feats.iter().enumerate().flat_map(|(i, f)| f.chunks.iter().map(move |c| (c.0, i as u32))).collect(),
+    );
+    let sample_holders = Holders::new(
+        feats
+            .iter()
+            .enumerate()
+            .flat_map(|(i, f)| f.posted.iter().filter(|s| !common_samples.contains(s)).map(move |&s| (s, i as u32)))
+            .collect(),
+    );
     let n = component.len();
     let ctx = LinkCtx { feats: &feats, payloads: &payloads, holders, sample_holders, params };
     // A large component (one can hold most of a repository) shares its
