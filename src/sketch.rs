@@ -199,6 +199,21 @@ fn shared_at_least(a: &[u32], b: &[u32], need: usize) -> Option<usize> {
         return (n >= need).then_some(n);
     }
     let (mut i, mut j, mut n) = (0, 0, 0);
+    // Four against four at a time (the compiler does the 16 comparisons
+    // side by side): the block with the smaller last value is done, as no
+    // later value of the other side can equal one of its values (both
+    // lists are distinct and sorted), and a pair of blocks meets once, so
+    // nothing is counted twice. The merge is most of a report's time.
+    while i + 4 <= a.len() && j + 4 <= b.len() {
+        if n + (a.len() - i).min(b.len() - j) < need {
+            return None;
+        }
+        let x: &[u32; 4] = a[i..i + 4].try_into().expect("4 values");
+        let y: &[u32; 4] = b[j..j + 4].try_into().expect("4 values");
+        n += x.iter().map(|&v| y.iter().filter(|&&w| w == v).count()).sum::<usize>();
+        i += 4 * usize::from(x[3] <= y[3]);
+        j += 4 * usize::from(y[3] <= x[3]);
+    }
     while i < a.len() && j < b.len() {
         if n + (a.len() - i).min(b.len() - j) < need {
             return None;
@@ -1087,6 +1102,15 @@ mod tests {
     proptest! {
         #[test]
         fn shared_samples_are_counted_alike_however_lopsided(a in proptest::collection::btree_set(0u32..5000, 0..40), b in proptest::collection::btree_set(0u32..5000, 0..1500), need in 0usize..30) {
+            let (a, b): (Vec<u32>, Vec<u32>) = (a.into_iter().collect(), b.into_iter().collect());
+            let n = a.iter().filter(|x| b.binary_search(x).is_ok()).count();
+            let want = (n >= need).then_some(n);
+            prop_assert_eq!(shared_at_least(&a, &b, need), want);
+            prop_assert_eq!(shared_at_least(&b, &a, need), want);
+        }
+
+        #[test]
+        fn shared_samples_are_counted_alike_in_blocks(a in proptest::collection::btree_set(0u32..1500, 0..600), b in proptest::collection::btree_set(0u32..1500, 0..600), need in 0usize..400) {
             let (a, b): (Vec<u32>, Vec<u32>) = (a.into_iter().collect(), b.into_iter().collect());
             let n = a.iter().filter(|x| b.binary_search(x).is_ok()).count();
             let want = (n >= need).then_some(n);
