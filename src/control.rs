@@ -167,7 +167,9 @@ pub fn perform(store: &crate::store::Store, request: Request, threads: usize) ->
 
 /// What `simd forget` says it did.
 pub fn forgotten_message(f: &crate::ingest::Forgotten) -> String {
-    let show = |p: &[std::path::PathBuf]| p.iter().map(|r| r.display().to_string()).collect::<Vec<_>>().join(", ");
+    // Paths as reports print them: a name that is not UTF-8 keeps its bytes, escaped.
+    let one = |p: &std::path::Path| crate::report_path(&crate::scan::path_bytes(p));
+    let show = |p: &[std::path::PathBuf]| p.iter().map(|r| one(r)).collect::<Vec<_>>().join(", ");
     let mut s = format!(
         "forgot {}: {} files dropped from the index (the files themselves are not touched)",
         show(&f.roots),
@@ -176,8 +178,8 @@ pub fn forgotten_message(f: &crate::ingest::Forgotten) -> String {
     for (root, inside) in &f.covered {
         s.push_str(&format!(
             "\n{} lies inside the root {}, which is still indexed: its files stay",
-            root.display(),
-            inside.display()
+            one(root),
+            one(inside)
         ));
     }
     if f.remaining.is_empty() {

@@ -525,6 +525,12 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
             state.pending = rx.len() + holds.waiting.len();
             state.save(&dir);
         }
+        if !holds.waiting.is_empty() {
+            tracing::info!(
+                "{} large files changing often were not read again yet: the next start's scan reads them",
+                holds.waiting.len()
+            );
+        }
         tracing::info!("stopping: committing and flushing");
         writer.commit()?;
         store.flush()?;

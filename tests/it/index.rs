@@ -208,6 +208,16 @@ fn a_forgotten_root_leaves_the_index_and_later_runs() {
     assert!(said.contains("the index remembers no roots now"), "{said}");
     assert!(env.files().is_empty());
     env.check();
+
+    // A root whose name is not UTF-8 is named back with its bytes escaped.
+    use std::os::unix::ffi::OsStrExt;
+    let odd = env.root.join(std::ffi::OsStr::from_bytes(b"odd\xff"));
+    std::fs::create_dir(&odd).unwrap();
+    std::fs::write(odd.join("f.txt"), text(6, 300)).unwrap();
+    env.simd().args(["--quiet", "index"]).arg(&odd).assert().success();
+    let out = env.simd().arg("forget").arg(&odd).assert().success();
+    let said = String::from_utf8_lossy(&out.get_output().stdout);
+    assert!(said.contains("odd\\xff: 1 files dropped"), "{said}");
 }
 
 #[test]
