@@ -611,6 +611,10 @@ fn print_lost(out: &mut impl Write, a: &crate::lost::Answer) -> std::io::Result<
 /// Runs a write request on the index, or hands it to the `simd watch` that
 /// holds it (over its control socket).
 fn write_or_ask_daemon(db: &std::path::Path, request: Request) -> Result<String> {
+    // A writer's open would create a missing index, for nothing.
+    if !crate::store::index_exists(db) {
+        return Err(StoreError::Missing { dir: db.to_path_buf() }.into());
+    }
     let answer = match Store::open(db, Access::Write, None) {
         Ok(store) => control::perform(&store, request, ingest::available_cores()),
         Err(StoreError::InUse { .. }) if DaemonState::running(db).is_some() => control::request(db, &request)?,

@@ -98,6 +98,11 @@ fn write_buffer_per_cf() -> usize {
         .map_or(WRITE_BUFFER_PER_CF, |kb| kb << 10)
 }
 
+/// Whether `dir` holds an index (a reader's open would find one).
+pub fn index_exists(dir: &Path) -> bool {
+    dir.join(DB_DIR).join("CURRENT").exists()
+}
+
 impl Store {
     /// Opens the index at `dir`. A writer creates it when `dir` is missing or
     /// empty, with `params` (default: ~1 KB chunks); an existing index must

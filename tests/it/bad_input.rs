@@ -153,9 +153,13 @@ fn foreign_corrupt_and_missing_indexes_get_clear_errors() {
     assert!(err.contains(corrupt.to_str().unwrap()), "{err}");
     let err = fail(&corrupt, &["index", env.root.to_str().unwrap()]);
     assert!(err.contains(corrupt.to_str().unwrap()), "{err}");
-    // No index yet.
-    let err = fail(&env.tmp.path().join("none"), &["status"]);
-    assert!(err.contains("no index here yet"), "{err}");
+    // No index yet: said, and commands that write do not make one.
+    let none = env.tmp.path().join("none");
+    for args in [&["status"][..], &["forget", "/x"], &["template", "unmark", "all"]] {
+        let err = fail(&none, args);
+        assert!(err.contains("no index here yet"), "{args:?}: {err}");
+    }
+    assert!(!none.exists(), "a command that failed made an index");
     // A missing root.
     let err = fail(&env.db, &["index", "/nonexistent/root"]);
     assert!(err.contains("/nonexistent/root"), "{err}");
