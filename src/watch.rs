@@ -165,7 +165,7 @@ impl Filter {
     fn follows(&mut self, path: &Path, is_dir: bool) -> bool {
         let pb = path_bytes(path);
         let Some(r) = self.root_bytes.iter().position(|r| is_under(&pb, r)) else { return false };
-        if self.skip_dirs.iter().any(|d| is_under(&pb, d)) || path.components().any(|c| c.as_os_str() == ".git") {
+        if self.never_walked(path) {
             return false;
         }
         let root = &self.roots[r];
@@ -186,6 +186,37 @@ impl Filter {
         let Some(parent) = path.parent().filter(|d| d.starts_with(root)) else { return true };
         let matchers = Self::matchers(&mut self.ignores, parent, root);
         !matchers.iter().any(|m| m.matched_path_or_any_parents(path, is_dir).is_ignore())
+    }
+
+    /// Whether `path` lies where no walk goes whatever the ignore files
+    /// say: the index's own directory, or a `.git` directory.
+    fn never_walked(&self, path: &Path) -> bool {
+        let pb = path_bytes(path);
+        self.skip_dirs.iter().any(|d| is_under(&pb, d)) || path.components().any(|c| c.as_os_str() == ".git")
+    }
+
+    /// Takes out of `batch` the paths no walk goes to. The index's own
+    /// directory may lie in a root (the default index under `~/.local/share`
+    /// when `~` is a root): the daemon's writes there, its state file
+    /// among them, raise events, and a batch of nothing but those saved
+    /// the state again and woke the daemon for ever (16 batches a second,
+    /// ~2 % of a core, on an idle tree). A rename across the boundary is
+    /// the one side's change.
+    fn prune(&self, batch: &mut Batch) {
+        batch.check.retain(|p| !self.never_walked(p));
+        let renames = std::mem::take(&mut batch.renames);
+        for (from, to) in renames {
+            match (self.never_walked(&from), self.never_walked(&to)) {
+                (false, false) => batch.renames.push((from, to)),
+                (false, true) => {
+                    batch.check.insert(from);
+                }
+                (true, false) => {
+                    batch.check.insert(to);
+                }
+                (true, true) => {}
+            }
+        }
     }
 
     /// The matchers that apply in `d` (under `root`): its own ignore files'
@@ -445,6 +476,7 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                     Err(RecvTimeoutError::Disconnected) => break,
                 }
             };
+            filter.prune(&mut batch);
             if !batch.rescan {
                 // Held files whose time is up go along, even while events
                 // never stop long enough for the idle arm above.

@@ -178,6 +178,42 @@ fn a_file_saved_in_several_writes_is_read_once() {
     assert_eq!(changed() - before, 1, "five writes, one read");
 }
 
+/// An index kept inside the tree it watches (the default index under
+/// `~/.local/share` when `~` is a root): the daemon's own writes there are
+/// no files to follow and do not wake it, and a file moved into or out of
+/// the index's directory is the tree side's removal or arrival.
+#[test]
+fn an_index_inside_its_root_neither_indexes_nor_wakes_itself() {
+    let mut env = Env::new();
+    env.db = env.root.join(".local/share/simd");
+    env.write("a.txt", text(1, 300));
+    let _daemon = start(&env);
+    let live = || -> Vec<String> {
+        let files = state(&env.db).map(|s| s.0).unwrap_or_default();
+        files.iter().map(|(p, _)| String::from_utf8_lossy(p).rsplit('/').next().unwrap().to_owned()).collect()
+    };
+    let holds = |want: &[&str], what: &str| {
+        let until = Instant::now() + Duration::from_secs(60);
+        while live() != want {
+            assert!(Instant::now() < until, "after {what}: the live index holds {:?}, not {want:?}", live());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    holds(&["a.txt"], "start");
+    env.write("b.txt", text(2, 300));
+    holds(&["a.txt", "b.txt"], "a new file");
+    std::fs::rename(env.root.join("a.txt"), env.db.join("a.txt")).unwrap();
+    holds(&["b.txt"], "a file moved into the index's directory");
+    std::fs::rename(env.db.join("a.txt"), env.root.join("c.txt")).unwrap();
+    holds(&["b.txt", "c.txt"], "a file moved out of it");
+    // The idle flush (after a quiet second) writes into the index too.
+    std::thread::sleep(Duration::from_millis(2000));
+    let batches = || simd::watch::DaemonState::running(&env.db).unwrap().batches;
+    let before = batches();
+    std::thread::sleep(Duration::from_millis(1000));
+    assert_eq!(batches(), before, "with nothing changing in the tree, the daemon handles no batch");
+}
+
 /// Ignore files at several depths, and one written while the daemon runs:
 /// the daemon follows what the walk of a fresh `simd index` takes, and
 /// nothing more.
