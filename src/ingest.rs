@@ -1067,9 +1067,13 @@ pub struct Writer<'s> {
     /// make it small).
     group_files: usize,
     /// Large files read, with their sizes, when the caller asked for them
-    /// ([`Writer::logging_large_reads`]): the daemon holds back a large
+    /// ([`Writer::logging_reads`]): the daemon holds back a large
     /// file that keeps changing.
     large_reads: Option<Vec<(PathBuf, u64)>>,
+    /// Files read that have other names (hard links), with their inode
+    /// numbers, logged with `large_reads`: the daemon looks at the other
+    /// names, whose content changed with no event of their own.
+    linked_reads: Option<Vec<(PathBuf, u64)>>,
 }
 
 /// Files from this size on are reported by [`Writer::take_large_reads`].
@@ -1205,19 +1209,52 @@ impl<'s> Writer<'s> {
             inflight: None,
             group_files: GROUP_FILES,
             large_reads: None,
+            linked_reads: None,
         })
     }
 
-    /// Keeps a list of the files of [`LARGE_READ`] bytes or more that this
-    /// writer writes after reading them ([`Writer::take_large_reads`]).
-    pub fn logging_large_reads(mut self) -> Self {
+    /// Keeps lists of the files this writer writes after reading them that
+    /// the daemon looks at again: those of [`LARGE_READ`] bytes or more
+    /// ([`Writer::take_large_reads`]) and those with other names
+    /// ([`Writer::take_linked_reads`]).
+    pub fn logging_reads(mut self) -> Self {
         self.large_reads = Some(Vec::new());
+        self.linked_reads = Some(Vec::new());
         self
     }
 
     /// The large files read since the last call, with their sizes.
     pub fn take_large_reads(&mut self) -> Vec<(PathBuf, u64)> {
         self.large_reads.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    /// The files with other names (hard links) read since the last call,
+    /// with their inode numbers.
+    pub fn take_linked_reads(&mut self) -> Vec<(PathBuf, u64)> {
+        self.linked_reads.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    /// The indexed paths other than `path` whose file had inode `inode`
+    /// when last read: maybe other names of that file (or files of
+    /// another file system with the same number, which a look finds
+    /// unchanged). A scan of every record, for the rare file with several
+    /// names; from the index, with what is pending written first, when
+    /// the records are not kept in memory.
+    pub fn other_names(&mut self, path: &Path, inode: u64) -> Result<Vec<PathBuf>, StoreError> {
+        let own = path_bytes(path);
+        if let Some(scan::Known::Loaded(map)) = &self.paths {
+            let found = map.iter().filter(|(p, (_, rec))| rec.inode == inode && **p != own);
+            return Ok(found.map(|(p, _)| scan::bytes_path(p)).collect());
+        }
+        self.commit()?;
+        let mut found = Vec::new();
+        for item in self.store.scan::<Files>() {
+            let (_, rec) = item?;
+            if rec.inode == inode && rec.path != own {
+                found.push(scan::bytes_path(&rec.path));
+            }
+        }
+        Ok(found)
     }
 
     /// A writer that keeps every file record in memory ([`Writer::lookup`]
@@ -1306,6 +1343,9 @@ impl<'s> Writer<'s> {
                 summary.bytes_read += fp.size;
                 if let Some(log) = self.large_reads.as_mut().filter(|_| fp.size >= LARGE_READ) {
                     log.push((cand.path.clone(), fp.size));
+                }
+                if let Some(log) = self.linked_reads.as_mut().filter(|_| stat.links > 1) {
+                    log.push((cand.path.clone(), stat.inode));
                 }
                 progress.file(fp.size);
                 let is_new = self.current(&path_bytes(&cand.path), cand.old.clone()).is_none();
@@ -1988,7 +2028,7 @@ mod tests {
     /// What a reader hands the writer for `data` at `path`.
     fn upsert_bytes(w: &mut Writer<'_>, path: &str, data: &[u8], unseen: bool) -> FileId {
         let fp = fingerprint_bytes(data, &ChunkParams::default());
-        let stat = Stat { size: data.len() as u64, mtime: 1, inode: 1 };
+        let stat = Stat { size: data.len() as u64, mtime: 1, inode: 1, links: 1 };
         let old = w.lookup(Path::new(path)).unwrap();
         w.upsert(Path::new(path), stat, &fp, old, unseen).unwrap().0
     }

@@ -153,17 +153,26 @@ pub fn resolve_pending(store: &Store, known: &Known, out: &mut WalkOutcome) -> R
     Ok(candidates)
 }
 
-/// The stat fields that decide whether a file changed.
+/// The stat fields that decide whether a file changed, and its number of
+/// names (hard links).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Stat {
     pub size: u64,
     pub mtime: i64,
     pub inode: u64,
+    /// Names the file has: a write through one name changes the others,
+    /// which raise no event of their own.
+    pub links: u64,
 }
 
 impl Stat {
     pub fn of(meta: &Metadata) -> Stat {
-        Stat { size: meta.len(), mtime: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(), inode: meta.ino() }
+        Stat {
+            size: meta.len(),
+            mtime: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
+            inode: meta.ino(),
+            links: meta.nlink(),
+        }
     }
 
     pub fn matches(&self, rec: &FileRecord) -> bool {

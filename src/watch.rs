@@ -363,8 +363,7 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
     // files are read and staged (ingest::Committer).
     std::thread::scope(|scope| {
         let committer = ingest::Committer::spawn(scope, store);
-        let new_writer =
-            || Writer::keeping_paths(store).map(|w| w.with_committer(committer.clone()).logging_large_reads());
+        let new_writer = || Writer::keeping_paths(store).map(|w| w.with_committer(committer.clone()).logging_reads());
         let mut writer = new_writer()?;
         // The ignore files of every directory holding an indexed file, read
         // now rather than at the first event in each (three stats a directory:
@@ -822,6 +821,12 @@ fn apply(
             }
             Ok(())
         })?;
+        let mut recheck = recheck;
+        // A file with several names (hard links) changed through one of
+        // them: the others changed too, and raise no event of their own.
+        for (path, inode) in writer.take_linked_reads() {
+            recheck.extend(writer.other_names(&path, inode)?.into_iter().filter(|p| filter.follows(p, false)));
+        }
         if recheck.is_empty() {
             break;
         }
@@ -829,6 +834,7 @@ fn apply(
         // the first time round.
         paths = recheck;
         paths.sort();
+        paths.dedup();
         for p in &paths {
             queued.remove(p);
         }

@@ -285,6 +285,20 @@ fn the_live_index_follows_every_kind_of_change() {
     let daemon = start(&env);
     converges(&env, "start");
 
+    // A file with three names (hard links), one in another directory,
+    // written through one of them: the others change with it and raise no
+    // event of their own.
+    let linked = env.root.join("docs/d6.txt");
+    std::fs::hard_link(&linked, env.root.join("d6-link.txt")).unwrap();
+    std::fs::hard_link(&linked, env.root.join("docs/d6-link.txt")).unwrap();
+    converges(&env, "two hard links made");
+    {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().append(true).open(env.root.join("d6-link.txt")).unwrap();
+        f.write_all(&text(105, 300)).unwrap();
+    }
+    converges(&env, "a file written through one of its three names");
+
     env.write("docs/new.txt", text(100, 900));
     converges(&env, "create");
 
