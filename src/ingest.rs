@@ -247,6 +247,7 @@ fn end_run(
     for (path, reason) in walked.skipped {
         record_skip(summary, path, reason);
     }
+    writer.record_devices(&walked.devices)?;
     let mut seen = walked.unchanged;
     seen.append(&mut writer.touched);
     seen.sort_unstable();
@@ -427,7 +428,11 @@ pub fn prewalk(store: &Store, opts: &IndexOptions) -> Result<Prewalk, IngestErro
     // recorded file now a symlink or a FIFO is skipped by the walk: for
     // the index, it is gone).
     let under_roots = records.keys().filter(|p| root_bytes.iter().any(|r| is_under(p, r))).count();
-    if candidates.is_empty() && walked.unreadable_dirs.is_empty() && under_roots == walked.unchanged.len() {
+    if candidates.is_empty()
+        && walked.unreadable_dirs.is_empty()
+        && under_roots == walked.unchanged.len()
+        && walked.devices.is_empty()
+    {
         let mut summary = Summary {
             roots,
             unchanged: walked.unchanged.len() as u64,
@@ -1420,6 +1425,7 @@ impl<'s> Writer<'s> {
             mtime: stat.mtime,
             inode: stat.inode,
             content: rec.content,
+            dev: stat.dev,
         };
         self.group.batch.delete::<Paths>(&rec.path);
         self.group.batch.put::<Paths>(&to_bytes, &id);
@@ -1429,6 +1435,23 @@ impl<'s> Writer<'s> {
         self.set_path(rec.path.clone(), None)?;
         self.set_path(to_bytes, Some((id, new)))?;
         self.end_file()
+    }
+
+    /// Adds their device to the records of unchanged files that hold none
+    /// (written by schema 8 or older): nothing is read, and names of one
+    /// file (hard links) are then told from copies.
+    pub fn record_devices(&mut self, devices: &[(FileId, u64)]) -> Result<(), StoreError> {
+        for &(id, dev) in devices {
+            let Some(mut rec) = self.store.get::<Files>(&id)? else { continue };
+            if rec.dev != 0 {
+                continue;
+            }
+            rec.dev = dev;
+            self.group.batch.put::<Files>(&id, &rec);
+            self.set_path(rec.path.clone(), Some((id, rec)))?;
+            self.end_file()?;
+        }
+        Ok(())
     }
 
     /// Forgets what only one scan needs (the ids of files written, for its
@@ -1489,8 +1512,14 @@ impl<'s> Writer<'s> {
                 id
             }
         };
-        let rec =
-            FileRecord { path: pb.clone(), size: stat.size, mtime: stat.mtime, inode: stat.inode, content: fp.content };
+        let rec = FileRecord {
+            path: pb.clone(),
+            size: stat.size,
+            mtime: stat.mtime,
+            inode: stat.inode,
+            content: fp.content,
+            dev: stat.dev,
+        };
         self.group.batch.put::<Files>(&id, &rec);
         let mut new_chunks = false;
         let same_content = old.as_ref().is_some_and(|(_, r)| r.content == fp.content);
@@ -2028,7 +2057,7 @@ mod tests {
     /// What a reader hands the writer for `data` at `path`.
     fn upsert_bytes(w: &mut Writer<'_>, path: &str, data: &[u8], unseen: bool) -> FileId {
         let fp = fingerprint_bytes(data, &ChunkParams::default());
-        let stat = Stat { size: data.len() as u64, mtime: 1, inode: 1, links: 1 };
+        let stat = Stat { size: data.len() as u64, mtime: 1, inode: 1, links: 1, dev: 1 };
         let old = w.lookup(Path::new(path)).unwrap();
         w.upsert(Path::new(path), stat, &fp, old, unseen).unwrap().0
     }

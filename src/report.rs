@@ -82,6 +82,32 @@ impl Serialize for JsonPaths<'_> {
     }
 }
 
+/// An identical set's names as a JSON array: each path, and for a name
+/// that is a hard link of an earlier one, `hard_link_of`, its index.
+struct JsonSetFiles<'a>(&'a IdenticalSet);
+
+impl Serialize for JsonSetFiles<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        struct File<'a>(&'a [u8], Option<usize>);
+        impl Serialize for File<'_> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let Some(of) = self.1 else { return JsonPath(self.0).serialize(s) };
+                let mut m = s.serialize_map(Some(2))?;
+                match std::str::from_utf8(self.0) {
+                    Ok(p) => m.serialize_entry("path", p)?,
+                    Err(_) => {
+                        m.serialize_entry("path_b64", &base64::engine::general_purpose::STANDARD.encode(self.0))?
+                    }
+                }
+                m.serialize_entry("hard_link_of", &of)?;
+                m.end()
+            }
+        }
+        let set = self.0;
+        s.collect_seq(set.names.iter().enumerate().map(|(k, n)| File(&n.path, set.link_of(k))))
+    }
+}
+
 /// A content hash as its hex string, without a `String` for each.
 struct JsonHash<'a>(&'a ContentHash);
 
@@ -108,7 +134,7 @@ struct JsonSet<'a> {
     size: u64,
     copies: usize,
     wasted: u64,
-    files: JsonPaths<'a>,
+    files: JsonSetFiles<'a>,
 }
 
 #[derive(Serialize)]
@@ -180,9 +206,9 @@ pub fn write_json(out: &mut dyn Write, a: &Analysis, view: &View, pretty: bool) 
             .map(|s| JsonSet {
                 content: JsonHash(&s.content),
                 size: s.size,
-                copies: s.names.len(),
+                copies: s.copies(),
                 wasted: s.wasted(),
-                files: JsonPaths(&s.names),
+                files: JsonSetFiles(s),
             })
             .collect(),
         clusters: clusters
@@ -320,7 +346,19 @@ fn summary_lines(a: &Analysis, view: &View, shown: (usize, usize)) -> Vec<String
 
 /// An identical set's heading (text and HTML).
 fn set_heading(s: &IdenticalSet) -> String {
-    format!("{} copies of {}, {} wasted", s.names.len(), human_bytes(s.size), human_bytes(s.wasted()))
+    let copies = s.copies();
+    let links = match s.names.len() - copies {
+        0 => String::new(),
+        1 => " (and 1 hard link)".to_string(),
+        n => format!(" (and {n} hard links)"),
+    };
+    format!("{copies} copies{links} of {}, {} wasted", human_bytes(s.size), human_bytes(s.wasted()))
+}
+
+/// What a name of an identical set is: a copy, or a hard link of an
+/// earlier name (text and HTML).
+fn link_note(s: &IdenticalSet, k: usize, p: &dyn Fn(&[u8]) -> String) -> String {
+    s.link_of(k).map(|j| format!("  (hard link of {})", p(&s.names[j].path))).unwrap_or_default()
 }
 
 /// A content hash's first 12 hex digits, as reports show it.
@@ -360,8 +398,8 @@ pub fn write_text(out: &mut dyn Write, a: &Analysis, view: &View) -> io::Result<
     }
     for (i, s) in sets.iter().enumerate() {
         writeln!(out, "  {:>4}. {}  [{}]", i + 1, set_heading(s), short_hash(&s.content))?;
-        for n in &s.names {
-            writeln!(out, "        {}", p(&n.path))?;
+        for (k, n) in s.names.iter().enumerate() {
+            writeln!(out, "        {}{}", p(&n.path), link_note(s, k, &p))?;
         }
     }
 
@@ -466,8 +504,8 @@ pub fn write_html(out: &mut dyn Write, a: &Analysis, view: &View) -> io::Result<
                 set_heading(s),
                 short_hash(&s.content)
             )?;
-            for n in &s.names {
-                writeln!(out, "<li class=\"path\">{}</li>", p(&n.path))?;
+            for (k, n) in s.names.iter().enumerate() {
+                writeln!(out, "<li class=\"path\">{}{}</li>", p(&n.path), link_note(s, k, &p))?;
             }
             writeln!(out, "</ul></details></li>")?;
         }

@@ -90,8 +90,14 @@ impl Known {
         match rec {
             Some((id, r)) => {
                 // The path is the key: the record keeps none.
-                let rec =
-                    FileRecord { path: Vec::new(), size: r.size, mtime: r.mtime, inode: r.inode, content: r.content };
+                let rec = FileRecord {
+                    path: Vec::new(),
+                    size: r.size,
+                    mtime: r.mtime,
+                    inode: r.inode,
+                    content: r.content,
+                    dev: r.dev,
+                };
                 map.insert(path.to_vec(), (id, rec));
                 if map.len() as u64 > Self::LOAD_MAX {
                     *self = Known::Lookups;
@@ -146,6 +152,9 @@ pub fn resolve_pending(store: &Store, known: &Known, out: &mut WalkOutcome) -> R
             Some((id, rec)) if stat.matches(&rec) => {
                 out.unchanged.push(id);
                 out.unchanged_bytes += rec.size;
+                if rec.dev == 0 {
+                    out.devices.push((id, stat.dev));
+                }
             }
             old => candidates.push(Candidate::new(path, old)),
         }
@@ -163,6 +172,8 @@ pub struct Stat {
     /// Names the file has: a write through one name changes the others,
     /// which raise no event of their own.
     pub links: u64,
+    /// The device: recorded, never compared (see [`FileRecord::dev`]).
+    pub dev: u64,
 }
 
 impl Stat {
@@ -172,6 +183,7 @@ impl Stat {
             mtime: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
             inode: meta.ino(),
             links: meta.nlink(),
+            dev: meta.dev(),
         }
     }
 
@@ -246,6 +258,9 @@ pub struct WalkOutcome {
     /// Files met before the records were ready, with their stat
     /// ([`Records::Loading`]).
     pub pending: Vec<(PathBuf, Stat)>,
+    /// Unchanged files whose record holds no device yet (written by schema
+    /// 8 or older), with their device: the writer adds it in passing.
+    pub devices: Vec<(FileId, u64)>,
 }
 
 /// How close two stored paths are: first how many trailing components they
@@ -350,10 +365,13 @@ pub fn walk(
             // needs an lstat here, to tell whether it changed.
             let found = known.get(store, path);
             match found {
-                Ok(Some((id, rec))) => match entry.metadata() {
-                    Ok(meta) if Stat::of(&meta).matches(&rec) => {
+                Ok(Some((id, rec))) => match entry.metadata().map(|m| Stat::of(&m)) {
+                    Ok(stat) if stat.matches(&rec) => {
                         local.out.unchanged.push(id);
                         local.out.unchanged_bytes += rec.size;
+                        if rec.dev == 0 {
+                            local.out.devices.push((id, stat.dev));
+                        }
                     }
                     Ok(_) => {
                         if tx.send(Candidate::new(entry.into_path(), Some((id, rec)))).is_err() {
@@ -397,6 +415,7 @@ impl Drop for Local<'_> {
         s.unreadable_dirs.extend(out.unreadable_dirs);
         s.store_errors.extend(out.store_errors);
         s.pending.extend(out.pending);
+        s.devices.extend(out.devices);
     }
 }
 
@@ -462,6 +481,7 @@ mod tests {
                 mtime: st.mtime,
                 inode: st.inode,
                 content: crate::fingerprint::ContentHash([0; 16]),
+                dev: st.dev,
             }
         };
         let mut map = HashMap::new();
@@ -485,6 +505,7 @@ mod tests {
             mtime: 0,
             inode: n,
             content: crate::fingerprint::ContentHash([0; 16]),
+            dev: 1,
         };
         let mut k = Known::Loaded(HashMap::new());
         k.set(b"/r/a", Some((FileId(1), &rec(1))));

@@ -30,10 +30,11 @@ use crate::store::{ContentChunks, ContentId, FileId, Store, StoreError};
 // 4: word measures say how many samples they rest on. 5: word links need
 // trusted estimates. 6: the basis of an update is kept with the analysis.
 // 7: a header (sequence, thresholds) and the basis's length come first.
-// 8: over-common chunks by their 8-byte keys.
+// 8: over-common chunks by their 8-byte keys. 9: names say which file they
+// are (hard links of one file are one copy).
 // (Bump it whenever what an analysis finds changes: a cache made by an
 // older binary would otherwise be served.)
-const VERSION: u8 = 8;
+const VERSION: u8 = 9;
 
 /// Where an analysis came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -25,8 +25,8 @@ use serde::{Deserialize, Serialize};
 use crate::fingerprint::{ChunkKey, ContentHash};
 use crate::sketch::{Estimate, Sketch};
 use crate::store::{
-    ChunkContents, ContentById, ContentChunks, ContentId, ContentNames, FileId, Files, SketchContents, Store,
-    StoreError, TemplateSamples, Templates,
+    ChunkContents, ContentById, ContentChunks, ContentId, ContentNames, FileId, FileRecord, Files, SketchContents,
+    Store, StoreError, TemplateSamples, Templates,
 };
 
 /// Thresholds of an analysis.
@@ -213,6 +213,16 @@ pub struct Name {
     pub size: u64,
     /// Ids grow as files are first indexed: a higher id is a newer name.
     pub id: FileId,
+    /// Which file the name is: names with the same (device, inode) are
+    /// hard links of one file, not copies. None when the record holds no
+    /// device (written by schema 8 or older, until the next scan).
+    pub file: Option<(u64, u64)>,
+}
+
+impl Name {
+    fn new(id: FileId, rec: &FileRecord, path: Arc<[u8]>) -> Name {
+        Name { path, size: rec.size, id, file: (rec.dev != 0).then_some((rec.dev, rec.inode)) }
+    }
 }
 
 /// A shared path as one byte string (postcard writes a `Vec<u8>` byte by
@@ -230,7 +240,8 @@ mod arc_bytes {
     }
 }
 
-/// Identical files: one content, several names.
+/// Identical files: one content, several files (a file with several
+/// names, hard links, is one copy).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct IdenticalSet {
     pub content: ContentHash,
@@ -239,9 +250,21 @@ pub struct IdenticalSet {
 }
 
 impl IdenticalSet {
+    /// Distinct files among the names.
+    pub fn copies(&self) -> usize {
+        self.names.len() - (0..self.names.len()).filter(|&k| self.link_of(k).is_some()).count()
+    }
+
     /// Bytes that all copies but one take.
     pub fn wasted(&self) -> u64 {
-        self.size * (self.names.len() as u64).saturating_sub(1)
+        self.size * (self.copies() as u64).saturating_sub(1)
+    }
+
+    /// The first of the names before name `k` that is the same file (a
+    /// hard link of it), if any.
+    pub fn link_of(&self, k: usize) -> Option<usize> {
+        let file = self.names[k].file?;
+        self.names[..k].iter().position(|n| n.file == Some(file))
     }
 }
 
@@ -409,7 +432,8 @@ impl Places {
 /// each id when the ids are dense (file ids are a counter, so they are,
 /// but for the holes deleted files leave), else a lookup is a binary search.
 pub(crate) struct FileTable {
-    files: Vec<(FileId, Arc<[u8]>, u64)>,
+    /// By id: each file's name.
+    files: Vec<Name>,
     first: u64,
     at: Vec<u32>,
 }
@@ -418,16 +442,17 @@ impl FileTable {
     pub(crate) fn load(store: &Store) -> Result<FileTable, StoreError> {
         let mut files = Vec::new();
         for item in store.scan::<Files>() {
-            let (id, rec) = item?;
-            files.push((id, Arc::from(rec.path), rec.size));
+            let (id, mut rec) = item?;
+            let path = Arc::from(std::mem::take(&mut rec.path));
+            files.push(Name::new(id, &rec, path));
         }
         Ok(FileTable::new(files))
     }
 
-    /// From (id, path, size) sorted by id.
-    fn new(files: Vec<(FileId, Arc<[u8]>, u64)>) -> FileTable {
+    /// From names sorted by id.
+    fn new(files: Vec<Name>) -> FileTable {
         let (first, last) = match (files.first(), files.last()) {
-            (Some(f), Some(l)) => (f.0 .0, l.0 .0),
+            (Some(f), Some(l)) => (f.id.0, l.id.0),
             _ => (0, 0),
         };
         let span = (last - first).saturating_add(1);
@@ -435,19 +460,19 @@ impl FileTable {
         if !files.is_empty() && span <= 4 * files.len() as u64 + 1024 {
             at = vec![u32::MAX; span as usize];
             for (k, f) in files.iter().enumerate() {
-                at[(f.0 .0 - first) as usize] = k as u32;
+                at[(f.id.0 - first) as usize] = k as u32;
             }
         }
         FileTable { files, first, at }
     }
 
     fn bytes(&self) -> u64 {
-        self.files.iter().map(|(_, _, size)| size).sum()
+        self.files.iter().map(|n| n.size).sum()
     }
 
-    fn get(&self, id: FileId) -> Option<&(FileId, Arc<[u8]>, u64)> {
+    fn get(&self, id: FileId) -> Option<&Name> {
         if self.at.is_empty() {
-            return self.files.binary_search_by_key(&id, |e| e.0).ok().map(|k| &self.files[k]);
+            return self.files.binary_search_by_key(&id, |n| n.id).ok().map(|k| &self.files[k]);
         }
         let slot = *self.at.get(usize::try_from(id.0.checked_sub(self.first)?).ok()?)?;
         self.files.get(slot as usize)
@@ -455,10 +480,7 @@ impl FileTable {
 
     /// The names of these ids, sorted by path.
     fn names(&self, ids: &[FileId]) -> Vec<Name> {
-        let mut names: Vec<Name> = ids
-            .iter()
-            .filter_map(|&id| self.get(id).map(|(_, path, size)| Name { path: path.clone(), size: *size, id }))
-            .collect();
+        let mut names: Vec<Name> = ids.iter().filter_map(|&id| self.get(id).cloned()).collect();
         names.sort_by(|a, b| a.path.cmp(&b.path));
         names
     }
@@ -930,8 +952,9 @@ pub fn names_of(store: &Store, content: &ContentHash) -> Result<Vec<Name>, Store
     }
     let mut names = Vec::with_capacity(ids.len());
     for id in ids {
-        if let Some(rec) = store.get::<Files>(&id)? {
-            names.push(Name { path: rec.path.into(), size: rec.size, id });
+        if let Some(mut rec) = store.get::<Files>(&id)? {
+            let path = Arc::from(std::mem::take(&mut rec.path));
+            names.push(Name::new(id, &rec, path));
         }
     }
     names.sort_by(|a, b| a.path.cmp(&b.path));
@@ -1055,12 +1078,18 @@ pub(crate) fn assemble(
     }
     clusters.sort_by(|a, b| (b.files(), b.bytes()).cmp(&(a.files(), a.bytes())).then_with(|| a.id.cmp(&b.id)));
 
+    // A content with several names is a set when they are more than one
+    // file: the names of one file (hard links) take its bytes once, as
+    // fclones and jdupes count them.
     let mut identical = Vec::new();
     for (i, names) in ids.iter().enumerate() {
         if names.len() > 1 {
             let names = files.names(names);
             let size = names.first().map_or(0, |n| n.size);
-            identical.push(IdenticalSet { content: contents[i], size, names });
+            let set = IdenticalSet { content: contents[i], size, names };
+            if set.copies() > 1 {
+                identical.push(set);
+            }
         }
     }
     identical.sort_by(|a, b| b.wasted().cmp(&a.wasted()).then_with(|| a.content.cmp(&b.content)));
@@ -1226,8 +1255,10 @@ mod tests {
 
     #[test]
     fn file_table_finds_names_dense_or_sparse() {
-        let files = |ids: &[u64]| -> Vec<(FileId, Arc<[u8]>, u64)> {
-            ids.iter().map(|&i| (FileId(i), format!("/f{i:05}").into_bytes().into(), i)).collect()
+        let files = |ids: &[u64]| -> Vec<Name> {
+            ids.iter()
+                .map(|&i| Name { path: format!("/f{i:05}").into_bytes().into(), size: i, id: FileId(i), file: None })
+                .collect()
         };
         for ids in [&[3u64, 4, 7, 9][..], &[1, 50_000, 90_000][..]] {
             let t = FileTable::new(files(ids));

@@ -344,8 +344,10 @@ impl Store {
                     } else if from < 7 {
                         let rekeyed = store.upgrade_to_chunk_keys()?;
                         format!("{rekeyed} postings re-keyed; contents stored from now on keep larger sketches")
-                    } else {
+                    } else if from < 8 {
                         "contents stored from now on keep shorter chunk lists".to_string()
+                    } else {
+                        "files written from now on record their device, which tells hard links from copies".to_string()
                     };
                     let marks = store.upgrade_template_keys()?;
                     if marks > 0 {

@@ -14,8 +14,9 @@ use crate::sketch::{GapCoded, Sketch};
 /// older simd could no longer read the files (5: content ids in postings;
 /// 6: sketches of up to 1,024 samples, Rice-coded; 7: postings keyed by
 /// a chunk's 8-byte [`ChunkKey`], sketches of up to 1,536 samples; 8: chunk
-/// lists and template marks name chunks by their [`ChunkKey`] too).
-pub const SCHEMA_VERSION: u32 = 8;
+/// lists and template marks name chunks by their [`ChunkKey`] too; 9:
+/// file records hold their device).
+pub const SCHEMA_VERSION: u32 = 9;
 
 /// Older versions a writer of this simd upgrades in place (readers ask for
 /// that first): versions 3 and 4 name contents by their hash in the
@@ -28,7 +29,9 @@ pub const SCHEMA_VERSION: u32 = 8;
 /// the upgrade of 5 and 6 re-keys the postings. Version 7 differs from 8
 /// in its chunk lists (whole ids, read as they are) and its template marks
 /// (keyed by the whole id): every upgrade re-keys the template marks.
-pub const UPGRADABLE_VERSIONS: [u32; 5] = [3, 4, 5, 6, 7];
+/// Version 8 differs from 9 only in its file records (no device, read as
+/// unknown), so its upgrade rewrites nothing.
+pub const UPGRADABLE_VERSIONS: [u32; 6] = [3, 4, 5, 6, 7, 8];
 
 /// Whether this simd opens an index of schema `version`: the current one
 /// as it is, an upgradable one to upgrade it.
@@ -255,21 +258,50 @@ pub struct FileRecord {
     pub mtime: TimeNs,
     pub inode: u64,
     pub content: ContentHash,
+    /// The device the file was on when its record was written (`st_dev`);
+    /// with `inode`, it tells the names of one file (hard links) from
+    /// copies. Not part of change detection: a network file system's
+    /// device number changes when it is mounted again. 0: not known (a
+    /// record of schema 8 or older, until the file is written again).
+    pub dev: u64,
+}
+
+/// A `files` value of version 1 (schema 8 and older): no device.
+#[derive(Deserialize)]
+struct FileRecordV1 {
+    #[serde(with = "serde_bytes")]
+    path: Vec<u8>,
+    size: u64,
+    mtime: TimeNs,
+    inode: u64,
+    content: ContentHash,
 }
 
 /// `files`: maps a file id to its record (file→content).
 ///
 /// ```text
 /// key:   file id (u64 BE, 8 bytes)
-/// value: 0x01 ‖ postcard(FileRecord)
+/// value: 0x02 ‖ postcard(FileRecord)   (0x01: no `dev`, read as 0)
 /// ```
 pub struct Files;
 
 impl Table for Files {
     const NAME: &'static str = "files";
-    const VALUE_VERSION: u8 = 1;
+    const VALUE_VERSION: u8 = 2;
     type Key = FileId;
     type Value = FileRecord;
+
+    fn decode_value(bytes: &[u8]) -> Result<FileRecord, DecodeError> {
+        let (&version, rest) = bytes.split_first().ok_or(DecodeError::Empty)?;
+        match version {
+            Self::VALUE_VERSION => Ok(postcard::from_bytes(rest)?),
+            1 => {
+                let FileRecordV1 { path, size, mtime, inode, content } = postcard::from_bytes(rest)?;
+                Ok(FileRecord { path, size, mtime, inode, content, dev: 0 })
+            }
+            found => Err(DecodeError::Version { found, expected: Self::VALUE_VERSION }),
+        }
+    }
 
     fn encode_key(key: &FileId) -> Vec<u8> {
         key.0.to_be_bytes().to_vec()
@@ -886,7 +918,7 @@ mod tests {
 
         #[test]
         fn values_round_trip(path in proptest::collection::vec(any::<u8>(), 0..300), size in any::<u64>(), mtime in any::<i64>()) {
-            let rec = FileRecord { path, size, mtime, inode: size ^ 7, content: ContentHash([3; 16]) };
+            let rec = FileRecord { path, size, mtime, inode: size ^ 7, content: ContentHash([3; 16]), dev: size ^ 9 };
             prop_assert_eq!(Files::decode_value(&Files::encode_value(&rec)).unwrap(), rec);
         }
     }

@@ -619,3 +619,62 @@ fn similar_finds_the_large_file_holding_the_query_on_one_shared_posted_sample() 
     assert_eq!(hits[0]["common"], 0, "no chunk is shared: {s:#}");
     assert!(hits[0]["words"]["query_in_file"].as_f64().unwrap() > 0.8, "{s:#}");
 }
+
+/// The names of one file (hard links) are one copy, as fclones and jdupes
+/// count them: a set wastes the bytes of its other files only, and one
+/// file's names alone make no set. The records of an older index hold no
+/// device; a run's walk adds it without reading a file.
+#[test]
+fn hard_links_are_one_copy_not_waste() {
+    use simd::store::{Access, Files, Store};
+    let env = Env::new();
+    let body = text(1, 400);
+    let a = env.write("a.txt", &body);
+    std::fs::hard_link(&a, env.root.join("a-link.txt")).unwrap();
+    env.write("sub/copy.txt", &body);
+    let solo = env.write("solo.txt", text(2, 300));
+    std::fs::hard_link(&solo, env.root.join("sub/solo-link.txt")).unwrap();
+    env.simd().args(["--quiet", "index"]).arg(&env.root).assert().success();
+    let root = env.root.canonicalize().unwrap();
+    let size = body.len() as u64;
+    let one_set = |what: &str| {
+        let r = env.json(&["report"]);
+        let sets = r["identical"].as_array().unwrap();
+        assert_eq!(sets.len(), 1, "{what}: solo.txt's two names are one file: {r:#}");
+        let s = &sets[0];
+        assert_eq!((s["copies"].as_u64(), s["wasted"].as_u64()), (Some(2), Some(size)), "{what}: {s:#}");
+        let files: Vec<(String, Option<u64>)> = s["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| (f["path"].as_str().unwrap().to_owned(), f["hard_link_of"].as_u64()))
+            .collect();
+        let at = |rel: &str| root.join(rel).to_str().unwrap().to_owned();
+        assert_eq!(files, [(at("a-link.txt"), None), (at("a.txt"), Some(0)), (at("sub/copy.txt"), None)], "{what}");
+        assert_eq!(r["totals"]["wasted_bytes"].as_u64(), Some(size), "{what}");
+        let text = env.simd().arg("report").assert().success();
+        let text = String::from_utf8_lossy(&text.get_output().stdout).into_owned();
+        assert!(text.contains("2 copies (and 1 hard link) of"), "{what}: {text}");
+        assert!(text.contains(&format!("{}  (hard link of {})", at("a.txt"), at("a-link.txt"))), "{what}: {text}");
+    };
+    one_set("a first index");
+
+    // As an index of schema 8 left them: no devices. Every name then
+    // counts as a copy, until a run has walked the files.
+    {
+        let s = Store::open(&env.db, Access::Write, None).unwrap();
+        let mut b = s.batch();
+        for item in s.scan::<Files>() {
+            let (id, mut rec) = item.unwrap();
+            rec.dev = 0;
+            b.put::<Files>(&id, &rec);
+        }
+        s.write(b).unwrap();
+    }
+    let r = env.json(&["report"]);
+    assert_eq!(r["totals"]["wasted_bytes"].as_u64(), Some(2 * size + text(2, 300).len() as u64), "{r:#}");
+    let run = env.json(&["index"]);
+    assert_eq!((run["bytes_read"].as_u64(), run["unchanged"].as_u64()), (Some(0), Some(5)), "{run:#}");
+    one_set("devices added by a walk");
+    env.check();
+}

@@ -34,7 +34,14 @@ fn examples() -> Vec<(&'static str, u8, String, String)> {
         example::<Meta>(MetaKey::NextContentId, MetaValue::NextContentId(301)),
         example::<Files>(
             file,
-            FileRecord { path: b"/docs/a.txt".to_vec(), size: 1234, mtime: T + 123_456_789, inode: 99, content },
+            FileRecord {
+                path: b"/docs/a.txt".to_vec(),
+                size: 1234,
+                mtime: T + 123_456_789,
+                inode: 99,
+                content,
+                dev: 2049,
+            },
         ),
         example::<Paths>(b"/docs/a.txt".to_vec(), file),
         example::<ContentChunks>(
