@@ -247,12 +247,38 @@ pub struct IdenticalSet {
     pub content: ContentHash,
     pub size: u64,
     pub names: Vec<Name>,
+    /// (k, j): name k is a hard link of the earlier name j, the first
+    /// name of its file; by k. Usually empty.
+    hard_links: Vec<(u32, u32)>,
 }
 
 impl IdenticalSet {
+    pub fn new(content: ContentHash, size: u64, names: Vec<Name>) -> IdenticalSet {
+        // Names of known files by (file, place): equal files side by side,
+        // the first name of each first.
+        let mut files: Vec<((u64, u64), u32)> =
+            names.iter().enumerate().filter_map(|(k, n)| Some((n.file?, k as u32))).collect();
+        files.sort_unstable();
+        let mut hard_links: Vec<(u32, u32)> = files
+            .iter()
+            .zip(files.iter().skip(1))
+            .scan(None, |first, (a, b)| {
+                if a.0 != b.0 {
+                    *first = None;
+                    return Some(None);
+                }
+                let j = *first.get_or_insert(a.1);
+                Some(Some((b.1, j)))
+            })
+            .flatten()
+            .collect();
+        hard_links.sort_unstable();
+        IdenticalSet { content, size, names, hard_links }
+    }
+
     /// Distinct files among the names.
     pub fn copies(&self) -> usize {
-        self.names.len() - (0..self.names.len()).filter(|&k| self.link_of(k).is_some()).count()
+        self.names.len() - self.hard_links.len()
     }
 
     /// Bytes that all copies but one take.
@@ -260,11 +286,10 @@ impl IdenticalSet {
         self.size * (self.copies() as u64).saturating_sub(1)
     }
 
-    /// The first of the names before name `k` that is the same file (a
-    /// hard link of it), if any.
+    /// The first name of the file name `k` is a hard link of, if it is one.
     pub fn link_of(&self, k: usize) -> Option<usize> {
-        let file = self.names[k].file?;
-        self.names[..k].iter().position(|n| n.file == Some(file))
+        let at = self.hard_links.binary_search_by_key(&(k as u32), |l| l.0).ok()?;
+        Some(self.hard_links[at].1 as usize)
     }
 }
 
@@ -1086,7 +1111,7 @@ pub(crate) fn assemble(
         if names.len() > 1 {
             let names = files.names(names);
             let size = names.first().map_or(0, |n| n.size);
-            let set = IdenticalSet { content: contents[i], size, names };
+            let set = IdenticalSet::new(contents[i], size, names);
             if set.copies() > 1 {
                 identical.push(set);
             }
@@ -1251,6 +1276,22 @@ mod tests {
         assert_eq!(m.kind(&p), None);
         let two = crate::sketch::Sketch { level: 0, samples: vec![0x8000_0000, 0x8001_0000] };
         assert_eq!(Measures::with_words(0, (&two, 120, 120), (&text, 9_000, 9_000)).kind(&p), Some(LinkKind::Contains));
+    }
+
+    #[test]
+    fn hard_links_of_a_set_point_at_the_first_name_of_their_file() {
+        let name =
+            |k: u64, file: Option<(u64, u64)>| Name { path: Arc::from(&b"/p"[..]), size: 10, id: FileId(k), file };
+        let (a, b) = (Some((1, 7)), Some((2, 7)));
+        let files = [a, b, a, None, a, b, None];
+        let set = IdenticalSet::new(
+            ContentHash([0; 16]),
+            10,
+            files.iter().enumerate().map(|(k, &f)| name(k as u64, f)).collect(),
+        );
+        let links: Vec<Option<usize>> = (0..files.len()).map(|k| set.link_of(k)).collect();
+        assert_eq!(links, [None, None, Some(0), None, Some(0), Some(1), None]);
+        assert_eq!((set.copies(), set.wasted()), (4, 30), "two files with names, and two of unknown file");
     }
 
     #[test]

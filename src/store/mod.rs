@@ -347,7 +347,8 @@ impl Store {
                     } else if from < 8 {
                         "contents stored from now on keep shorter chunk lists".to_string()
                     } else {
-                        "files written from now on record their device, which tells hard links from copies".to_string()
+                        "file records gain their device as scans find them, which tells hard links from copies"
+                            .to_string()
                     };
                     let marks = store.upgrade_template_keys()?;
                     if marks > 0 {

@@ -110,7 +110,7 @@ fn upgradable_versions_are_upgraded_by_a_writer_and_answer_as_made() {
         } else {
             // Version 8's file records have no device, read as unknown.
             format!(
-                "upgraded from schema version {version} to {current} (files written from now on record their device"
+                "upgraded from schema version {version} to {current} (file records gain their device as scans find them"
             )
         };
         assert!(err.contains(&told), "{err}");
