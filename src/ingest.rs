@@ -1239,23 +1239,29 @@ impl<'s> Writer<'s> {
         self.linked_reads.as_mut().map(std::mem::take).unwrap_or_default()
     }
 
-    /// The indexed paths other than `path` whose file had inode `inode`
-    /// when last read: maybe other names of that file (or files of
-    /// another file system with the same number, which a look finds
-    /// unchanged). A scan of every record, for the rare file with several
-    /// names; from the index, with what is pending written first, when
-    /// the records are not kept in memory.
-    pub fn other_names(&mut self, path: &Path, inode: u64) -> Result<Vec<PathBuf>, StoreError> {
-        let own = path_bytes(path);
+    /// The indexed paths, other than the files' own, whose file had one of
+    /// the inodes of `files` (paths read, with their inodes) when last
+    /// read: maybe other names of those files (or files of another file
+    /// system with the same number, which a look finds unchanged). One
+    /// pass over every record, for a batch's files with several names;
+    /// from the index, with what is pending written first, when the
+    /// records are not kept in memory.
+    pub fn other_names(&mut self, files: &[(PathBuf, u64)]) -> Result<Vec<PathBuf>, StoreError> {
+        if files.is_empty() {
+            return Ok(Vec::new());
+        }
+        let inodes: HashSet<u64> = files.iter().map(|(_, i)| *i).collect();
+        let own: HashSet<Vec<u8>> = files.iter().map(|(p, _)| path_bytes(p)).collect();
+        let wanted = |path: &[u8], inode: u64| inodes.contains(&inode) && !own.contains(path);
         if let Some(scan::Known::Loaded(map)) = &self.paths {
-            let found = map.iter().filter(|(p, (_, rec))| rec.inode == inode && **p != own);
+            let found = map.iter().filter(|(p, (_, rec))| wanted(p, rec.inode));
             return Ok(found.map(|(p, _)| scan::bytes_path(p)).collect());
         }
         self.commit()?;
         let mut found = Vec::new();
         for item in self.store.scan::<Files>() {
             let (_, rec) = item?;
-            if rec.inode == inode && rec.path != own {
+            if wanted(&rec.path, rec.inode) {
                 found.push(scan::bytes_path(&rec.path));
             }
         }

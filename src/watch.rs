@@ -824,9 +824,8 @@ fn apply(
         let mut recheck = recheck;
         // A file with several names (hard links) changed through one of
         // them: the others changed too, and raise no event of their own.
-        for (path, inode) in writer.take_linked_reads() {
-            recheck.extend(writer.other_names(&path, inode)?.into_iter().filter(|p| filter.follows(p, false)));
-        }
+        let linked = writer.take_linked_reads();
+        recheck.extend(writer.other_names(&linked)?.into_iter().filter(|p| filter.follows(p, false)));
         if recheck.is_empty() {
             break;
         }
