@@ -247,7 +247,7 @@ fn end_run(
     for (path, reason) in walked.skipped {
         record_skip(summary, path, reason);
     }
-    writer.record_devices(&walked.devices)?;
+    writer.record_devices(walked.devices)?;
     let mut seen = walked.unchanged;
     seen.append(&mut writer.touched);
     seen.sort_unstable();
@@ -1443,16 +1443,11 @@ impl<'s> Writer<'s> {
         self.end_file()
     }
 
-    /// Adds their device to the records of unchanged files that hold none
-    /// (written by schema 8 or older): nothing is read, and names of one
-    /// file (hard links) are then told from copies.
-    pub fn record_devices(&mut self, devices: &[(FileId, u64)]) -> Result<(), StoreError> {
-        for &(id, dev) in devices {
-            let Some(mut rec) = self.store.get::<Files>(&id)? else { continue };
-            if rec.dev != 0 {
-                continue;
-            }
-            rec.dev = dev;
+    /// Writes the records of unchanged files that held no device (written
+    /// by schema 8 or older) with the device the walk found: nothing is
+    /// read, and names of one file (hard links) are then told from copies.
+    pub fn record_devices(&mut self, devices: Vec<(FileId, FileRecord)>) -> Result<(), StoreError> {
+        for (id, rec) in devices {
             self.group.batch.put::<Files>(&id, &rec);
             self.set_path(rec.path.clone(), Some((id, rec)))?;
             self.end_file()?;

@@ -153,7 +153,7 @@ pub fn resolve_pending(store: &Store, known: &Known, out: &mut WalkOutcome) -> R
                 out.unchanged.push(id);
                 out.unchanged_bytes += rec.size;
                 if rec.dev == 0 {
-                    out.devices.push((id, stat.dev));
+                    out.devices.push((id, FileRecord { dev: stat.dev, ..rec }));
                 }
             }
             old => candidates.push(Candidate::new(path, old)),
@@ -259,8 +259,9 @@ pub struct WalkOutcome {
     /// ([`Records::Loading`]).
     pub pending: Vec<(PathBuf, Stat)>,
     /// Unchanged files whose record holds no device yet (written by schema
-    /// 8 or older), with their device: the writer adds it in passing.
-    pub devices: Vec<(FileId, u64)>,
+    /// 8 or older), their records with the device added: the writer
+    /// writes them in passing.
+    pub devices: Vec<(FileId, FileRecord)>,
 }
 
 /// How close two stored paths are: first how many trailing components they
@@ -370,7 +371,7 @@ pub fn walk(
                         local.out.unchanged.push(id);
                         local.out.unchanged_bytes += rec.size;
                         if rec.dev == 0 {
-                            local.out.devices.push((id, stat.dev));
+                            local.out.devices.push((id, FileRecord { dev: stat.dev, ..rec }));
                         }
                     }
                     Ok(_) => {

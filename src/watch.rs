@@ -9,6 +9,7 @@
 //! re-reading the file; SIGINT/SIGTERM stop after committing and flushing.
 
 use std::collections::{BTreeSet, HashMap};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -191,8 +192,8 @@ impl Filter {
     /// Whether `path` lies where no walk goes whatever the ignore files
     /// say: the index's own directory, or a `.git` directory.
     fn never_walked(&self, path: &Path) -> bool {
-        let pb = path_bytes(path);
-        self.skip_dirs.iter().any(|d| is_under(&pb, d)) || path.components().any(|c| c.as_os_str() == ".git")
+        let pb = path.as_os_str().as_bytes();
+        self.skip_dirs.iter().any(|d| is_under(pb, d)) || path.components().any(|c| c.as_os_str() == ".git")
     }
 
     /// Takes out of `batch` the paths no walk goes to. The index's own
