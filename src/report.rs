@@ -58,13 +58,20 @@ impl View {
 /// A path for JSON: `{"path": str}` when it is UTF-8, else `{"path_b64": raw bytes in base64}`.
 pub struct JsonPath<'a>(pub &'a [u8]);
 
+impl JsonPath<'_> {
+    /// The path's entry in a map being written.
+    fn entry<M: serde::ser::SerializeMap>(&self, m: &mut M) -> Result<(), M::Error> {
+        match std::str::from_utf8(self.0) {
+            Ok(p) => m.serialize_entry("path", p),
+            Err(_) => m.serialize_entry("path_b64", &base64::engine::general_purpose::STANDARD.encode(self.0)),
+        }
+    }
+}
+
 impl Serialize for JsonPath<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut m = s.serialize_map(Some(1))?;
-        match std::str::from_utf8(self.0) {
-            Ok(p) => m.serialize_entry("path", p)?,
-            Err(_) => m.serialize_entry("path_b64", &base64::engine::general_purpose::STANDARD.encode(self.0))?,
-        }
+        self.entry(&mut m)?;
         m.end()
     }
 }
@@ -91,15 +98,11 @@ impl Serialize for JsonSetFiles<'_> {
         struct File<'a>(&'a [u8], Option<usize>);
         impl Serialize for File<'_> {
             fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                let Some(of) = self.1 else { return JsonPath(self.0).serialize(s) };
-                let mut m = s.serialize_map(Some(2))?;
-                match std::str::from_utf8(self.0) {
-                    Ok(p) => m.serialize_entry("path", p)?,
-                    Err(_) => {
-                        m.serialize_entry("path_b64", &base64::engine::general_purpose::STANDARD.encode(self.0))?
-                    }
+                let mut m = s.serialize_map(Some(1 + usize::from(self.1.is_some())))?;
+                JsonPath(self.0).entry(&mut m)?;
+                if let Some(of) = self.1 {
+                    m.serialize_entry("hard_link_of", &of)?;
                 }
-                m.serialize_entry("hard_link_of", &of)?;
                 m.end()
             }
         }
