@@ -325,7 +325,9 @@ impl Store {
                 if let Some(requested) = params.filter(|p| *p != found.params) {
                     return Err(StoreError::ParamsMismatch { dir: dir.to_path_buf(), found: found.params, requested });
                 }
-                if found.schema_version != SCHEMA_VERSION {
+                if found.schema_version != SCHEMA_VERSION
+                    && !(access == Access::Read && READ_AS_IS.contains(&found.schema_version))
+                {
                     if access == Access::Read {
                         return Err(StoreError::NeedsUpgrade {
                             dir: dir.to_path_buf(),

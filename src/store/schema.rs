@@ -33,6 +33,11 @@ pub const SCHEMA_VERSION: u32 = 9;
 /// unknown), so its upgrade rewrites nothing.
 pub const UPGRADABLE_VERSIONS: [u32; 6] = [3, 4, 5, 6, 7, 8];
 
+/// Older versions a reader reads as they are, without the upgrade a
+/// writer makes (their records all decode): a report from a new binary
+/// then works beside an old daemon still running.
+pub const READ_AS_IS: [u32; 1] = [8];
+
 /// Whether this simd opens an index of schema `version`: the current one
 /// as it is, an upgradable one to upgrade it.
 pub fn reads_version(version: u32) -> bool {
