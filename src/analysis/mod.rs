@@ -259,19 +259,8 @@ impl IdenticalSet {
         let mut files: Vec<((u64, u64), u32)> =
             names.iter().enumerate().filter_map(|(k, n)| Some((n.file?, k as u32))).collect();
         files.sort_unstable();
-        let mut hard_links: Vec<(u32, u32)> = files
-            .iter()
-            .zip(files.iter().skip(1))
-            .scan(None, |first, (a, b)| {
-                if a.0 != b.0 {
-                    *first = None;
-                    return Some(None);
-                }
-                let j = *first.get_or_insert(a.1);
-                Some(Some((b.1, j)))
-            })
-            .flatten()
-            .collect();
+        let mut hard_links: Vec<(u32, u32)> =
+            files.chunk_by(|a, b| a.0 == b.0).flat_map(|same| same[1..].iter().map(|&(_, k)| (k, same[0].1))).collect();
         hard_links.sort_unstable();
         IdenticalSet { content, size, names, hard_links }
     }
