@@ -1099,23 +1099,29 @@ mod tests {
         }
     }
 
+    /// `shared_at_least` both ways round against a count by binary search.
+    fn shared_counted_alike(
+        a: std::collections::BTreeSet<u32>,
+        b: std::collections::BTreeSet<u32>,
+        need: usize,
+    ) -> Result<(), TestCaseError> {
+        let (a, b): (Vec<u32>, Vec<u32>) = (a.into_iter().collect(), b.into_iter().collect());
+        let n = a.iter().filter(|x| b.binary_search(x).is_ok()).count();
+        let want = (n >= need).then_some(n);
+        prop_assert_eq!(shared_at_least(&a, &b, need), want);
+        prop_assert_eq!(shared_at_least(&b, &a, need), want);
+        Ok(())
+    }
+
     proptest! {
         #[test]
         fn shared_samples_are_counted_alike_however_lopsided(a in proptest::collection::btree_set(0u32..5000, 0..40), b in proptest::collection::btree_set(0u32..5000, 0..1500), need in 0usize..30) {
-            let (a, b): (Vec<u32>, Vec<u32>) = (a.into_iter().collect(), b.into_iter().collect());
-            let n = a.iter().filter(|x| b.binary_search(x).is_ok()).count();
-            let want = (n >= need).then_some(n);
-            prop_assert_eq!(shared_at_least(&a, &b, need), want);
-            prop_assert_eq!(shared_at_least(&b, &a, need), want);
+            shared_counted_alike(a, b, need)?;
         }
 
         #[test]
         fn shared_samples_are_counted_alike_in_blocks(a in proptest::collection::btree_set(0u32..1500, 0..600), b in proptest::collection::btree_set(0u32..1500, 0..600), need in 0usize..400) {
-            let (a, b): (Vec<u32>, Vec<u32>) = (a.into_iter().collect(), b.into_iter().collect());
-            let n = a.iter().filter(|x| b.binary_search(x).is_ok()).count();
-            let want = (n >= need).then_some(n);
-            prop_assert_eq!(shared_at_least(&a, &b, need), want);
-            prop_assert_eq!(shared_at_least(&b, &a, need), want);
+            shared_counted_alike(a, b, need)?;
         }
     }
 
