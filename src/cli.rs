@@ -404,13 +404,13 @@ pub fn run(cli: Cli) -> Result<Exit> {
             }
             writeln!(
                 out,
-                "{}: {} files, {} contents, {} postings, {} history records: {}",
+                "{}: {}, {}, {}, {}: {}",
                 db.display(),
-                r.files,
-                r.contents,
-                r.postings,
-                r.ghosts,
-                if r.is_consistent() { "consistent".to_string() } else { format!("{} problems", r.problems.len()) }
+                count(r.files as u64, "file"),
+                count(r.contents as u64, "content"),
+                count(r.postings as u64, "posting"),
+                count(r.ghosts as u64, "history record"),
+                if r.is_consistent() { "consistent".to_string() } else { count(r.problems.len() as u64, "problem") }
             )?;
             if !r.is_consistent() {
                 out.flush()?;
@@ -450,10 +450,10 @@ fn similar_json(a: &query::Similar) -> serde_json::Value {
 fn print_similar(out: &mut impl Write, file: &std::path::Path, a: &query::Similar) -> std::io::Result<()> {
     writeln!(
         out,
-        "{}: {} in {} chunks ({} payload), {} similar",
+        "{}: {} in {} ({} payload), {} similar",
         file.display(),
         human_bytes(a.size),
-        a.chunks,
+        count(a.chunks as u64, "chunk"),
         human_bytes(a.payload),
         a.hits.len()
     )?;
@@ -517,8 +517,9 @@ fn lost_json(a: &crate::lost::Answer) -> serde_json::Value {
         Answer::Live { content, .. } => serde_json::json!({ "state": "live", "content": content.to_string() }),
         Answer::Unknown { .. } => serde_json::json!({ "state": "unknown" }),
         Answer::File(f) => serde_json::json!({ "state": "lost", "files": [lost_file_json(f)] }),
-        Answer::Dir { files, destinations, .. } => serde_json::json!({
-            "state": "lost_directory",
+        Answer::Dir { files, destinations, live, .. } => serde_json::json!({
+            "state": if files.is_empty() { "live_directory" } else { "lost_directory" },
+            "live_files": live,
             "files": files.iter().map(lost_file_json).collect::<Vec<_>>(),
             "destinations": destinations.iter().map(|(d, n)| {
                 let mut e = serde_json::json!({ "files": n });
@@ -589,8 +590,14 @@ fn print_lost(out: &mut impl Write, a: &crate::lost::Answer) -> std::io::Result<
             writeln!(out, "{}: the index has no record of it (never indexed, or its history expired)", p(path))
         }
         Answer::File(f) => print_lost_file(out, f, ""),
-        Answer::Dir { path, files, destinations } => {
-            writeln!(out, "{}: directory, {} files gone from it", p(path), files.len())?;
+        Answer::Dir { path, files, destinations, live } => {
+            writeln!(
+                out,
+                "{}: directory, {} in the index, {} gone from it",
+                p(path),
+                count(*live as u64, "file"),
+                count(files.len() as u64, "file")
+            )?;
             if let Some((d, n)) = destinations.first() {
                 writeln!(
                     out,
@@ -642,7 +649,7 @@ fn template(db: &std::path::Path, cmd: TemplateCommand, out: &mut impl Write) ->
                 writeln!(out, "no template chunks")?;
             }
             for t in list {
-                writeln!(out, "cluster {}: {} chunks, {}", t.cluster, t.chunks, human_bytes(t.bytes))?;
+                writeln!(out, "cluster {}: {}, {}", t.cluster, count(t.chunks as u64, "chunk"), human_bytes(t.bytes))?;
             }
         }
     }
@@ -675,11 +682,11 @@ fn print_summary(out: &mut impl Write, s: &Summary) -> std::io::Result<()> {
     }
     writeln!(
         out,
-        "  read {} in {:.2} s ({:.0} MB/s), {} new contents; {} unchanged not read",
+        "  read {} in {:.2} s ({:.0} MB/s), {}; {} unchanged not read",
         human_bytes(s.bytes_read),
         s.elapsed.as_secs_f64(),
         s.throughput_mb_s(),
-        s.new_contents,
+        count(s.new_contents as u64, "new content"),
         human_bytes(s.bytes_unchanged)
     )?;
     if let Some(rss) = peak_rss_bytes() {
@@ -716,7 +723,7 @@ fn print_status(out: &mut impl Write, s: &crate::status::Status) -> std::io::Res
     writeln!(out, "files        {} ({})", s.files, human_bytes(s.bytes))?;
     writeln!(out, "contents     {} distinct ({})", s.contents, human_bytes(s.content_bytes))?;
     writeln!(out, "chunks       {} ({} distinct)", s.chunks, s.distinct_chunks)?;
-    writeln!(out, "history      {} records", s.history)?;
+    writeln!(out, "history      {}", count(s.history as u64, "record"))?;
     let ratio = if s.bytes > 0 {
         format!(", {:.1} % of file bytes", 100.0 * s.disk_bytes as f64 / s.bytes as f64)
     } else {
@@ -734,13 +741,13 @@ fn print_status(out: &mut impl Write, s: &crate::status::Status) -> std::io::Res
     match &s.daemon {
         Some(d) => writeln!(
             out,
-            "daemon       pid {}, {}, {} pending, {} batches, {} files changed, {} rescans{}, last event {}",
+            "daemon       pid {}, {}, {} pending, {}, {} changed, {}{}, last event {}",
             d.pid,
             if d.ready { "watching" } else { "starting (reconcile scan)" },
             d.pending,
-            d.batches,
-            d.changed_files,
-            d.rescans,
+            count(d.batches as u64, "batch"),
+            count(d.changed_files as u64, "file"),
+            count(d.rescans as u64, "rescan"),
             if d.degraded { ", DEGRADED: inotify limit reached, periodic rescans" } else { "" },
             d.last_event.map_or("none".into(), format_time)
         )?,
@@ -757,6 +764,15 @@ fn print_status(out: &mut impl Write, s: &crate::status::Status) -> std::io::Res
         )?;
     }
     Ok(())
+}
+
+/// "1 file", "2 files": a count and its noun, in the noun's number.
+pub fn count(n: u64, noun: &str) -> String {
+    match n {
+        1 => format!("1 {noun}"),
+        _ if noun.ends_with("ch") || noun.ends_with('s') => format!("{n} {noun}es"),
+        _ => format!("{n} {noun}s"),
+    }
 }
 
 pub fn human_bytes(n: u64) -> String {
@@ -809,6 +825,16 @@ mod tests {
         assert_eq!(super::utc(951_782_400), "2000-02-29 00:00:00 UTC");
         assert_eq!(super::utc(1_795_345_848), "2026-11-22 11:10:48 UTC");
         assert_eq!(super::utc(-1), "1969-12-31 23:59:59 UTC");
+    }
+
+    #[test]
+    fn counts_agree_with_their_nouns() {
+        use super::count;
+        assert_eq!([count(0, "set"), count(1, "set"), count(2, "set")], ["0 sets", "1 set", "2 sets"]);
+        assert_eq!(
+            [count(1, "batch"), count(3, "batch"), count(2, "new content")],
+            ["1 batch", "3 batches", "2 new contents"]
+        );
     }
 
     #[test]

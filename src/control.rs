@@ -136,7 +136,7 @@ fn serve(stream: UnixStream, tx: &crossbeam_channel::Sender<Incoming>) {
 /// daemon, or a command run while no daemon is), and says what was done.
 pub fn perform(store: &crate::store::Store, request: Request, threads: usize) -> Response {
     use crate::analysis::{cache, marks};
-    use crate::cli::human_bytes;
+    use crate::cli::{count, human_bytes};
     match request {
         Request::TemplateMark { cluster, min_share, params } => {
             let m = cache::with_analysis(store, &params, threads, false, |analysis, _| {
@@ -145,16 +145,16 @@ pub fn perform(store: &crate::store::Store, request: Request, threads: usize) ->
             .map_err(|e| e.to_string())?
             .map_err(|e| e.to_string())?;
             Ok(format!(
-                "cluster {}: marked {} chunks ({}) and {} word samples as template; later reports ignore them",
+                "cluster {}: marked {} ({}) and {} as template; later reports ignore them",
                 m.cluster,
-                m.chunks,
+                count(m.chunks as u64, "chunk"),
                 human_bytes(m.bytes),
-                m.samples
+                count(m.samples as u64, "word sample")
             ))
         }
         Request::TemplateUnmark { cluster } => {
             let n = marks::unmark(store, &cluster).map_err(|e| e.to_string())?;
-            Ok(format!("unmarked {n} template chunks"))
+            Ok(format!("unmarked {}", count(n as u64, "template chunk")))
         }
         Request::Forget { roots } => {
             let roots: Vec<_> = roots.iter().map(|r| crate::scan::bytes_path(r)).collect();
@@ -171,9 +171,9 @@ pub fn forgotten_message(f: &crate::ingest::Forgotten) -> String {
     let one = |p: &std::path::Path| crate::report_path(&crate::scan::path_bytes(p));
     let show = |p: &[std::path::PathBuf]| p.iter().map(|r| one(r)).collect::<Vec<_>>().join(", ");
     let mut s = format!(
-        "forgot {}: {} files dropped from the index (the files themselves are not touched)",
+        "forgot {}: {} dropped from the index (the files themselves are not touched)",
         show(&f.roots),
-        f.files
+        crate::cli::count(f.files as u64, "file")
     );
     for (root, inside) in &f.covered {
         s.push_str(&format!(

@@ -72,9 +72,10 @@ pub enum Answer {
     Live { path: Vec<u8>, content: ContentHash },
     /// PATH was a file.
     File(LostFile),
-    /// PATH was a directory: an answer per file that was under it and is gone,
-    /// and where most of them went (destination directory, files, share).
-    Dir { path: Vec<u8>, files: Vec<LostFile>, destinations: Vec<(Vec<u8>, usize)> },
+    /// PATH is or was a directory: an answer per file that was under it and
+    /// is gone, where most of them went (destination directory, files), and
+    /// how many files the index holds under it now.
+    Dir { path: Vec<u8>, files: Vec<LostFile>, destinations: Vec<(Vec<u8>, usize)>, live: usize },
     /// The index never saw anything at PATH (or its history expired).
     Unknown { path: Vec<u8> },
 }
@@ -180,7 +181,14 @@ pub fn lost(store: &Store, path: &Path, limit: usize) -> Result<Answer, StoreErr
         let ((p, time), rec) = item?;
         latest.insert(p, (time, rec)); // keys are in time order within a path
     }
-    if latest.is_empty() {
+    // A directory that is still there answers for its files too: asked
+    // about a live directory, "not in the index" would be wrong.
+    let mut live = 0;
+    for item in store.paths_under(&pb) {
+        item?;
+        live += 1;
+    }
+    if latest.is_empty() && live == 0 {
         return Ok(Answer::Unknown { path: pb });
     }
     let mut files = Vec::new();
@@ -205,7 +213,7 @@ pub fn lost(store: &Store, path: &Path, limit: usize) -> Result<Answer, StoreErr
     }
     let mut destinations: Vec<(Vec<u8>, usize)> = dest.into_iter().collect();
     destinations.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    Ok(Answer::Dir { path: pb, files, destinations })
+    Ok(Answer::Dir { path: pb, files, destinations, live })
 }
 
 fn parent(p: &[u8]) -> &[u8] {

@@ -12,7 +12,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::analysis::{Analysis, Cluster, IdenticalSet, Link, Name};
-use crate::cli::human_bytes;
+use crate::cli::{count, human_bytes};
 use crate::fingerprint::{hex16, ContentHash};
 use crate::scan::is_under;
 
@@ -317,21 +317,26 @@ fn summary_lines(a: &Analysis, view: &View, shown: (usize, usize)) -> Vec<String
     let identical_files: usize = a.identical.iter().map(|s| s.names.len()).sum();
     let cluster_files: usize = a.clusters.iter().map(Cluster::files).sum();
     let mut lines = vec![
-        format!("{} files ({}), {} distinct contents", a.files, human_bytes(a.bytes), a.contents),
         format!(
-            "identical: {} sets, {} files, {} wasted    similar: {} clusters, {} files",
-            a.identical.len(),
-            identical_files,
-            human_bytes(a.wasted()),
-            a.clusters.len(),
-            cluster_files
+            "{} ({}), {}",
+            count(a.files as u64, "file"),
+            human_bytes(a.bytes),
+            count(a.contents as u64, "distinct content")
         ),
         format!(
-            "ignored: {} chunks in more than {} contents ({}), {} template chunks ({})",
-            a.ignored.common_chunks,
-            a.cutoff,
+            "identical: {}, {}, {} wasted    similar: {}, {}",
+            count(a.identical.len() as u64, "set"),
+            count(identical_files as u64, "file"),
+            human_bytes(a.wasted()),
+            count(a.clusters.len() as u64, "cluster"),
+            count(cluster_files as u64, "file")
+        ),
+        format!(
+            "ignored: {} in more than {} ({}), {} ({})",
+            count(a.ignored.common_chunks as u64, "chunk"),
+            count(a.cutoff as u64, "content"),
             human_bytes(a.ignored.common_bytes),
-            a.ignored.template_chunks,
+            count(a.ignored.template_chunks as u64, "template chunk"),
             human_bytes(a.ignored.template_bytes)
         ),
         format!(
@@ -371,7 +376,7 @@ fn short_hash(c: &ContentHash) -> String {
 
 /// A cluster's heading after its id (text and HTML).
 fn cluster_heading(c: &Cluster) -> String {
-    format!("{} files, {}, {} links", c.files(), human_bytes(c.bytes()), c.links.len())
+    format!("{}, {}, {}", count(c.files() as u64, "file"), human_bytes(c.bytes()), count(c.links.len() as u64, "link"))
 }
 
 /// How strong a link is, to show the strongest first: the largest of its

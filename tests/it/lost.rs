@@ -123,6 +123,34 @@ fn a_directory_moved_and_partly_edited_says_where_it_went() {
     assert_eq!((dest["path"].as_str().unwrap().rsplit('/').next(), dest["files"].as_u64()), (Some("new"), Some(10)));
 }
 
+/// A directory that is still there, asked about before and after some of
+/// its files go: it answers with what the index holds under it, not "not
+/// in the index".
+#[test]
+fn a_live_directory_says_what_it_holds_and_what_left_it() {
+    let env = Env::new();
+    for i in 0..4u64 {
+        env.write(&format!("docs/f{i}.txt"), text(300 + i, 2000));
+    }
+    env.write("docs-other/x.txt", text(400, 2000));
+    env.index();
+    let r = lost(&env, &env.root.join("docs"));
+    assert_eq!((r["state"].as_str(), r["live_files"].as_u64()), (Some("live_directory"), Some(4)), "{r:#}");
+    assert!(r["files"].as_array().unwrap().is_empty(), "{r:#}");
+    let out = env.simd().arg("lost").arg(env.root.join("docs")).assert().success();
+    let text_answer = String::from_utf8_lossy(&out.get_output().stdout).to_string();
+    assert!(text_answer.contains("directory, 4 files in the index, 0 files gone from it"), "{text_answer}");
+
+    fs::remove_file(env.root.join("docs/f0.txt")).unwrap();
+    env.index();
+    let r = lost(&env, &env.root.join("docs"));
+    assert_eq!((r["state"].as_str(), r["live_files"].as_u64()), (Some("lost_directory"), Some(3)), "{r:#}");
+    assert_eq!(r["files"].as_array().unwrap().len(), 1, "{r:#}");
+    // "docs" is a prefix of "docs-other", not its parent.
+    let r = lost(&env, &env.root.join("doc"));
+    assert_eq!(r["state"], "unknown", "{r:#}");
+}
+
 #[test]
 fn history_expires_by_count_and_takes_unreferenced_chunk_lists_with_it() {
     let env = Env::new();

@@ -126,7 +126,7 @@ fn text_report_reads_at_a_glance() {
     let t = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
     for needle in [
         "13 files",
-        "identical: 1 sets, 3 files",
+        "identical: 1 set, 3 files",
         "similar: 2 clusters",
         "A. Identical files",
         "3 copies of",
