@@ -358,7 +358,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
                 _ => print_lost(&mut out, &answer)?,
             }
         }
-        Command::Template(cmd) => template(&db, cmd, &mut out)?,
+        Command::Template(cmd) => template(&db, cmd, cli.format, &mut out)?,
         Command::Watch { roots, debounce_ms, rescan_every, scan } => {
             let store = Store::open(&db, Access::Write, None)?;
             let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -377,7 +377,8 @@ pub fn run(cli: Cli) -> Result<Exit> {
             if DaemonState::running(&db).is_none() {
                 anyhow::bail!("{}: no `simd watch` runs on this index; `simd index` rescans its roots", db.display());
             }
-            writeln!(out, "{}", control::request(&db, &Request::Rescan)?.map_err(|e| anyhow::anyhow!(e))?)?;
+            let answer = control::request(&db, &Request::Rescan)?.map_err(|e| anyhow::anyhow!(e))?;
+            print_answer(&mut out, cli.format, &answer)?;
         }
         Command::Forget { roots } => {
             let mut named = Vec::new();
@@ -385,7 +386,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
                 named
                     .push(crate::scan::path_bytes(&ingest::root_named(r).with_context(|| format!("{}", r.display()))?));
             }
-            writeln!(out, "{}", write_or_ask_daemon(&db, Request::Forget { roots: named })?)?;
+            print_answer(&mut out, cli.format, &write_or_ask_daemon(&db, Request::Forget { roots: named })?)?;
         }
         Command::Status => {
             let store = Store::open(&db, Access::Read, None)?;
@@ -399,19 +400,35 @@ pub fn run(cli: Cli) -> Result<Exit> {
         Command::Check => {
             let store = Store::open(&db, Access::Read, None)?;
             let r = crate::check::check(&store)?;
-            for p in &r.problems {
-                writeln!(out, "{p}")?;
+            if cli.format == Format::Json {
+                let json = serde_json::json!({
+                    "consistent": r.is_consistent(),
+                    "files": r.files,
+                    "contents": r.contents,
+                    "postings": r.postings,
+                    "history_records": r.ghosts,
+                    "problems": r.problems,
+                });
+                writeln!(out, "{}", serde_json::to_string_pretty(&json)?)?;
+            } else {
+                for p in &r.problems {
+                    writeln!(out, "{p}")?;
+                }
+                writeln!(
+                    out,
+                    "{}: {}, {}, {}, {}: {}",
+                    db.display(),
+                    count(r.files as u64, "file"),
+                    count(r.contents as u64, "content"),
+                    count(r.postings as u64, "posting"),
+                    count(r.ghosts as u64, "history record"),
+                    if r.is_consistent() {
+                        "consistent".to_string()
+                    } else {
+                        count(r.problems.len() as u64, "problem")
+                    }
+                )?;
             }
-            writeln!(
-                out,
-                "{}: {}, {}, {}, {}: {}",
-                db.display(),
-                count(r.files as u64, "file"),
-                count(r.contents as u64, "content"),
-                count(r.postings as u64, "posting"),
-                count(r.ghosts as u64, "history record"),
-                if r.is_consistent() { "consistent".to_string() } else { count(r.problems.len() as u64, "problem") }
-            )?;
             if !r.is_consistent() {
                 out.flush()?;
                 return Ok(Exit::Inconsistent);
@@ -617,7 +634,7 @@ fn print_lost(out: &mut impl Write, a: &crate::lost::Answer) -> std::io::Result<
 
 /// Runs a write request on the index, or hands it to the `simd watch` that
 /// holds it (over its control socket).
-fn write_or_ask_daemon(db: &std::path::Path, request: Request) -> Result<String> {
+fn write_or_ask_daemon(db: &std::path::Path, request: Request) -> Result<control::Answer> {
     // A writer's open would create a missing index, for nothing.
     if !crate::store::index_exists(db) {
         return Err(StoreError::Missing { dir: db.to_path_buf() }.into());
@@ -630,21 +647,38 @@ fn write_or_ask_daemon(db: &std::path::Path, request: Request) -> Result<String>
     answer.map_err(|e| anyhow::anyhow!(e))
 }
 
-fn template(db: &std::path::Path, cmd: TemplateCommand, out: &mut impl Write) -> Result<()> {
+/// What a write request did, in words or (`--format json`) as JSON.
+fn print_answer(out: &mut impl Write, format: Format, answer: &control::Answer) -> Result<()> {
+    match format {
+        Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&answer.json())?)?,
+        _ => writeln!(out, "{}", answer.text())?,
+    }
+    Ok(())
+}
+
+fn template(db: &std::path::Path, cmd: TemplateCommand, format: Format, out: &mut impl Write) -> Result<()> {
     match cmd {
         TemplateCommand::Mark { cluster, min_share, thresholds } => {
             if !(0.0..=1.0).contains(&min_share) || min_share == 0.0 {
                 anyhow::bail!("--min-share {min_share}: must be above 0 and at most 1");
             }
             let params = thresholds.params()?;
-            writeln!(out, "{}", write_or_ask_daemon(db, Request::TemplateMark { cluster, min_share, params })?)?;
+            print_answer(out, format, &write_or_ask_daemon(db, Request::TemplateMark { cluster, min_share, params })?)?;
         }
         TemplateCommand::Unmark { cluster } => {
-            writeln!(out, "{}", write_or_ask_daemon(db, Request::TemplateUnmark { cluster })?)?;
+            print_answer(out, format, &write_or_ask_daemon(db, Request::TemplateUnmark { cluster })?)?;
         }
         TemplateCommand::List => {
             let store = Store::open(db, Access::Read, None)?;
             let list = marks::list(&store)?;
+            if format == Format::Json {
+                let marks: Vec<_> = list
+                    .iter()
+                    .map(|t| serde_json::json!({ "cluster": t.cluster, "chunks": t.chunks, "bytes": t.bytes }))
+                    .collect();
+                writeln!(out, "{}", serde_json::to_string_pretty(&marks)?)?;
+                return Ok(());
+            }
             if list.is_empty() {
                 writeln!(out, "no template chunks")?;
             }

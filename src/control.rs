@@ -34,8 +34,45 @@ pub enum Request {
     },
 }
 
-/// What the daemon answers: what was done, in words, or why not.
-pub type Response = Result<String, String>;
+/// What the daemon answers: what was done, or why not.
+pub type Response = Result<Answer, String>;
+
+/// What was done: in words for a terminal, and as JSON for `--format json`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Answer {
+    Both {
+        text: String,
+        json: serde_json::Value,
+    },
+    /// From a daemon of an earlier version, which answered in words only.
+    Words(String),
+}
+
+impl Answer {
+    pub fn new(text: String, json: serde_json::Value) -> Answer {
+        Answer::Both { text, json }
+    }
+
+    pub fn text(&self) -> &str {
+        match self {
+            Answer::Both { text, .. } | Answer::Words(text) => text,
+        }
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        match self {
+            Answer::Both { json, .. } => json.clone(),
+            Answer::Words(text) => serde_json::json!({ "message": text }),
+        }
+    }
+}
+
+/// A path as the JSON reports write it (`path`, or `path_b64` for a name
+/// that is not UTF-8).
+pub fn json_path(p: &Path) -> serde_json::Value {
+    serde_json::to_value(crate::report::JsonPath(&crate::scan::path_bytes(p))).expect("paths serialize")
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ControlError {
@@ -144,36 +181,56 @@ pub fn perform(store: &crate::store::Store, request: Request, threads: usize) ->
             })
             .map_err(|e| e.to_string())?
             .map_err(|e| e.to_string())?;
-            Ok(format!(
+            let text = format!(
                 "cluster {}: marked {} ({}) and {} as template; later reports ignore them",
                 m.cluster,
-                count(m.chunks as u64, "chunk"),
+                count(m.chunks, "chunk"),
                 human_bytes(m.bytes),
-                count(m.samples as u64, "word sample")
-            ))
+                count(m.samples, "word sample")
+            );
+            let json = serde_json::json!({
+                "cluster": m.cluster, "chunks": m.chunks, "bytes": m.bytes, "word_samples": m.samples,
+            });
+            Ok(Answer::new(text, json))
         }
         Request::TemplateUnmark { cluster } => {
             let n = marks::unmark(store, &cluster).map_err(|e| e.to_string())?;
-            Ok(format!("unmarked {}", count(n as u64, "template chunk")))
+            Ok(Answer::new(
+                format!("unmarked {}", count(n as u64, "template chunk")),
+                serde_json::json!({ "unmarked_chunks": n }),
+            ))
         }
         Request::Forget { roots } => {
             let roots: Vec<_> = roots.iter().map(|r| crate::scan::bytes_path(r)).collect();
             let f = crate::ingest::forget(store, &roots).map_err(|e| e.to_string())?;
-            Ok(forgotten_message(&f))
+            Ok(forgotten(&f))
         }
         Request::Rescan => Err("only a running `simd watch` rescans on request; `simd index` rescans the roots".into()),
     }
 }
 
 /// What `simd forget` says it did.
-pub fn forgotten_message(f: &crate::ingest::Forgotten) -> String {
+pub fn forgotten(f: &crate::ingest::Forgotten) -> Answer {
+    let paths = |p: &[std::path::PathBuf]| p.iter().map(|r| json_path(r)).collect::<Vec<_>>();
+    let json = serde_json::json!({
+        "forgotten": paths(&f.roots),
+        "files_dropped": f.files,
+        "still_inside": f.covered.iter().map(|(root, inside)| serde_json::json!({
+            "root": json_path(root), "inside": json_path(inside),
+        })).collect::<Vec<_>>(),
+        "roots": paths(&f.remaining),
+    });
+    Answer::new(forgotten_message(f), json)
+}
+
+fn forgotten_message(f: &crate::ingest::Forgotten) -> String {
     // Paths as reports print them: a name that is not UTF-8 keeps its bytes, escaped.
     let one = |p: &std::path::Path| crate::report_path(&crate::scan::path_bytes(p));
     let show = |p: &[std::path::PathBuf]| p.iter().map(|r| one(r)).collect::<Vec<_>>().join(", ");
     let mut s = format!(
         "forgot {}: {} dropped from the index (the files themselves are not touched)",
         show(&f.roots),
-        crate::cli::count(f.files as u64, "file")
+        crate::cli::count(f.files, "file")
     );
     for (root, inside) in &f.covered {
         s.push_str(&format!(

@@ -515,11 +515,16 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                 // reads a state that counts it.
                 state.pending = rx.len();
                 state.save(&dir);
+                let text = format!(
+                    "rescanned: {} new, {} changed, {} moved, {} removed, {} left out, {} unchanged",
+                    s.new, s.changed, s.moved, s.removed, s.left_out, s.unchanged
+                );
+                let json = serde_json::json!({
+                    "new": s.new, "changed": s.changed, "moved": s.moved, "removed": s.removed,
+                    "left_out": s.left_out, "unchanged": s.unchanged,
+                });
                 for reply in rescan_replies.drain(..) {
-                    let _ = reply.send(Ok(format!(
-                        "rescanned: {} new, {} changed, {} moved, {} removed, {} left out, {} unchanged",
-                        s.new, s.changed, s.moved, s.removed, s.left_out, s.unchanged
-                    )));
+                    let _ = reply.send(Ok(control::Answer::new(text.clone(), json.clone())));
                 }
                 last_rescan = Instant::now();
                 filter.reset();
@@ -634,7 +639,7 @@ fn forget<W: notify::Watcher, C: notify_debouncer_full::FileIdCache>(
     *daemon.filter = Filter::new(&roots, &opts.index, dir)?;
     note_remote_roots(&roots, opts, daemon.state);
     daemon.opts.roots = roots;
-    Ok((Ok(control::forgotten_message(&f)), !added.is_empty()))
+    Ok((Ok(control::forgotten(&f)), !added.is_empty()))
 }
 
 fn show(paths: &[PathBuf]) -> String {

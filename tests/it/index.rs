@@ -201,11 +201,12 @@ fn a_forgotten_root_leaves_the_index_and_later_runs() {
     std::fs::remove_dir_all(&b).unwrap();
     let out = env.simd().arg("forget").arg(&b).assert().success();
     let said = String::from_utf8_lossy(&out.get_output().stdout);
-    assert!(said.contains("1 files dropped") && said.contains(&format!("roots now: {}", sub.display())), "{said}");
+    assert!(said.contains("1 file dropped") && said.contains(&format!("roots now: {}", sub.display())), "{said}");
     env.check();
-    let out = env.simd().arg("forget").arg(&sub).assert().success();
-    let said = String::from_utf8_lossy(&out.get_output().stdout);
-    assert!(said.contains("the index remembers no roots now"), "{said}");
+    let held = env.files().len() as u64;
+    let said = env.json(&["forget", sub.to_str().unwrap()]);
+    assert_eq!(said["forgotten"], serde_json::json!([{ "path": sub.to_str().unwrap() }]), "{said:#}");
+    assert_eq!((said["files_dropped"].as_u64(), said["roots"].as_array().map(Vec::len)), (Some(held), Some(0)));
     assert!(env.files().is_empty());
     env.check();
 
@@ -217,7 +218,7 @@ fn a_forgotten_root_leaves_the_index_and_later_runs() {
     env.simd().args(["--quiet", "index"]).arg(&odd).assert().success();
     let out = env.simd().arg("forget").arg(&odd).assert().success();
     let said = String::from_utf8_lossy(&out.get_output().stdout);
-    assert!(said.contains("odd\\xff: 1 files dropped"), "{said}");
+    assert!(said.contains("odd\\xff: 1 file dropped"), "{said}");
 }
 
 #[test]
@@ -388,6 +389,11 @@ fn the_checker_finds_each_planted_inconsistency() {
     ] {
         assert!(text.contains(&want), "`{want}` not in:\n{text}");
     }
+    let out = env.simd().args(["--format", "json", "check"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(3), "an inconsistent index exits 3, in JSON too");
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((r["consistent"].as_bool(), r["files"].as_u64()), (Some(false), Some(3)), "{r:#}");
+    assert_eq!(r["problems"].as_array().map(Vec::len), Some(text.lines().count() - 1), "{r:#}\n{text}");
 }
 
 #[test]

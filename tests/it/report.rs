@@ -351,7 +351,11 @@ fn templates_are_ignored_without_rereading_a_file() {
     assert!(r["ignored"]["template_bytes"].as_u64().unwrap() >= 4 * 1000);
     let list = env.simd().args(["template", "list"]).assert().success();
     assert!(String::from_utf8_lossy(&list.get_output().stdout).contains(&format!("cluster {id}")));
-    env.simd().args(["template", "unmark", &id]).assert().success();
+    let list = json(&env, &["template", "list"]);
+    assert_eq!((list[0]["cluster"].as_str(), list.as_array().map(Vec::len)), (Some(id.as_str()), Some(1)), "{list:#}");
+    assert_eq!(list[0]["chunks"], r["ignored"]["template_chunks"], "{list:#}");
+    let said = json(&env, &["template", "unmark", &id]);
+    assert_eq!(said["unmarked_chunks"], list[0]["chunks"], "{said:#}");
     let r = json(&env, &["report"]);
     assert_eq!(r["clusters"].as_array().unwrap().len(), 1);
     let out = env.simd().args(["template", "mark", "ffffffffffff"]).assert().failure();

@@ -534,8 +534,9 @@ fn template_marks_and_rescans_reach_the_running_daemon() {
     assert_eq!(r["clusters"].as_array().unwrap().len(), 1, "{r:#}");
     let id = r["clusters"][0]["id"].as_str().unwrap().to_string();
     // The daemon holds the index; the mark goes through its socket.
-    let out = env.simd().args(["template", "mark", &id]).assert().success();
-    assert!(String::from_utf8_lossy(&out.get_output().stdout).contains("as template"));
+    let said = env.json(&["template", "mark", &id]);
+    assert_eq!(said["cluster"].as_str(), Some(id.as_str()), "{said:#}");
+    assert!(said["chunks"].as_u64() > Some(0) && said["bytes"].as_u64() > Some(0), "{said:#}");
     assert_eq!(report(&env)["clusters"].as_array().unwrap().len(), 0);
     let out = env.simd().args(["template", "mark", "ffffffffffff"]).assert().failure();
     assert!(String::from_utf8_lossy(&out.get_output().stderr).contains("no cluster ffffffffffff"));
@@ -545,6 +546,9 @@ fn template_marks_and_rescans_reach_the_running_daemon() {
     let out = env.simd().arg("rescan").assert().success();
     assert!(String::from_utf8_lossy(&out.get_output().stdout).contains("rescanned: 0 new"), "{out:?}");
     assert_eq!(simd::watch::DaemonState::running(&env.db).unwrap().rescans, 1);
+    let said = env.json(&["rescan"]);
+    let held = env.json(&["status"])["files"].as_u64();
+    assert_eq!((said["new"].as_u64(), said["unchanged"].as_u64()), (Some(0), held), "{said:#}");
 
     // Without a daemon, rescan says what to do instead, and the socket is gone.
     stop_with_sigterm(d);
