@@ -330,20 +330,39 @@ pub fn run(cli: Cli) -> Result<Exit> {
         Command::Similar { file, thresholds, all, limit } => {
             let store = Store::open(&db, Access::Read, None)?;
             let params = thresholds.params()?;
+            let mut indexed = false;
             let answer = if file.as_os_str() == "-" {
                 query::similar(&store, std::io::stdin().lock(), None, &params, all, limit)?
             } else {
+                // A character device (/dev/zero, a terminal, a tape) may never
+                // end, or do something when opened: it is not opened.
+                use std::os::unix::fs::FileTypeExt;
+                if std::fs::metadata(&file).is_ok_and(|m| m.file_type().is_char_device()) {
+                    anyhow::bail!(
+                        "{}: is a character device; `simd similar` reads a file or a pipe (or - for stdin)",
+                        file.display()
+                    );
+                }
                 let f = std::fs::File::open(&file).with_context(|| format!("{}", file.display()))?;
                 // A directory opens, and only its read fails ("Is a directory").
                 if f.metadata().is_ok_and(|m| m.is_dir()) {
                     anyhow::bail!("{}: is a directory; `simd similar` takes one file (or - for stdin)", file.display());
                 }
                 let own = file.canonicalize().ok().map(|p| crate::scan::path_bytes(&p));
+                // The file itself is left out of its own answer (its indexed
+                // version, too, if it changed since): say so.
+                if let Some(own) = &own {
+                    indexed = store.contains::<crate::store::Paths>(own)?;
+                }
                 query::similar(&store, f, own.as_deref(), &params, all, limit)?
             };
             match cli.format {
-                Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&similar_json(&answer))?)?,
-                _ => print_similar(&mut out, &file, &answer)?,
+                Format::Json => {
+                    let mut json = similar_json(&answer);
+                    json["indexed"] = indexed.into();
+                    writeln!(out, "{}", serde_json::to_string_pretty(&json)?)?
+                }
+                _ => print_similar(&mut out, &file, &answer, indexed)?,
             }
         }
         Command::Lost { path, limit } => {
@@ -464,15 +483,21 @@ fn similar_json(a: &query::Similar) -> serde_json::Value {
     })
 }
 
-fn print_similar(out: &mut impl Write, file: &std::path::Path, a: &query::Similar) -> std::io::Result<()> {
+fn print_similar(
+    out: &mut impl Write,
+    file: &std::path::Path,
+    a: &query::Similar,
+    indexed: bool,
+) -> std::io::Result<()> {
     writeln!(
         out,
-        "{}: {} in {} ({} payload), {} similar",
+        "{}: {} in {} ({} payload), {} similar{}",
         file.display(),
         human_bytes(a.size),
-        count(a.chunks as u64, "chunk"),
+        count(a.chunks, "chunk"),
         human_bytes(a.payload),
-        a.hits.len()
+        a.hits.len(),
+        if indexed { " (the file itself is in the index, and not listed)" } else { "" }
     )?;
     for h in &a.hits {
         let kind = if h.identical { "identical" } else { h.kind.map_or("shares", |k| k.as_str()) };

@@ -397,7 +397,7 @@ fn similar_answers_for_unindexed_files_and_stdin_identical_first() {
     std::fs::write(&query, edited(&doc, 2, 7)).unwrap();
     let r = json(&env, &["similar", query.to_str().unwrap()]);
     let hits = r["hits"].as_array().unwrap();
-    assert_eq!(hits.len(), 3, "{r:#}");
+    assert_eq!((hits.len(), r["indexed"].as_bool()), (3, Some(false)), "{r:#}");
     assert!(hits.iter().all(|h| h["kind"] == "similar"));
     // The original (with its two copies) resembles an edit of it best.
     assert_eq!(names(&hits[0]["files"]).len(), 3);
@@ -414,6 +414,10 @@ fn similar_answers_for_unindexed_files_and_stdin_identical_first() {
     let first = names(&r["hits"][0]["files"]);
     assert_eq!(r["hits"][0]["kind"], "identical");
     assert!(!first.contains(&"doc.txt".to_string()) && first.len() == 2, "{first:?}");
+    assert_eq!(r["indexed"], true, "{r:#}");
+    let out = env.simd().arg("similar").arg(env.root.join("a/doc.txt")).assert().success();
+    let said = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    assert!(said.lines().next().unwrap().ends_with("(the file itself is in the index, and not listed)"), "{said}");
 
     // Something unrelated: no answer.
     let lone = env.tmp.path().join("lone.bin");
@@ -422,7 +426,10 @@ fn similar_answers_for_unindexed_files_and_stdin_identical_first() {
 
     // A directory is refused by name, and a missing file named.
     let refused = |path: &std::path::Path| {
-        let out = env.simd().args(["similar", path.to_str().unwrap()]).assert().failure();
+        // Bounded: a device read for ever would otherwise hang the test.
+        let mut run = env.simd();
+        run.args(["similar", path.to_str().unwrap()]).timeout(std::time::Duration::from_secs(60));
+        let out = run.assert().failure();
         String::from_utf8_lossy(&out.get_output().stderr).into_owned()
     };
     let dir = env.root.join("a");
@@ -431,6 +438,12 @@ fn similar_answers_for_unindexed_files_and_stdin_identical_first() {
     let missing = env.tmp.path().join("missing.txt");
     let err = refused(&missing);
     assert!(err.contains(&format!("{}: No such file", missing.display())), "{err}");
+    // A device that never ends is not read; a pipe is (process substitution).
+    let err = refused(std::path::Path::new("/dev/zero"));
+    assert!(err.contains("/dev/zero: is a character device"), "{err}");
+    let out = env.simd().args(["--format", "json", "similar", "/dev/stdin"]).write_stdin(doc).assert().success();
+    let r: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(r["hits"][0]["kind"], "identical", "{r:#}");
 }
 
 /// `base` (words separated by single spaces) with one word in `every`
