@@ -135,6 +135,11 @@ impl Store {
             let path = path.to_path_buf();
             move |source| StoreError::Io { path, source }
         };
+        // A file where the index should be is said so, to readers too (they
+        // would say "no index here yet", and the writer then fails on it).
+        if fs::metadata(dir).is_ok_and(|m| !m.is_dir()) {
+            return Err(StoreError::NotAnIndex { dir: dir.to_path_buf(), reason: "it is not a directory".into() });
+        }
         let db_dir = dir.join(DB_DIR);
         let exists = db_dir.join("CURRENT").exists();
         let bulk = build && !exists;

@@ -145,6 +145,13 @@ fn foreign_corrupt_and_missing_indexes_get_clear_errors() {
     let err = fail(&foreign, &["index", env.root.to_str().unwrap()]);
     assert!(err.contains("not a simd index"), "{err}");
     assert_eq!(std::fs::read_dir(&foreign).unwrap().count(), 1);
+    // A file given as the index: said so, by readers and writers, untouched.
+    let file = foreign.join("thesis.tex");
+    for args in [&["status"][..], &["index", env.root.to_str().unwrap()]] {
+        let err = fail(&file, args);
+        assert!(err.contains("thesis.tex: not a simd index (it is not a directory)"), "{args:?}: {err}");
+    }
+    assert_eq!(std::fs::read(&file).unwrap(), b"precious");
     // A RocksDB directory whose files are garbage.
     let corrupt = env.tmp.path().join("corrupt");
     std::fs::create_dir_all(corrupt.join("db")).unwrap();
