@@ -270,6 +270,10 @@ struct Batch {
     check: BTreeSet<PathBuf>,
     /// Renames (from, to), in order.
     renames: Vec<(PathBuf, PathBuf)>,
+    /// Paths of `check` with a remove event: one that is there again as
+    /// something other than a directory may have been a directory, whose
+    /// files' own remove events the debouncer dropped in favour of its own.
+    removed: BTreeSet<PathBuf>,
     rescan: bool,
     /// A second look at new directories: schedules no further look.
     settle: bool,
@@ -292,6 +296,10 @@ fn classify(events: Vec<notify_debouncer_full::DebouncedEvent>) -> Batch {
             EventKind::Access(_) => {}
             EventKind::Modify(ModifyKind::Name(RenameMode::Both)) if ev.paths.len() == 2 => {
                 b.renames.push((ev.paths[0].clone(), ev.paths[1].clone()));
+            }
+            EventKind::Remove(_) => {
+                b.removed.extend(ev.paths.iter().cloned());
+                b.check.extend(ev.paths.iter().cloned());
             }
             _ => b.check.extend(ev.paths.iter().cloned()),
         }
@@ -764,7 +772,7 @@ fn apply(
     batch: Batch,
     workers: usize,
 ) -> Result<Vec<PathBuf>, StoreError> {
-    let mut check = batch.check;
+    let (mut check, removed) = (batch.check, batch.removed);
     let mut dirs = Vec::new();
     for (from, to) in batch.renames {
         rename(store, writer, filter, &from, &to, &mut check)?;
@@ -808,7 +816,7 @@ fn apply(
                         _ => {}
                     }
                 }
-                if examine(store, writer, filter, &path, &mut cands)? {
+                if examine(store, writer, filter, &path, removed.contains(&path), &mut cands)? {
                     dirs.push(path);
                     walked.append(&mut cands);
                 }
@@ -1062,6 +1070,7 @@ fn examine(
     writer: &mut Writer<'_>,
     filter: &mut Filter,
     path: &Path,
+    was_removed: bool,
     cands: &mut Vec<Candidate>,
 ) -> Result<bool, StoreError> {
     let meta = std::fs::symlink_metadata(path);
@@ -1077,16 +1086,13 @@ fn examine(
         }
         // Gone: whatever the index held under this path as a directory is
         // gone too (a directory moved out of the roots raises one event,
-        // not one per file). A path that exists as a file had its former
-        // children reported by their own events.
-        writer.commit()?; // the scan below reads the index, not the open group
-        let under: Vec<Vec<u8>> =
-            store.paths_under(&path_bytes(path)).map(|r| r.map(|(p, _)| p)).collect::<Result<_, _>>()?;
-        for p in under {
-            if let Some((id, rec)) = writer.lookup(&crate::scan::bytes_path(&p))? {
-                writer.remove(id, &rec)?;
-            }
-        }
+        // not one per file).
+        remove_under(store, writer, path)?;
+    } else if was_removed && !is_dir && writer.lookup(path)?.is_none() {
+        // Removed and there again as a file (or a FIFO, a symlink): when it
+        // was a directory (`rm -rf d && echo > d` within one debounce),
+        // the debouncer dropped its files' remove events for its own.
+        remove_under(store, writer, path)?;
     }
     let old = writer.lookup(path)?;
     if is_file && filter.follows(path, false) {
@@ -1127,6 +1133,20 @@ fn examine(
         }
     }
     Ok(is_dir)
+}
+
+/// Removes every file the index holds under `dir` (a directory that is
+/// gone, or that is not a directory any more).
+fn remove_under(store: &Store, writer: &mut Writer<'_>, dir: &Path) -> Result<(), StoreError> {
+    writer.commit()?; // the scan below reads the index, not the open group
+    let under: Vec<Vec<u8>> =
+        store.paths_under(&path_bytes(dir)).map(|r| r.map(|(p, _)| p)).collect::<Result<_, _>>()?;
+    for p in under {
+        if let Some((id, rec)) = writer.lookup(&crate::scan::bytes_path(&p))? {
+            writer.remove(id, &rec)?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -362,6 +362,20 @@ fn the_live_index_follows_every_kind_of_change() {
     assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
     converges(&env, "a file replaced by a FIFO");
 
+    // Directories replaced at once by a file and by a symlink of the same
+    // name: their files' own remove events are folded into theirs.
+    for (i, dir) in ["gone-dir", "gone-dir-2"].into_iter().enumerate() {
+        for k in 0..3u64 {
+            env.write(&format!("{dir}/f{k}.txt"), text(2000 + 10 * i as u64 + k, 300));
+        }
+    }
+    converges(&env, "two directories of files");
+    std::fs::remove_dir_all(env.root.join("gone-dir")).unwrap();
+    env.write("gone-dir", text(2100, 200));
+    std::fs::remove_dir_all(env.root.join("gone-dir-2")).unwrap();
+    std::os::unix::fs::symlink("quick.txt", env.root.join("gone-dir-2")).unwrap();
+    converges(&env, "directories replaced by a file and a symlink");
+
     // SIGTERM: a clean stop, exit 0.
     stop_with_sigterm(daemon);
     env.check();
