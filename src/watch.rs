@@ -1087,12 +1087,14 @@ fn examine(
         // Gone: whatever the index held under this path as a directory is
         // gone too (a directory moved out of the roots raises one event,
         // not one per file).
-        remove_under(store, writer, path)?;
-    } else if was_removed && !is_dir && writer.lookup(path)?.is_none() {
-        // Removed and there again as a file (or a FIFO, a symlink): when it
-        // was a directory (`rm -rf d && echo > d` within one debounce),
-        // the debouncer dropped its files' remove events for its own.
-        remove_under(store, writer, path)?;
+        remove_under(store, writer, path, false)?;
+    } else if was_removed && (is_dir || writer.lookup(path)?.is_none()) {
+        // Removed and there again: when it was a directory (`rm -rf d &&
+        // cp -r new d`, or `echo > d`, within one debounce), the debouncer
+        // dropped its files' remove events for its own, so the files the
+        // index holds under it that are not there now go here. (Those
+        // still there are compared below, as any file of a new directory.)
+        remove_under(store, writer, path, true)?;
     }
     let old = writer.lookup(path)?;
     if is_file && filter.follows(path, false) {
@@ -1135,14 +1137,19 @@ fn examine(
     Ok(is_dir)
 }
 
-/// Removes every file the index holds under `dir` (a directory that is
-/// gone, or that is not a directory any more).
-fn remove_under(store: &Store, writer: &mut Writer<'_>, dir: &Path) -> Result<(), StoreError> {
+/// Removes the files the index holds under `dir`: all of them (a
+/// directory that is gone), or (`each`) those that are not regular files
+/// there now (a directory removed and made again, or replaced by a file).
+fn remove_under(store: &Store, writer: &mut Writer<'_>, dir: &Path, each: bool) -> Result<(), StoreError> {
     writer.commit()?; // the scan below reads the index, not the open group
     let under: Vec<Vec<u8>> =
         store.paths_under(&path_bytes(dir)).map(|r| r.map(|(p, _)| p)).collect::<Result<_, _>>()?;
     for p in under {
-        if let Some((id, rec)) = writer.lookup(&crate::scan::bytes_path(&p))? {
+        let p = crate::scan::bytes_path(&p);
+        if each && std::fs::symlink_metadata(&p).is_ok_and(|m| m.is_file()) {
+            continue;
+        }
+        if let Some((id, rec)) = writer.lookup(&p)? {
             writer.remove(id, &rec)?;
         }
     }

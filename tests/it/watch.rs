@@ -363,7 +363,7 @@ fn the_live_index_follows_every_kind_of_change() {
     converges(&env, "a file replaced by a FIFO");
 
     // Directories replaced at once by a file and by a symlink of the same
-    // name: their files' own remove events are folded into theirs.
+    // name: the debouncer folds their files' own remove events into theirs.
     for (i, dir) in ["gone-dir", "gone-dir-2"].into_iter().enumerate() {
         for k in 0..3u64 {
             env.write(&format!("{dir}/f{k}.txt"), text(2000 + 10 * i as u64 + k, 300));
@@ -375,6 +375,16 @@ fn the_live_index_follows_every_kind_of_change() {
     std::fs::remove_dir_all(env.root.join("gone-dir-2")).unwrap();
     std::os::unix::fs::symlink("quick.txt", env.root.join("gone-dir-2")).unwrap();
     converges(&env, "directories replaced by a file and a symlink");
+    // ... and by a new directory of the same name (`rm -rf d && cp -r new
+    // d`), holding one file of the same name and one new.
+    for k in 0..3u64 {
+        env.write(&format!("made-again/f{k}.txt"), text(2200 + k, 300));
+    }
+    converges(&env, "a directory of files");
+    std::fs::remove_dir_all(env.root.join("made-again")).unwrap();
+    env.write("made-again/f1.txt", text(2210, 300));
+    env.write("made-again/new.txt", text(2211, 300));
+    converges(&env, "a directory removed and made again");
 
     // SIGTERM: a clean stop, exit 0.
     stop_with_sigterm(daemon);
