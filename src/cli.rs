@@ -437,15 +437,11 @@ pub fn run(cli: Cli) -> Result<Exit> {
                     out,
                     "{}: {}, {}, {}, {}: {}",
                     db.display(),
-                    count(r.files as u64, "file"),
-                    count(r.contents as u64, "content"),
-                    count(r.postings as u64, "posting"),
-                    count(r.ghosts as u64, "history record"),
-                    if r.is_consistent() {
-                        "consistent".to_string()
-                    } else {
-                        count(r.problems.len() as u64, "problem")
-                    }
+                    count(r.files, "file"),
+                    count(r.contents, "content"),
+                    count(r.postings, "posting"),
+                    count(r.ghosts, "history record"),
+                    if r.is_consistent() { "consistent".to_string() } else { count(r.problems.len(), "problem") }
                 )?;
             }
             if !r.is_consistent() {
@@ -637,8 +633,8 @@ fn print_lost(out: &mut impl Write, a: &crate::lost::Answer) -> std::io::Result<
                 out,
                 "{}: directory, {} in the index, {} gone from it",
                 p(path),
-                count(*live as u64, "file"),
-                count(files.len() as u64, "file")
+                count(*live, "file"),
+                count(files.len(), "file")
             )?;
             if let Some((d, n)) = destinations.first() {
                 writeln!(
@@ -708,7 +704,7 @@ fn template(db: &std::path::Path, cmd: TemplateCommand, format: Format, out: &mu
                 writeln!(out, "no template chunks")?;
             }
             for t in list {
-                writeln!(out, "cluster {}: {}, {}", t.cluster, count(t.chunks as u64, "chunk"), human_bytes(t.bytes))?;
+                writeln!(out, "cluster {}: {}, {}", t.cluster, count(t.chunks, "chunk"), human_bytes(t.bytes))?;
             }
         }
     }
@@ -745,7 +741,7 @@ fn print_summary(out: &mut impl Write, s: &Summary) -> std::io::Result<()> {
         human_bytes(s.bytes_read),
         s.elapsed.as_secs_f64(),
         s.throughput_mb_s(),
-        count(s.new_contents as u64, "new content"),
+        count(s.new_contents, "new content"),
         human_bytes(s.bytes_unchanged)
     )?;
     if let Some(rss) = peak_rss_bytes() {
@@ -782,7 +778,7 @@ fn print_status(out: &mut impl Write, s: &crate::status::Status) -> std::io::Res
     writeln!(out, "files        {} ({})", s.files, human_bytes(s.bytes))?;
     writeln!(out, "contents     {} distinct ({})", s.contents, human_bytes(s.content_bytes))?;
     writeln!(out, "chunks       {} ({} distinct)", s.chunks, s.distinct_chunks)?;
-    writeln!(out, "history      {}", count(s.history as u64, "record"))?;
+    writeln!(out, "history      {}", count(s.history, "record"))?;
     let ratio = if s.bytes > 0 {
         format!(", {:.1} % of file bytes", 100.0 * s.disk_bytes as f64 / s.bytes as f64)
     } else {
@@ -804,9 +800,9 @@ fn print_status(out: &mut impl Write, s: &crate::status::Status) -> std::io::Res
             d.pid,
             if d.ready { "watching" } else { "starting (reconcile scan)" },
             d.pending,
-            count(d.batches as u64, "batch"),
-            count(d.changed_files as u64, "file"),
-            count(d.rescans as u64, "rescan"),
+            count(d.batches, "batch"),
+            count(d.changed_files, "file"),
+            count(d.rescans, "rescan"),
             if d.degraded { ", DEGRADED: inotify limit reached, periodic rescans" } else { "" },
             d.last_event.map_or("none".into(), format_time)
         )?,
@@ -826,7 +822,8 @@ fn print_status(out: &mut impl Write, s: &crate::status::Status) -> std::io::Res
 }
 
 /// "1 file", "2 files": a count and its noun, in the noun's number.
-pub fn count(n: u64, noun: &str) -> String {
+pub fn count(n: impl TryInto<u64>, noun: &str) -> String {
+    let n: u64 = n.try_into().unwrap_or(u64::MAX);
     match n {
         1 => format!("1 {noun}"),
         _ if noun.ends_with("ch") || noun.ends_with('s') => format!("{n} {noun}es"),

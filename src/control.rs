@@ -196,7 +196,7 @@ pub fn perform(store: &crate::store::Store, request: Request, threads: usize) ->
         Request::TemplateUnmark { cluster } => {
             let n = marks::unmark(store, &cluster).map_err(|e| e.to_string())?;
             Ok(Answer::new(
-                format!("unmarked {}", count(n as u64, "template chunk")),
+                format!("unmarked {}", count(n, "template chunk")),
                 serde_json::json!({ "unmarked_chunks": n }),
             ))
         }

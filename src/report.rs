@@ -317,26 +317,21 @@ fn summary_lines(a: &Analysis, view: &View, shown: (usize, usize)) -> Vec<String
     let identical_files: usize = a.identical.iter().map(|s| s.names.len()).sum();
     let cluster_files: usize = a.clusters.iter().map(Cluster::files).sum();
     let mut lines = vec![
-        format!(
-            "{} ({}), {}",
-            count(a.files as u64, "file"),
-            human_bytes(a.bytes),
-            count(a.contents as u64, "distinct content")
-        ),
+        format!("{} ({}), {}", count(a.files, "file"), human_bytes(a.bytes), count(a.contents, "distinct content")),
         format!(
             "identical: {}, {}, {} wasted    similar: {}, {}",
-            count(a.identical.len() as u64, "set"),
-            count(identical_files as u64, "file"),
+            count(a.identical.len(), "set"),
+            count(identical_files, "file"),
             human_bytes(a.wasted()),
-            count(a.clusters.len() as u64, "cluster"),
-            count(cluster_files as u64, "file")
+            count(a.clusters.len(), "cluster"),
+            count(cluster_files, "file")
         ),
         format!(
             "ignored: {} in more than {} ({}), {} ({})",
-            count(a.ignored.common_chunks as u64, "chunk"),
-            count(a.cutoff as u64, "content"),
+            count(a.ignored.common_chunks, "chunk"),
+            count(a.cutoff, "content"),
             human_bytes(a.ignored.common_bytes),
-            count(a.ignored.template_chunks as u64, "template chunk"),
+            count(a.ignored.template_chunks, "template chunk"),
             human_bytes(a.ignored.template_bytes)
         ),
         format!(
@@ -376,7 +371,7 @@ fn short_hash(c: &ContentHash) -> String {
 
 /// A cluster's heading after its id (text and HTML).
 fn cluster_heading(c: &Cluster) -> String {
-    format!("{}, {}, {}", count(c.files() as u64, "file"), human_bytes(c.bytes()), count(c.links.len() as u64, "link"))
+    format!("{}, {}, {}", count(c.files(), "file"), human_bytes(c.bytes()), count(c.links.len(), "link"))
 }
 
 /// How strong a link is, to show the strongest first: the largest of its
