@@ -80,9 +80,9 @@ pub enum Answer {
     Unknown { path: Vec<u8> },
 }
 
-/// Makes `p` absolute and lexically normal without touching the file system
-/// beyond the nearest existing ancestor (the path itself is usually gone).
-pub fn absolute(p: &Path) -> std::io::Result<PathBuf> {
+/// `p` made absolute and lexically normal (`.` and `..` folded), without
+/// touching the file system.
+pub fn lexical(p: &Path) -> std::io::Result<PathBuf> {
     let abs = if p.is_absolute() { p.to_path_buf() } else { std::env::current_dir()?.join(p) };
     let mut out = PathBuf::new();
     for c in abs.components() {
@@ -94,6 +94,25 @@ pub fn absolute(p: &Path) -> std::io::Result<PathBuf> {
             c => out.push(c),
         }
     }
+    Ok(out)
+}
+
+/// Whether the index knows `path` (absolute): a file there, history of
+/// one, or files under it. A path the index knows is asked about as it
+/// is, even when a part of it is a symlink now (a directory replaced by a
+/// link to another: its old files are what the user is after).
+pub fn knows(store: &Store, path: &Path) -> Result<bool, StoreError> {
+    let pb = path_bytes(path);
+    Ok(store.get::<Paths>(&pb)?.is_some()
+        || store.history_of(&pb).next().transpose()?.is_some()
+        || store.history_under(&pb).next().transpose()?.is_some()
+        || store.paths_under(&pb).next().transpose()?.is_some())
+}
+
+/// Makes `p` absolute and lexically normal without touching the file system
+/// beyond the nearest existing ancestor (the path itself is usually gone).
+pub fn absolute(p: &Path) -> std::io::Result<PathBuf> {
+    let out = lexical(p)?;
     // Resolve symlinks in the part that still exists, as the index stores
     // canonical paths.
     let mut existing = out.clone();

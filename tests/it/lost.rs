@@ -151,6 +151,28 @@ fn a_live_directory_says_what_it_holds_and_what_left_it() {
     assert_eq!(r["state"], "unknown", "{r:#}");
 }
 
+/// A directory moved away with a symlink left in its place (to the
+/// directory that now holds it): the user asks by the old path, which
+/// now resolves elsewhere; the index answers for the path as it was.
+#[test]
+fn a_directory_replaced_by_a_symlink_is_asked_about_as_it_was() {
+    let env = Env::new();
+    env.write("docs/plan.txt", text(500, 2000));
+    env.write("elsewhere/keep.txt", text(501, 2000));
+    env.index();
+    fs::rename(env.root.join("docs"), env.root.join("elsewhere/docs-2024")).unwrap();
+    std::os::unix::fs::symlink("elsewhere", env.root.join("docs")).unwrap();
+    env.index();
+    let r = lost(&env, &env.root.join("docs/plan.txt"));
+    let best = &r["files"][0]["candidates"][0];
+    assert_eq!((r["state"].as_str(), best["kind"].as_str()), (Some("lost"), Some("moved")), "{r:#}");
+    assert!(best["path"].as_str().unwrap().ends_with("/elsewhere/docs-2024/plan.txt"), "{r:#}");
+    // A path the index does not know still resolves through symlinks, as
+    // the index stores the real paths.
+    let r = lost(&env, &env.root.join("docs/keep.txt"));
+    assert!((r["state"] == "live") && r["path"].as_str().unwrap().ends_with("/elsewhere/keep.txt"), "{r:#}");
+}
+
 #[test]
 fn history_expires_by_count_and_takes_unreferenced_chunk_lists_with_it() {
     let env = Env::new();
