@@ -253,6 +253,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
     match cli.command {
         Command::Index { roots, avg_chunk, scan } => {
             let params = avg_chunk.map(ChunkParams::for_average).transpose()?;
+            roots_for_new_index(&db, &roots)?;
             let opts = scan.index_options(roots, !cli.quiet && std::io::stderr().is_terminal());
             // The walk runs on a read-only open, under the writer's lock:
             // a run that changes nothing never opens a writer (whose open
@@ -367,7 +368,12 @@ pub fn run(cli: Cli) -> Result<Exit> {
         }
         Command::Lost { path, limit } => {
             let store = Store::open(&db, Access::Read, None)?;
-            let abs = crate::lost::absolute(&path).with_context(|| format!("{}", path.display()))?;
+            let lexical = crate::lost::lexical(&path).with_context(|| format!("{}", path.display()))?;
+            let abs = if crate::lost::knows(&store, &lexical)? {
+                lexical
+            } else {
+                crate::lost::absolute(&lexical).with_context(|| format!("{}", path.display()))?
+            };
             let answer = crate::lost::lost(&store, &abs, limit)?;
             match cli.format {
                 Format::Json => {
@@ -379,6 +385,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
         }
         Command::Template(cmd) => template(&db, cmd, cli.format, &mut out)?,
         Command::Watch { roots, debounce_ms, rescan_every, scan } => {
+            roots_for_new_index(&db, &roots)?;
             let store = Store::open(&db, Access::Write, None)?;
             let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
             for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -651,6 +658,19 @@ fn print_lost(out: &mut impl Write, a: &crate::lost::Answer) -> std::io::Result<
             Ok(())
         }
     }
+}
+
+/// A new index needs roots, and roots that are there: checked before it is
+/// made, so that a command that fails leaves no empty index behind.
+fn roots_for_new_index(db: &std::path::Path, roots: &[std::path::PathBuf]) -> Result<()> {
+    if crate::store::index_exists(db) {
+        return Ok(());
+    }
+    if roots.is_empty() {
+        return Err(ingest::IngestError::NoRoots.into());
+    }
+    ingest::canonical_roots(roots)?;
+    Ok(())
 }
 
 /// Runs a write request on the index, or hands it to the `simd watch` that

@@ -166,6 +166,11 @@ fn foreign_corrupt_and_missing_indexes_get_clear_errors() {
         let err = fail(&none, args);
         assert!(err.contains("no index here yet"), "{args:?}: {err}");
     }
+    // Nor do `index` and `watch` given no roots, or roots that are not there.
+    for args in [&["index"][..], &["watch"], &["index", "/nonexistent/root"], &["watch", "/nonexistent/root"]] {
+        let err = fail(&none, args);
+        assert!(err.contains("no roots") || err.contains("/nonexistent/root"), "{args:?}: {err}");
+    }
     assert!(!none.exists(), "a command that failed made an index");
     // A missing root.
     let err = fail(&env.db, &["index", "/nonexistent/root"]);
