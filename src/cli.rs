@@ -85,6 +85,7 @@ impl ScanArgs {
             progress,
             retention: ingest::Retention { max_age_days: self.keep_history_days, max_records: self.keep_history },
             tolerate_missing: false,
+            interrupt: None,
         }
     }
 }
@@ -240,6 +241,8 @@ pub enum Exit {
     Ok,
     /// The command ran, and found the index inconsistent.
     Inconsistent,
+    /// Stopped early by SIGINT or SIGTERM, with what it did kept.
+    Interrupted,
 }
 
 pub fn run(cli: Cli) -> Result<Exit> {
@@ -254,7 +257,17 @@ pub fn run(cli: Cli) -> Result<Exit> {
         Command::Index { roots, avg_chunk, scan } => {
             let params = avg_chunk.map(ChunkParams::for_average).transpose()?;
             roots_for_new_index(&db, &roots)?;
-            let opts = scan.index_options(roots, !cli.quiet && std::io::stderr().is_terminal());
+            let mut opts = scan.index_options(roots, !cli.quiet && std::io::stderr().is_terminal());
+            // Ctrl-C (or SIGTERM) stops a long first index with what it read
+            // so far written, for the next run to go on from; a second one
+            // stops at once (what is written stays consistent either way).
+            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+                signal_hook::flag::register_conditional_shutdown(sig, 130, stop.clone())
+                    .context("installing signal handlers")?;
+                signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
+            }
+            opts.interrupt = Some(stop);
             // The walk runs on a read-only open, under the writer's lock:
             // a run that changes nothing never opens a writer (whose open
             // and close cost more than the walk on a small tree), and a
@@ -283,6 +296,14 @@ pub fn run(cli: Cli) -> Result<Exit> {
                     Format::Json => writeln!(out, "{}", summary_json(&summary))?,
                     _ => print_summary(&mut out, &summary)?,
                 }
+            }
+            if summary.interrupted {
+                out.flush()?;
+                eprintln!(
+                    "simd: interrupted: the files read so far are indexed; `simd index` goes on from there \
+                     (files removed meanwhile are recorded then)"
+                );
+                return Ok(Exit::Interrupted);
             }
         }
         Command::Report { thresholds, under, limit, links, out: out_file, fresh } => {
@@ -774,6 +795,7 @@ fn summary_json(s: &Summary) -> serde_json::Value {
     let skipped: Vec<_> =
         s.skipped.iter().map(|(r, n)| serde_json::json!({ "reason": r.describe(), "count": n })).collect();
     serde_json::json!({
+        "interrupted": s.interrupted,
         "roots": s.roots.iter().map(|r| crate::report_path(&crate::scan::path_bytes(r))).collect::<Vec<_>>(),
         "missing_roots": s.missing_roots.iter().map(|r| crate::report_path(&crate::scan::path_bytes(r))).collect::<Vec<_>>(),
         "new": s.new,

@@ -11,6 +11,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::bounded;
@@ -61,6 +63,10 @@ pub struct IndexOptions {
     /// root may (the daemon's rescans: a root deleted, moved away or
     /// unmounted while it runs must not stop it).
     pub tolerate_missing: bool,
+    /// Set (by SIGINT or SIGTERM) to stop a full run early: what was read
+    /// is written and flushed, nothing is recorded as removed, and the
+    /// next run goes on from there.
+    pub interrupt: Option<Arc<AtomicBool>>,
 }
 
 /// Lost-and-found retention: history records older than `max_age_days`, and
@@ -81,6 +87,9 @@ impl Default for Retention {
 /// What one run did.
 #[derive(Clone, Debug, Default)]
 pub struct Summary {
+    /// Stopped early ([`IndexOptions::interrupt`]): the files read are
+    /// indexed, the rest (and removals) wait for the next run.
+    pub interrupted: bool,
     /// The roots walked.
     pub roots: Vec<PathBuf>,
     /// Roots that do not exist (or are no longer directories): treated as
@@ -187,16 +196,24 @@ pub fn index(store: &Store, opts: &IndexOptions) -> Result<Summary, IngestError>
         // This thread is the writer. It groups files into one write while
         // results keep coming, and commits whenever it would otherwise wait.
         let mut failed = None;
+        let stopping = || opts.interrupt.as_ref().is_some_and(|s| s.load(Ordering::Relaxed));
         loop {
+            if stopping() {
+                summary.interrupted = true;
+                break;
+            }
             let outcome = match out_rx.try_recv() {
                 Ok(o) => o,
                 Err(crossbeam_channel::TryRecvError::Empty) => {
                     if failed.is_none() {
                         failed = writer.commit().err();
                     }
-                    match out_rx.recv() {
+                    // Woken now and then to see whether to stop (a walk of
+                    // unchanged files sends nothing for a while).
+                    match out_rx.recv_timeout(Duration::from_millis(100)) {
                         Ok(o) => o,
-                        Err(_) => break,
+                        Err(crossbeam_channel::RecvTimeoutError::Timeout) => continue,
+                        Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
                     }
                 }
                 Err(crossbeam_channel::TryRecvError::Disconnected) => break,
@@ -211,6 +228,9 @@ pub fn index(store: &Store, opts: &IndexOptions) -> Result<Summary, IngestError>
         if failed.is_none() {
             failed = writer.commit().err();
         }
+        // Stopping early: the readers end once nobody takes what they read,
+        // and the walk once nobody takes its candidates.
+        drop(out_rx);
         tracing::debug!("reading and writing done after {:?}", start.elapsed());
         let walked = walker.join().expect("walker thread panicked")?;
         if let Some(e) = failed {
@@ -220,6 +240,17 @@ pub fn index(store: &Store, opts: &IndexOptions) -> Result<Summary, IngestError>
     })?;
     if let Some(e) = std::mem::take(&mut walked.store_errors).into_iter().next() {
         return Err(e.into());
+    }
+    if summary.interrupted {
+        // Not every file was seen: none is recorded as removed. What was
+        // written is flushed (a first index writes without a WAL).
+        summary.unchanged += walked.unchanged.len() as u64;
+        summary.bytes_unchanged += walked.unchanged_bytes;
+        writer.commit()?;
+        store.flush()?;
+        summary.elapsed = start.elapsed();
+        progress.finish();
+        return Ok(summary);
     }
 
     // A missing root holds nothing now: its files are gone.

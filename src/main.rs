@@ -19,6 +19,8 @@ fn main() -> ExitCode {
     match cli::run(cli) {
         Ok(Exit::Ok) => ExitCode::SUCCESS,
         Ok(Exit::Inconsistent) => ExitCode::from(3),
+        // As a shell reports a process stopped by SIGINT.
+        Ok(Exit::Interrupted) => ExitCode::from(130),
         // The reader went away (`simd report | head`): not an error.
         Err(e)
             if e.chain().any(|c| {

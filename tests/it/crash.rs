@@ -265,3 +265,36 @@ fn a_forget_killed_part_way_leaves_a_consistent_index_and_runs_again() {
     }
     assert!(partial >= 2, "only {partial} kills left a forget part done (an uninterrupted one takes {full} ms)");
 }
+
+/// SIGTERM (or Ctrl-C) during a first index: the run stops with what it
+/// read written and flushed (a first index writes without a WAL, so a
+/// kill would keep only what its memtables had flushed), exits 130, and
+/// the next run reads only the rest. The large sparse file keeps the run
+/// going long enough to be stopped in.
+#[test]
+fn sigterm_stops_a_first_index_with_what_it_read_kept() {
+    let env = Env::new();
+    const SMALL: u64 = 300;
+    for i in 0..SMALL {
+        env.write(&format!("d{}/f{i}.txt", i % 7), text(i, 400));
+    }
+    let big = std::fs::File::create(env.root.join("disk.img")).unwrap();
+    big.set_len(1 << 30).unwrap();
+    drop(big);
+    let mut child = index_child(&env, &env.db, None);
+    let until = Instant::now() + Duration::from_secs(30);
+    while !env.db.join("db/CURRENT").exists() {
+        assert!(Instant::now() < until, "the index never appeared");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(std::process::Command::new("kill").arg("-TERM").arg(child.id().to_string()).status().unwrap().success());
+    assert_eq!(child.wait().unwrap().code(), Some(130), "a stopped index exits 130");
+    env.check();
+    let held = env.files().len() as u64;
+    assert!(held < SMALL + 1, "the sparse file was still being read: {held} files");
+    let s = env.index();
+    assert_eq!((s["unchanged"].as_u64(), s["new"].as_u64()), (Some(held), Some(SMALL + 1 - held)), "{s}");
+    assert_eq!(s["interrupted"], false);
+    env.check();
+}
