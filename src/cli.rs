@@ -267,14 +267,14 @@ pub fn run(cli: Cli) -> Result<Exit> {
                     .context("installing signal handlers")?;
                 signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
             }
-            opts.interrupt = Some(stop);
+            opts.interrupt = Some(stop.clone());
             // The walk runs on a read-only open, under the writer's lock:
             // a run that changes nothing never opens a writer (whose open
             // and close cost more than the walk on a small tree), and a
             // few changes are applied by a writer the lock is handed to.
             // Any failure of the read-only open (no index yet, an older
             // schema) is left to the writer's open, which reports it.
-            let summary = match Store::open(&db, Access::Read, params) {
+            let mut summary = match Store::open(&db, Access::Read, params) {
                 Ok(reader) => {
                     let lock = crate::store::lock_writer(&db)?;
                     match ingest::prewalk(&reader, &opts)? {
@@ -291,6 +291,8 @@ pub fn run(cli: Cli) -> Result<Exit> {
                 }
                 Err(_) => ingest::index(&Store::open_build(&db, params)?, &opts)?,
             };
+            // Stopped during a read-only walk that found nothing to do.
+            summary.interrupted |= stop.load(std::sync::atomic::Ordering::Relaxed);
             if !cli.quiet {
                 match cli.format {
                     Format::Json => writeln!(out, "{}", summary_json(&summary))?,

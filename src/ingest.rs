@@ -487,8 +487,17 @@ pub fn index_prewalked(store: &Store, opts: &IndexOptions, pre: Prewalked) -> Re
     let mut writer = Writer::new(store)?;
     let mut summary = Summary { roots: roots.clone(), ..Summary::default() };
     let workers = if opts.workers == 0 { available_cores() } else { opts.workers };
-    ingest_candidates(&mut writer, candidates, workers, &mut summary)?;
+    let stopping = || opts.interrupt.as_ref().is_some_and(|s| s.load(Ordering::Relaxed));
+    ingest_candidates(&mut writer, candidates, workers, &mut summary, &stopping)?;
     writer.commit()?;
+    if stopping() {
+        // As in `index`: what was read is kept, nothing recorded as removed.
+        summary.interrupted = true;
+        summary.unchanged += walked.unchanged.len() as u64;
+        summary.bytes_unchanged += walked.unchanged_bytes;
+        summary.elapsed = start.elapsed();
+        return Ok(summary);
+    }
     end_run(&mut writer, &mut summary, walked, &roots, opts.retention, start)?;
     Ok(summary)
 }
@@ -496,16 +505,18 @@ pub fn index_prewalked(store: &Store, opts: &IndexOptions, pre: Prewalked) -> Re
 /// Reads `cands` on `workers` threads and applies each result to `writer`
 /// (`index` on a few changed files it found while holding the lock; a full
 /// `index` streams from its walk instead). Commits nothing: the caller
-/// decides when.
+/// decides when. No more candidates are handed out once `stopping`.
 fn ingest_candidates(
     writer: &mut Writer<'_>,
     cands: Vec<Candidate>,
     workers: usize,
     summary: &mut Summary,
+    stopping: &dyn Fn() -> bool,
 ) -> Result<(), StoreError> {
     let workers = workers.clamp(1, cands.len().max(1));
-    let ((), unverified) =
-        ingest_with(writer, workers, summary, |writer, feed| cands.into_iter().try_for_each(|c| feed.send(writer, c)))?;
+    let ((), unverified) = ingest_with(writer, workers, summary, |writer, feed| {
+        cands.into_iter().take_while(|_| !stopping()).try_for_each(|c| feed.send(writer, c))
+    })?;
     debug_assert!(unverified.is_empty(), "the walk stats every candidate");
     Ok(())
 }

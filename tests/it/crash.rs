@@ -297,4 +297,19 @@ fn sigterm_stops_a_first_index_with_what_it_read_kept() {
     assert_eq!((s["unchanged"].as_u64(), s["new"].as_u64()), (Some(held), Some(SMALL + 1 - held)), "{s}");
     assert_eq!(s["interrupted"], false);
     env.check();
+
+    // Stopped again in an ordinary run, whose few changed files are read
+    // after a read-only walk: as before, and nothing recorded as removed.
+    let big = std::fs::OpenOptions::new().write(true).open(env.root.join("disk.img")).unwrap();
+    big.set_len((1 << 30) + 4096).unwrap();
+    drop(big);
+    env.write("d0/f0.txt", text(9999, 400));
+    let mut child = index_child(&env, &env.db, None);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(std::process::Command::new("kill").arg("-TERM").arg(child.id().to_string()).status().unwrap().success());
+    assert_eq!(child.wait().unwrap().code(), Some(130), "a stopped index exits 130");
+    env.check();
+    let s = env.index();
+    assert_eq!((s["removed"].as_u64(), s["new"].as_u64()), (Some(0), Some(0)), "{s}");
+    assert_eq!(env.files().len() as u64, SMALL + 1);
 }
