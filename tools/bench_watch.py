@@ -124,6 +124,8 @@ def main():
                     break
             except (OSError, ValueError):
                 pass
+            if d.poll() is not None:
+                sys.exit(f"the daemon exited with status {d.returncode} before it was ready")
             if time.time() - t0 > 600:
                 sys.exit("daemon not ready after 600 s")
             time.sleep(0.05)
