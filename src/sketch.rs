@@ -1262,6 +1262,20 @@ mod tests {
         Sketch { level, samples }
     }
 
+    /// The sketch of `data` fed in pieces cut at `cuts` (any order, clamped).
+    fn fed_in_pieces(data: &[u8], cuts: Vec<usize>) -> Sketch {
+        let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(data.len())).collect();
+        cuts.sort_unstable();
+        let mut s = Shingler::new();
+        let mut at = 0;
+        for c in cuts {
+            s.feed(&data[at..c]);
+            at = c;
+        }
+        s.feed(&data[at..]);
+        s.finish()
+    }
+
     /// Text with words of every length from 1 to 40 bytes, so that words
     /// end at every offset of an 8-byte block, and runs of whitespace.
     fn ragged_text() -> impl Strategy<Value = Vec<u8>> {
@@ -1300,33 +1314,14 @@ mod tests {
 
         #[test]
         fn any_split_gives_the_same_sketch(data in proptest::collection::vec(prop_oneof![Just(b' '), Just(b'\n'), 97u8..100, any::<u8>()], 0..3000), cuts in proptest::collection::vec(0usize..3000, 0..8)) {
-            let whole = sketch_bytes(&data);
-            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(data.len())).collect();
-            cuts.sort_unstable();
-            let mut s = Shingler::new();
-            let mut at = 0;
-            for c in cuts {
-                s.feed(&data[at..c]);
-                at = c;
-            }
-            s.feed(&data[at..]);
-            prop_assert_eq!(s.finish(), whole);
+            prop_assert_eq!(fed_in_pieces(&data, cuts), sketch_bytes(&data));
         }
 
         /// Long words (a zero-filled file is one) cut by the pieces at
         /// every offset: hashed a block at a time where they run on.
         #[test]
         fn long_words_across_pieces_are_hashed_as_defined(data in proptest::collection::vec(prop_oneof![40 => 97u8..100, 1 => Just(b' ')], 0..6000), cuts in proptest::collection::vec(0usize..6000, 0..12)) {
-            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(data.len())).collect();
-            cuts.sort_unstable();
-            let mut s = Shingler::new();
-            let mut at = 0;
-            for c in cuts {
-                s.feed(&data[at..c]);
-                at = c;
-            }
-            s.feed(&data[at..]);
-            prop_assert_eq!(s.finish(), sketch_by_definition(&data));
+            prop_assert_eq!(fed_in_pieces(&data, cuts), sketch_by_definition(&data));
         }
 
         #[test]

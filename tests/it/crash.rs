@@ -281,15 +281,14 @@ fn sigterm_stops_a_first_index_with_what_it_read_kept() {
     let big = std::fs::File::create(env.root.join("disk.img")).unwrap();
     big.set_len(1 << 30).unwrap();
     drop(big);
-    let mut child = index_child(&env, &env.db, None);
+    let child = index_child(&env, &env.db, None);
     let until = Instant::now() + Duration::from_secs(30);
     while !env.db.join("db/CURRENT").exists() {
         assert!(Instant::now() < until, "the index never appeared");
         std::thread::sleep(Duration::from_millis(10));
     }
     std::thread::sleep(Duration::from_millis(300));
-    assert!(std::process::Command::new("kill").arg("-TERM").arg(child.id().to_string()).status().unwrap().success());
-    assert_eq!(child.wait().unwrap().code(), Some(130), "a stopped index exits 130");
+    stopped_by_sigterm(child);
     env.check();
     let held = env.files().len() as u64;
     assert!(held < SMALL + 1, "the sparse file was still being read: {held} files");
@@ -304,12 +303,17 @@ fn sigterm_stops_a_first_index_with_what_it_read_kept() {
     big.set_len((1 << 30) + 4096).unwrap();
     drop(big);
     env.write("d0/f0.txt", text(9999, 400));
-    let mut child = index_child(&env, &env.db, None);
+    let child = index_child(&env, &env.db, None);
     std::thread::sleep(Duration::from_millis(300));
-    assert!(std::process::Command::new("kill").arg("-TERM").arg(child.id().to_string()).status().unwrap().success());
-    assert_eq!(child.wait().unwrap().code(), Some(130), "a stopped index exits 130");
+    stopped_by_sigterm(child);
     env.check();
     let s = env.index();
     assert_eq!((s["removed"].as_u64(), s["new"].as_u64()), (Some(0), Some(0)), "{s}");
     assert_eq!(env.files().len() as u64, SMALL + 1);
+}
+
+/// Sends SIGTERM to a child `simd index`, which must stop as stopped (130).
+fn stopped_by_sigterm(mut child: std::process::Child) {
+    assert!(std::process::Command::new("kill").arg("-TERM").arg(child.id().to_string()).status().unwrap().success());
+    assert_eq!(child.wait().unwrap().code(), Some(130), "a stopped index exits 130");
 }
