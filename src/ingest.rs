@@ -78,6 +78,13 @@ pub struct Retention {
     pub max_records: usize,
 }
 
+impl IndexOptions {
+    /// Whether the run was asked to stop ([`IndexOptions::interrupt`]).
+    fn stopping(&self) -> bool {
+        self.interrupt.as_ref().is_some_and(|s| s.load(Ordering::Relaxed))
+    }
+}
+
 impl Default for Retention {
     fn default() -> Self {
         Retention { max_age_days: 90, max_records: 100_000 }
@@ -196,9 +203,8 @@ pub fn index(store: &Store, opts: &IndexOptions) -> Result<Summary, IngestError>
         // This thread is the writer. It groups files into one write while
         // results keep coming, and commits whenever it would otherwise wait.
         let mut failed = None;
-        let stopping = || opts.interrupt.as_ref().is_some_and(|s| s.load(Ordering::Relaxed));
         loop {
-            if stopping() {
+            if opts.stopping() {
                 summary.interrupted = true;
                 break;
             }
@@ -242,13 +248,10 @@ pub fn index(store: &Store, opts: &IndexOptions) -> Result<Summary, IngestError>
         return Err(e.into());
     }
     if summary.interrupted {
-        // Not every file was seen: none is recorded as removed. What was
-        // written is flushed (a first index writes without a WAL).
-        summary.unchanged += walked.unchanged.len() as u64;
-        summary.bytes_unchanged += walked.unchanged_bytes;
-        writer.commit()?;
+        // What was written (all committed above) is flushed: a first index
+        // writes without a WAL.
         store.flush()?;
-        summary.elapsed = start.elapsed();
+        end_stopped(&mut summary, &walked, start);
         progress.finish();
         return Ok(summary);
     }
@@ -292,6 +295,16 @@ fn end_run(
     tracing::debug!("synced after {:?}", start.elapsed());
     summary.elapsed = start.elapsed();
     Ok(())
+}
+
+/// The end of a run stopped early, with what it read written: not every
+/// file was seen, so none is recorded as removed (nor moved); the next run
+/// does that.
+fn end_stopped(summary: &mut Summary, walked: &scan::WalkOutcome, start: Instant) {
+    summary.interrupted = true;
+    summary.unchanged += walked.unchanged.len() as u64;
+    summary.bytes_unchanged += walked.unchanged_bytes;
+    summary.elapsed = start.elapsed();
 }
 
 /// What a run walks.
@@ -487,15 +500,10 @@ pub fn index_prewalked(store: &Store, opts: &IndexOptions, pre: Prewalked) -> Re
     let mut writer = Writer::new(store)?;
     let mut summary = Summary { roots: roots.clone(), ..Summary::default() };
     let workers = if opts.workers == 0 { available_cores() } else { opts.workers };
-    let stopping = || opts.interrupt.as_ref().is_some_and(|s| s.load(Ordering::Relaxed));
-    ingest_candidates(&mut writer, candidates, workers, &mut summary, &stopping)?;
+    ingest_candidates(&mut writer, candidates, workers, &mut summary, &|| opts.stopping())?;
     writer.commit()?;
-    if stopping() {
-        // As in `index`: what was read is kept, nothing recorded as removed.
-        summary.interrupted = true;
-        summary.unchanged += walked.unchanged.len() as u64;
-        summary.bytes_unchanged += walked.unchanged_bytes;
-        summary.elapsed = start.elapsed();
+    if opts.stopping() {
+        end_stopped(&mut summary, &walked, start);
         return Ok(summary);
     }
     end_run(&mut writer, &mut summary, walked, &roots, opts.retention, start)?;
