@@ -227,7 +227,7 @@ pub fn fingerprint_reader<R: Read>(reader: R, params: &ChunkParams, buf: &mut Ve
 /// shingling, and its fingerprint carries no sketch (the record has it).
 /// Larger files are sketched as they stream.
 pub fn fingerprint_file(
-    file: &std::fs::File,
+    file: impl Read,
     size: u64,
     params: &ChunkParams,
     buf: &mut Vec<u8>,

@@ -188,12 +188,11 @@ pub fn index(store: &Store, opts: &IndexOptions) -> Result<Summary, IngestError>
     let workers = if opts.workers == 0 { available_cores() } else { opts.workers };
     let (cand_tx, cand_rx) = bounded::<Candidate>(QUEUE);
     let (out_tx, out_rx) = bounded::<Outcome>(QUEUE);
-    let params = *store.params();
 
     let mut summary = Summary { roots: roots.clone(), missing_roots: missing.clone(), ..Summary::default() };
     let held = Held::default();
     let mut walked = std::thread::scope(|s| -> Result<scan::WalkOutcome, IngestError> {
-        spawn_readers(s, store, &held, workers, cand_rx, out_tx, params);
+        spawn_readers(s, store, &held, workers, cand_rx, out_tx, opts.interrupt.as_deref());
         let walker = s.spawn(|| {
             let r = scan::walk(store, &roots, &walk_opts, scan::Records::Ready(&known), &cand_tx);
             drop(cand_tx);
@@ -585,7 +584,6 @@ pub fn ingest_with<'s, T>(
     summary: &mut Summary,
     feed: impl FnOnce(&mut Writer<'s>, &mut Feed<'_>) -> Result<T, StoreError>,
 ) -> Result<(T, Vec<PathBuf>), StoreError> {
-    let params = *writer.store.params();
     let store = writer.store;
     // Unbounded: the caller sends without waiting on the readers, whose
     // outcomes it writes between sends (a bounded queue could fill while it
@@ -594,7 +592,7 @@ pub fn ingest_with<'s, T>(
     let (out_tx, out_rx) = bounded::<Outcome>(QUEUE);
     let held = Held::default();
     std::thread::scope(|s| {
-        spawn_readers(s, store, &held, workers.max(1), cand_rx, out_tx, params);
+        spawn_readers(s, store, &held, workers.max(1), cand_rx, out_tx, None);
         let mut f =
             Feed { tx: Some(cand_tx), rx: out_rx, summary, progress: Progress::new(false), recheck: Vec::new() };
         let mut result = feed(writer, &mut f);
@@ -622,8 +620,10 @@ fn spawn_readers<'scope, 'env>(
     workers: usize,
     rx: crossbeam_channel::Receiver<Candidate>,
     tx: crossbeam_channel::Sender<Outcome>,
-    params: crate::chunker::ChunkParams,
+    stop: Option<&'env AtomicBool>,
 ) {
+    let params = *store.params();
+    let stopped = move || stop.is_some_and(|s| s.load(Ordering::Relaxed));
     for _ in 0..workers {
         let (rx, tx) = (rx.clone(), tx.clone());
         s.spawn(move || {
@@ -675,7 +675,10 @@ fn spawn_readers<'scope, 'env>(
                     }
                 };
                 if opened.before.len() > SMALL_FILE {
-                    if !send(read_opened(opened, &params, &mut buf, &known)) {
+                    // A stopped run leaves a large file half read, and what
+                    // was read goes nowhere (the writer takes no more).
+                    let outcome = read_opened(opened, &params, &mut buf, &known, stop);
+                    if stopped() || !send(outcome) {
                         break;
                     }
                     continue;
@@ -1005,8 +1008,25 @@ fn read_candidate(
     known: &dyn Fn(&ContentHash) -> Option<bool>,
 ) -> Outcome {
     match open_candidate(cand) {
-        Opening::Ready(o) => read_opened(o, params, buf, known),
+        Opening::Ready(o) => read_opened(o, params, buf, known, None),
         Opening::Said(outcome) => outcome,
+    }
+}
+
+/// A file's reads, which fail once `stop` is set: a stopped run does not
+/// finish reading a large file first (1 MB a read, so it stops within one).
+struct Stoppable<'a> {
+    file: &'a File,
+    stop: Option<&'a AtomicBool>,
+}
+
+impl std::io::Read for Stoppable<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+            return Err(std::io::Error::other("the run was stopped"));
+        }
+        let mut file = self.file;
+        file.read(buf)
     }
 }
 
@@ -1016,6 +1036,7 @@ fn read_opened(
     params: &crate::chunker::ChunkParams,
     buf: &mut Vec<u8>,
     known: &dyn Fn(&ContentHash) -> Option<bool>,
+    stop: Option<&AtomicBool>,
 ) -> Outcome {
     let mut attempts = 1;
     loop {
@@ -1027,7 +1048,7 @@ fn read_opened(
             answer.set(a);
             a.unwrap_or(false)
         };
-        let fp = match fingerprint_file(&o.file, o.before.len(), params, buf, &ask) {
+        let fp = match fingerprint_file(Stoppable { file: &o.file, stop }, o.before.len(), params, buf, &ask) {
             Ok(fp) => fp,
             Err(e) => return Outcome::Skip { cand: o.cand, reason: SkipReason::Unreadable, detail: e.to_string() },
         };
@@ -2250,6 +2271,23 @@ mod tests {
             assert_eq!(Writer::keeping_paths(&store).unwrap().names, w.names);
             assert_eq!(handed > 0, with_committer, "groups handed to the committer");
         });
+    }
+
+    /// A stopped run's reader gives up a large file at its next read
+    /// rather than reading it to the end; unstopped, the same file reads.
+    #[test]
+    fn a_stopped_run_gives_up_a_file_being_read() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("big.img");
+        std::fs::File::create(&p).unwrap().set_len(8 << 20).unwrap();
+        let read = |stop: bool| {
+            let flag = AtomicBool::new(stop);
+            let Opening::Ready(o) = open_candidate(candidate(&p)) else { panic!("not opened") };
+            read_opened(o, &ChunkParams::default(), &mut Vec::new(), &|_| Some(false), Some(&flag))
+        };
+        assert!(matches!(read(false), Outcome::Read { .. }));
+        let Outcome::Skip { reason, detail, .. } = read(true) else { panic!("read to the end") };
+        assert!(matches!(reason, SkipReason::Unreadable) && detail.contains("stopped"), "{detail}");
     }
 
     #[test]
