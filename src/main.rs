@@ -58,5 +58,13 @@ fn init_logging(verbose: u8, quiet: bool) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("SIMD_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("simd={default},rocksdb=warn")));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).init();
+    // Colours only on a terminal: a service's log goes to a file or the
+    // journal, where escape codes are noise.
+    use std::io::IsTerminal;
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_target(false)
+        .init();
 }

@@ -333,7 +333,13 @@ pub fn walk(
                 Ok(e) => e,
                 Err(err) => {
                     let path = error_path(&err);
-                    tracing::warn!("{}: {}", path.as_deref().unwrap_or(Path::new("?")).display(), err);
+                    // `ignore`'s message names the path already.
+                    match &path {
+                        Some(p) if !err.to_string().starts_with(&p.display().to_string()) => {
+                            tracing::warn!("{}: {err}", p.display())
+                        }
+                        _ => tracing::warn!("{err}"),
+                    }
                     if let Some(p) = path {
                         local.out.unreadable_dirs.push(p.clone());
                         local.out.skipped.push((p, SkipReason::UnreadableDir));

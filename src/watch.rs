@@ -523,13 +523,30 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                 // reads a state that counts it.
                 state.pending = rx.len();
                 state.save(&dir);
-                let text = format!(
+                let mut text = format!(
                     "rescanned: {} new, {} changed, {} moved, {} removed, {} left out, {} unchanged",
                     s.new, s.changed, s.moved, s.removed, s.left_out, s.unchanged
                 );
+                // What the scan could not look at (an unreadable directory's
+                // files are kept as they were) is said to whoever asked,
+                // not only in the daemon's log.
+                let mut skipped = Vec::new();
+                for (reason, n) in &s.skipped {
+                    let examples: Vec<String> = s
+                        .skipped_examples
+                        .iter()
+                        .filter(|(_, r)| r == reason)
+                        .map(|(p, _)| crate::report_path(&crate::scan::path_bytes(p)))
+                        .collect();
+                    text.push_str(&format!("\n  {n} skipped: {}", reason.describe()));
+                    for p in &examples {
+                        text.push_str(&format!("\n    {p}"));
+                    }
+                    skipped.push(serde_json::json!({ "reason": reason.describe(), "count": n, "examples": examples }));
+                }
                 let json = serde_json::json!({
                     "new": s.new, "changed": s.changed, "moved": s.moved, "removed": s.removed,
-                    "left_out": s.left_out, "unchanged": s.unchanged,
+                    "left_out": s.left_out, "unchanged": s.unchanged, "skipped": skipped,
                 });
                 for reply in rescan_replies.drain(..) {
                     let _ = reply.send(Ok(control::Answer::new(text.clone(), json.clone())));

@@ -469,6 +469,26 @@ fn the_daemon_skips_an_unreadable_file_and_keeps_what_it_had_indexed() {
     assert_eq!(content_of("/a.txt").as_deref(), Some(a_before.as_str()));
     env.check();
 
+    // A directory made unreadable: a rescan keeps the files indexed under
+    // it and tells whoever asked which directory it could not look into;
+    // the log names it once.
+    env.write("locked/c.txt", text(5, 600));
+    wait_for("locked/c.txt is not indexed", &|| content_of("/locked/c.txt").is_some());
+    let locked = env.root.join("locked");
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let out = env.simd().args(["--format", "json", "rescan"]).assert().success();
+    let r: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let dirs = r["skipped"].as_array().unwrap().iter().find(|s| s["reason"] == "unreadable directory");
+    let dirs = dirs.unwrap_or_else(|| panic!("the rescan does not name the unreadable directory: {r:#}"));
+    assert_eq!(dirs["count"], 1, "{r:#}");
+    assert!(dirs["examples"][0].as_str().unwrap().ends_with("/locked"), "{r:#}");
+    assert!(content_of("/locked/c.txt").is_some(), "{:?}", indexed());
+    let line = log().lines().find(|l| l.contains("/locked") && l.contains("ermission denied")).map(str::to_owned);
+    let line = line.unwrap_or_else(|| panic!("the unreadable directory is not named in the log:\n{}", log()));
+    assert_eq!(line.matches("/locked").count(), 1, "{line}");
+    assert!(!line.contains('\x1b'), "a log that is not a terminal has no colours: {line:?}");
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o755)).unwrap();
+
     // Readable again: both are read, as a fresh index reads them.
     for p in [&a, &secret] {
         std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o644)).unwrap();
