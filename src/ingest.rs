@@ -153,6 +153,8 @@ enum Outcome {
     Unchanged {
         cand: Candidate,
     },
+    /// Large enough to be read beside the batch ([`Background`]), not in it.
+    Deferred(Opened),
 }
 
 /// Makes roots absolute and canonical, checking each is a directory.
@@ -192,7 +194,8 @@ pub fn index(store: &Store, opts: &IndexOptions) -> Result<Summary, IngestError>
     let mut summary = Summary { roots: roots.clone(), missing_roots: missing.clone(), ..Summary::default() };
     let held = Held::default();
     let mut walked = std::thread::scope(|s| -> Result<scan::WalkOutcome, IngestError> {
-        spawn_readers(s, store, &held, workers, cand_rx, out_tx, opts.interrupt.as_deref());
+        let rules = ReaderRules { stop: opts.interrupt.as_deref(), defer_from: None };
+        spawn_readers(s, store, &held, workers, cand_rx, out_tx, rules);
         let walker = s.spawn(|| {
             let r = scan::walk(store, &roots, &walk_opts, scan::Records::Ready(&known), &cand_tx);
             drop(cand_tx);
@@ -521,10 +524,10 @@ fn ingest_candidates(
     stopping: &dyn Fn() -> bool,
 ) -> Result<(), StoreError> {
     let workers = workers.clamp(1, cands.len().max(1));
-    let ((), unverified) = ingest_with(writer, workers, summary, |writer, feed| {
+    let done = ingest_with(writer, workers, None, summary, |writer, feed| {
         cands.into_iter().take_while(|_| !stopping()).try_for_each(|c| feed.send(writer, c))
     })?;
-    debug_assert!(unverified.is_empty(), "the walk stats every candidate");
+    debug_assert!(done.recheck.is_empty(), "the walk stats every candidate");
     Ok(())
 }
 
@@ -536,6 +539,8 @@ pub struct Feed<'a> {
     progress: Progress,
     /// Unverified candidates that were not readable regular files.
     recheck: Vec<PathBuf>,
+    /// Files left for a [`Background`] reader.
+    deferred: Vec<Deferred>,
 }
 
 impl Feed<'_> {
@@ -567,6 +572,10 @@ impl Feed<'_> {
                 self.recheck.push(cand.path);
                 Ok(())
             }
+            Outcome::Deferred(opened) => {
+                self.deferred.push(Deferred(opened));
+                Ok(())
+            }
             outcome => writer.apply(outcome, self.summary, &self.progress),
         }
     }
@@ -575,15 +584,16 @@ impl Feed<'_> {
 /// Reads the candidates `feed` hands over ([`Feed::send`]) on `workers`
 /// threads while it goes on finding more, and writes them: a daemon batch
 /// starts reading as soon as it has its first changed file, where it
-/// first looked at every path (~15 % of a batch on one thread). Returns
-/// `feed`'s result and the paths of unverified candidates that turned out
-/// not to be readable regular files ([`Candidate::unverified`]).
+/// first looked at every path (~15 % of a batch on one thread). Files of
+/// `defer_from` bytes or more are not read but handed back
+/// ([`Ingested::deferred`]), for a [`Background`] reader.
 pub fn ingest_with<'s, T>(
     writer: &mut Writer<'s>,
     workers: usize,
+    defer_from: Option<u64>,
     summary: &mut Summary,
     feed: impl FnOnce(&mut Writer<'s>, &mut Feed<'_>) -> Result<T, StoreError>,
-) -> Result<(T, Vec<PathBuf>), StoreError> {
+) -> Result<Ingested<T>, StoreError> {
     let store = writer.store;
     // Unbounded: the caller sends without waiting on the readers, whose
     // outcomes it writes between sends (a bounded queue could fill while it
@@ -592,9 +602,15 @@ pub fn ingest_with<'s, T>(
     let (out_tx, out_rx) = bounded::<Outcome>(QUEUE);
     let held = Held::default();
     std::thread::scope(|s| {
-        spawn_readers(s, store, &held, workers.max(1), cand_rx, out_tx, None);
-        let mut f =
-            Feed { tx: Some(cand_tx), rx: out_rx, summary, progress: Progress::new(false), recheck: Vec::new() };
+        spawn_readers(s, store, &held, workers.max(1), cand_rx, out_tx, ReaderRules { stop: None, defer_from });
+        let mut f = Feed {
+            tx: Some(cand_tx),
+            rx: out_rx,
+            summary,
+            progress: Progress::new(false),
+            recheck: Vec::new(),
+            deferred: Vec::new(),
+        };
         let mut result = feed(writer, &mut f);
         // The readers end once they have read everything queued.
         f.tx = None;
@@ -605,8 +621,139 @@ pub fn ingest_with<'s, T>(
                 }
             }
         }
-        result.map(|r| (r, f.recheck))
+        result.map(|value| Ingested { value, recheck: f.recheck, deferred: f.deferred })
     })
+}
+
+/// What [`ingest_with`] leaves to its caller.
+pub struct Ingested<T> {
+    /// What the feeding closure returned.
+    pub value: T,
+    /// Paths of unverified candidates that turned out not to be readable
+    /// regular files ([`Candidate::unverified`]).
+    pub recheck: Vec<PathBuf>,
+    /// Files left unread for a [`Background`] reader.
+    pub deferred: Vec<Deferred>,
+}
+
+/// A file opened and found large, left for a [`Background`] reader.
+pub struct Deferred(Opened);
+
+impl Deferred {
+    pub fn path(&self) -> &Path {
+        &self.0.cand.path
+    }
+}
+
+/// Files of this size or more are read beside the daemon's batches, not
+/// in them: reading one takes ~25 ms a 16 MiB on a core, and a batch
+/// waits for its slowest file, so a 1.5 GB file arriving held back the
+/// small changes made after it for ~4 s.
+pub const BACKGROUND_READ: u64 = LARGE_READ;
+
+/// A reader thread for large files beside the daemon's batches, so that
+/// the small changes made while one is read go on being indexed. What it
+/// reads is written by the daemon's writer once it is done
+/// ([`Writer::apply_background`]), if the file is still the one read.
+/// One file at a time; a file asked for while it is being read is looked
+/// at again once that read is done. Dropping it gives up a read in
+/// progress at its next 1 MB.
+pub struct Background {
+    tx: Option<crossbeam_channel::Sender<Opened>>,
+    rx: crossbeam_channel::Receiver<Outcome>,
+    /// Sent and not yet back.
+    in_flight: HashSet<PathBuf>,
+    /// Asked for again while in flight.
+    again: HashSet<PathBuf>,
+    cancel: Arc<AtomicBool>,
+}
+
+/// A large file's read, done by a [`Background`] reader.
+pub struct BackgroundRead(Outcome);
+
+impl BackgroundRead {
+    pub fn path(&self) -> &Path {
+        match &self.0 {
+            Outcome::Read { cand, .. }
+            | Outcome::Skip { cand, .. }
+            | Outcome::Vanished { cand }
+            | Outcome::Unchanged { cand } => &cand.path,
+            Outcome::Deferred(o) => &o.cand.path,
+        }
+    }
+}
+
+impl Background {
+    pub fn spawn<'scope, 'env>(s: &'scope std::thread::Scope<'scope, 'env>, store: &'env Store) -> Background {
+        let (tx, jobs) = crossbeam_channel::unbounded::<Opened>();
+        let (done, rx) = crossbeam_channel::unbounded::<Outcome>();
+        let cancel = Arc::new(AtomicBool::new(false));
+        let stop = cancel.clone();
+        let params = *store.params();
+        s.spawn(move || {
+            let mut buf = Vec::new();
+            // No memo of known contents: one large file at a time.
+            let known = |c: &ContentHash| store.contains::<ContentChunks>(c).ok();
+            while let Ok(opened) = jobs.recv() {
+                let outcome = read_opened(opened, &params, &mut buf, &known, Some(&stop));
+                if stop.load(Ordering::Relaxed) || done.send(outcome).is_err() {
+                    break;
+                }
+            }
+        });
+        Background { tx: Some(tx), rx, in_flight: HashSet::new(), again: HashSet::new(), cancel }
+    }
+
+    /// Queues a file to read, unless it is being read already: then it is
+    /// looked at again once that read is back ([`Background::done`]).
+    pub fn send(&mut self, d: Deferred) {
+        let path = d.path().to_path_buf();
+        if self.in_flight.contains(&path) {
+            self.again.insert(path);
+            return;
+        }
+        if let Some(tx) = &self.tx {
+            if tx.send(d.0).is_ok() {
+                self.in_flight.insert(path);
+            }
+        }
+    }
+
+    /// Files queued or being read.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    /// The reads done since the last call, and the paths to look at again
+    /// (asked for while they were being read).
+    pub fn done(&mut self) -> (Vec<BackgroundRead>, Vec<PathBuf>) {
+        let (mut reads, mut again) = (Vec::new(), Vec::new());
+        while let Ok(outcome) = self.rx.try_recv() {
+            let read = BackgroundRead(outcome);
+            self.in_flight.remove(read.path());
+            if self.again.remove(read.path()) {
+                again.push(read.path().to_path_buf());
+            }
+            reads.push(read);
+        }
+        (reads, again)
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        self.cancel.store(true, Ordering::Relaxed);
+        self.tx = None;
+    }
+}
+
+/// When [`spawn_readers`]' threads stop reading, and what they leave unread.
+struct ReaderRules<'a> {
+    /// Set: stop, giving up a large file being read.
+    stop: Option<&'a AtomicBool>,
+    /// Files of this many bytes or more are sent back unread
+    /// ([`Outcome::Deferred`]).
+    defer_from: Option<u64>,
 }
 
 /// Starts `workers` threads that read candidates from `rx` and send what
@@ -620,8 +767,9 @@ fn spawn_readers<'scope, 'env>(
     workers: usize,
     rx: crossbeam_channel::Receiver<Candidate>,
     tx: crossbeam_channel::Sender<Outcome>,
-    stop: Option<&'env AtomicBool>,
+    rules: ReaderRules<'env>,
 ) {
+    let ReaderRules { stop, defer_from } = rules;
     let params = *store.params();
     let stopped = move || stop.is_some_and(|s| s.load(Ordering::Relaxed));
     for _ in 0..workers {
@@ -674,6 +822,12 @@ fn spawn_readers<'scope, 'env>(
                         break;
                     }
                 };
+                if defer_from.is_some_and(|n| opened.before.len() >= n) {
+                    if send(Outcome::Deferred(opened)) {
+                        continue;
+                    }
+                    break;
+                }
                 if opened.before.len() > SMALL_FILE {
                     // A stopped run leaves a large file half read, and what
                     // was read goes nowhere (the writer takes no more).
@@ -1472,8 +1626,54 @@ impl<'s> Writer<'s> {
                     summary.bytes_unchanged += rec.size;
                 }
             }
+            // Kept by the feed for a background reader; written once read.
+            Outcome::Deferred(_) => debug_assert!(false, "a deferred file reached the writer unread"),
         }
         Ok(())
+    }
+
+    /// Writes a large file read in the background ([`Background`]) if the
+    /// file is still the version read; returns the path when it is to be
+    /// looked at again instead (it changed or went since, or its read must
+    /// be redone). The index's record of the path is looked up now: the
+    /// batches went on while it was read.
+    pub fn apply_background(
+        &mut self,
+        read: BackgroundRead,
+        summary: &mut Summary,
+    ) -> Result<Option<PathBuf>, StoreError> {
+        let progress = Progress::new(false);
+        match read.0 {
+            Outcome::Read { mut cand, stat, fp, .. } => {
+                let now = std::fs::symlink_metadata(&cand.path);
+                if !now.is_ok_and(|m| m.is_file() && Stat::of(&m) == stat) {
+                    // Changed since it was read: held as if written (a file
+                    // that never stops changing is read once per hold, not
+                    // without end), then looked at again.
+                    if let Some(log) = self.large_reads.as_mut().filter(|_| fp.size >= LARGE_READ) {
+                        log.push((cand.path.clone(), fp.size));
+                    }
+                    return Ok(Some(cand.path));
+                }
+                // A content the index held when it was read was not
+                // sketched; its record may have expired since.
+                if fp.sketch.is_none() && self.record(&fp.content)?.is_none() {
+                    return Ok(Some(cand.path));
+                }
+                cand.old = self.lookup(&cand.path)?;
+                let outcome = Outcome::Read { cand, stat, fp, unseen: false, old_record: None };
+                self.apply(outcome, summary, &progress)?;
+            }
+            // Unreadable after it opened: looked at again as a new event
+            // would be (it may be gone, or another kind of file now).
+            Outcome::Skip { cand, reason, .. } if cand.unverified && reason != SkipReason::KeptChanging => {
+                return Ok(Some(cand.path));
+            }
+            Outcome::Vanished { cand } => return Ok(Some(cand.path)),
+            Outcome::Deferred(o) => return Ok(Some(o.cand.path)),
+            outcome => self.apply(outcome, summary, &progress)?,
+        }
+        Ok(None)
     }
 
     /// The index's record for `path`, counting the open group's changes.
@@ -2344,6 +2544,7 @@ mod tests {
                     Outcome::Skip { reason, .. } => assert_eq!(reason, SkipReason::KeptChanging),
                     Outcome::Vanished { .. } => panic!("the file never vanished"),
                     Outcome::Unchanged { .. } => panic!("the candidate had no record to match"),
+                    Outcome::Deferred(_) => panic!("read_candidate defers nothing"),
                 }
             }
             stop.store(true, Ordering::Relaxed);

@@ -398,6 +398,11 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
         // Since when an ignore file's change awaits its rescan.
         let mut ignores_changed: Option<Instant> = None;
         let mut holds = Holds::default();
+        // Large files are read beside the batches, and written once read.
+        let mut background = ingest::Background::spawn(scope, store);
+        // Paths to compare with the index again: a large file's read that
+        // the file outdated, or a file asked for while it was being read.
+        let mut look_again: BTreeSet<PathBuf> = BTreeSet::new();
         while !stop.load(Ordering::Relaxed) {
             let mut forced = false;
             // Events that never stop do not hold that rescan off for long.
@@ -443,6 +448,29 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                     }
                 }
             }
+            let (reads, again) = background.done();
+            look_again.extend(again);
+            if !reads.is_empty() {
+                let before = writer.changed();
+                writer.begin_pass();
+                let mut summary = Summary::default();
+                for read in reads {
+                    // A root forgotten or an ignore file written since it
+                    // was sent: no longer the daemon's to index.
+                    if filter.follows(read.path(), false) {
+                        look_again.extend(writer.apply_background(read, &mut summary)?);
+                    }
+                }
+                writer.commit()?;
+                writer.forget_touched();
+                holds.note(writer.take_large_reads());
+                let linked = writer.take_linked_reads();
+                look_again.extend(writer.other_names(&linked)?.into_iter().filter(|p| filter.follows(p, false)));
+                state.changed_files += writer.changed() - before;
+                dirty |= writer.changed() > before;
+                state.pending = rx.len() + holds.waiting.len() + background.in_flight();
+                state.save(&dir);
+            }
             let mut batch = if forced {
                 Batch { rescan: true, ..Batch::default() }
             } else {
@@ -461,6 +489,9 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                     }
                     Err(RecvTimeoutError::Timeout) if holds.any_due() => {
                         Batch { check: holds.due(), ..Batch::default() }
+                    }
+                    Err(RecvTimeoutError::Timeout) if !look_again.is_empty() => {
+                        Batch { check: std::mem::take(&mut look_again), ..Batch::default() }
                     }
                     Err(RecvTimeoutError::Timeout)
                         if ignores_changed.is_some() && last_activity.elapsed() >= opts.flush_idle =>
@@ -489,6 +520,7 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                 // Held files whose time is up go along, even while events
                 // never stop long enough for the idle arm above.
                 batch.check.append(&mut holds.due());
+                batch.check.append(&mut look_again);
                 holds.hold_back(&mut batch.check);
                 if batch.check.is_empty() && batch.renames.is_empty() {
                     state.pending = rx.len() + holds.waiting.len();
@@ -561,9 +593,12 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                 let settle = batch.settle;
                 writer.begin_pass();
                 let (paths, renames, started) = (batch.check.len(), batch.renames.len(), Instant::now());
-                let dirs = apply(store, &mut writer, &mut filter, batch, workers)?;
+                let (dirs, deferred) = apply(store, &mut writer, &mut filter, batch, workers)?;
                 if !settle {
                     recheck.extend(dirs);
+                }
+                for d in deferred {
+                    background.send(d);
                 }
                 writer.commit()?;
                 writer.forget_touched();
@@ -584,9 +619,16 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                 last_flush = Instant::now();
             }
             state.batches += 1;
-            state.pending = rx.len() + holds.waiting.len();
+            state.pending = rx.len() + holds.waiting.len() + background.in_flight();
             state.save(&dir);
         }
+        if background.in_flight() > 0 {
+            tracing::info!(
+                "{} large files being read were given up: the next start's scan reads them",
+                background.in_flight()
+            );
+        }
+        drop(background);
         if !holds.waiting.is_empty() {
             tracing::info!(
                 "{} large files changing often were not read again yet: the next start's scan reads them",
@@ -788,9 +830,9 @@ fn apply(
     filter: &mut Filter,
     batch: Batch,
     workers: usize,
-) -> Result<Vec<PathBuf>, StoreError> {
+) -> Result<(Vec<PathBuf>, Vec<ingest::Deferred>), StoreError> {
     let (mut check, removed) = (batch.check, batch.removed);
-    let mut dirs = Vec::new();
+    let (mut dirs, mut deferred) = (Vec::new(), Vec::new());
     for (from, to) in batch.renames {
         rename(store, writer, filter, &from, &to, &mut check)?;
     }
@@ -818,7 +860,8 @@ fn apply(
     let mut paths: Vec<PathBuf> = check.into_iter().collect();
     let mut first_round = true;
     loop {
-        let ((), recheck) = ingest::ingest_with(writer, workers, &mut summary, |writer, feed| {
+        let defer_from = Some(ingest::BACKGROUND_READ);
+        let done = ingest::ingest_with(writer, workers, defer_from, &mut summary, |writer, feed| {
             let (mut cands, mut walked) = (Vec::new(), Vec::new());
             for path in paths {
                 if first_round {
@@ -852,7 +895,8 @@ fn apply(
             }
             Ok(())
         })?;
-        let mut recheck = recheck;
+        let mut recheck = done.recheck;
+        deferred.extend(done.deferred);
         // A file with several names (hard links) changed through one of
         // them: the others changed too, and raise no event of their own.
         let linked = writer.take_linked_reads();
@@ -870,7 +914,7 @@ fn apply(
         }
         first_round = false;
     }
-    Ok(dirs)
+    Ok((dirs, deferred))
 }
 
 /// Large files that keep changing (a growing log, an image written with
