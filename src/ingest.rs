@@ -651,13 +651,13 @@ impl Deferred {
 /// small changes made after it for ~4 s.
 pub const BACKGROUND_READ: u64 = LARGE_READ;
 
-/// A reader thread for large files beside the daemon's batches, so that
-/// the small changes made while one is read go on being indexed. What it
-/// reads is written by the daemon's writer once it is done
-/// ([`Writer::apply_background`]), if the file is still the one read.
-/// One file at a time; a file asked for while it is being read is looked
-/// at again once that read is done. Dropping it gives up a read in
-/// progress at its next 1 MB.
+/// Reader threads for large files beside the daemon's batches, so that
+/// the small changes made while one is read go on being indexed. What
+/// they read is written by the daemon's writer once done
+/// ([`Writer::apply_background`]), if the file is still the one read. A
+/// file asked for while it is being read is looked at again once that
+/// read is done. Dropping it gives up the reads in progress at their
+/// next 1 MB.
 pub struct Background {
     tx: Option<crossbeam_channel::Sender<Opened>>,
     rx: crossbeam_channel::Receiver<Outcome>,
@@ -684,23 +684,32 @@ impl BackgroundRead {
 }
 
 impl Background {
-    pub fn spawn<'scope, 'env>(s: &'scope std::thread::Scope<'scope, 'env>, store: &'env Store) -> Background {
+    /// Starts `threads` readers: as many as a batch has, so that a burst
+    /// of large files (a directory of videos copied in) is read as fast as
+    /// the batches read it before.
+    pub fn spawn<'scope, 'env>(
+        s: &'scope std::thread::Scope<'scope, 'env>,
+        store: &'env Store,
+        threads: usize,
+    ) -> Background {
         let (tx, jobs) = crossbeam_channel::unbounded::<Opened>();
         let (done, rx) = crossbeam_channel::unbounded::<Outcome>();
         let cancel = Arc::new(AtomicBool::new(false));
-        let stop = cancel.clone();
         let params = *store.params();
-        s.spawn(move || {
-            let mut buf = Vec::new();
-            // No memo of known contents: one large file at a time.
-            let known = |c: &ContentHash| store.contains::<ContentChunks>(c).ok();
-            while let Ok(opened) = jobs.recv() {
-                let outcome = read_opened(opened, &params, &mut buf, &known, Some(&stop));
-                if stop.load(Ordering::Relaxed) || done.send(outcome).is_err() {
-                    break;
+        for _ in 0..threads.max(1) {
+            let (jobs, done, stop) = (jobs.clone(), done.clone(), cancel.clone());
+            s.spawn(move || {
+                let mut buf = Vec::new();
+                // No memo of known contents: large files are few.
+                let known = |c: &ContentHash| store.contains::<ContentChunks>(c).ok();
+                while let Ok(opened) = jobs.recv() {
+                    let outcome = read_opened(opened, &params, &mut buf, &known, Some(&stop));
+                    if stop.load(Ordering::Relaxed) || done.send(outcome).is_err() {
+                        break;
+                    }
                 }
-            }
-        });
+            });
+        }
         Background { tx: Some(tx), rx, in_flight: HashSet::new(), again: HashSet::new(), cancel }
     }
 

@@ -399,7 +399,7 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
         let mut ignores_changed: Option<Instant> = None;
         let mut holds = Holds::default();
         // Large files are read beside the batches, and written once read.
-        let mut background = ingest::Background::spawn(scope, store);
+        let mut background = ingest::Background::spawn(scope, store, workers);
         // Paths to compare with the index again: a large file's read that
         // the file outdated, or a file asked for while it was being read.
         let mut look_again: BTreeSet<PathBuf> = BTreeSet::new();
