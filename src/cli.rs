@@ -414,8 +414,12 @@ pub fn run(cli: Cli) -> Result<Exit> {
             for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
                 signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
             }
+            // The first scan and rescans stop at a signal too (a first
+            // index of a large tree takes minutes).
+            let mut index = scan.index_options(roots, false);
+            index.interrupt = Some(stop.clone());
             let opts = crate::watch::WatchOptions {
-                index: scan.index_options(roots, false),
+                index,
                 debounce: std::time::Duration::from_millis(debounce_ms),
                 rescan_every: std::time::Duration::from_secs(rescan_every),
                 ..Default::default()

@@ -329,6 +329,13 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
         config,
     )?;
     let summary = ingest::index(store, &opts.index)?;
+    if summary.interrupted {
+        tracing::info!(
+            "stopped during the first scan: the files read so far are indexed, and the next start goes on from there"
+        );
+        let _ = std::fs::remove_file(state_path(&dir));
+        return Ok(());
+    }
     // Rescans walk the same roots, and a root gone meanwhile does not stop
     // them (it is walked as an empty one).
     let mut rescan_opts = IndexOptions {
@@ -576,9 +583,13 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                     }
                     skipped.push(serde_json::json!({ "reason": reason.describe(), "count": n, "examples": examples }));
                 }
+                if s.interrupted {
+                    text.push_str("\n  stopped part way: the daemon is stopping (its next start scans again)");
+                }
                 let json = serde_json::json!({
                     "new": s.new, "changed": s.changed, "moved": s.moved, "removed": s.removed,
                     "left_out": s.left_out, "unchanged": s.unchanged, "skipped": skipped,
+                    "interrupted": s.interrupted,
                 });
                 for reply in rescan_replies.drain(..) {
                     let _ = reply.send(Ok(control::Answer::new(text.clone(), json.clone())));

@@ -312,6 +312,42 @@ fn sigterm_stops_a_first_index_with_what_it_read_kept() {
     assert_eq!(env.files().len() as u64, SMALL + 1);
 }
 
+/// `simd watch` on a new index stops its first scan at SIGTERM as `simd
+/// index` does (a first index of a large tree takes minutes), keeping what
+/// it read, and exits 0; its next start goes on from there.
+#[test]
+fn sigterm_stops_the_daemons_first_scan_with_what_it_read_kept() {
+    let env = Env::new();
+    const SMALL: u64 = 300;
+    for i in 0..SMALL {
+        env.write(&format!("d{}/f{i}.txt", i % 7), text(i, 400));
+    }
+    let big = std::fs::File::create(env.root.join("disk.img")).unwrap();
+    big.set_len(1 << 30).unwrap();
+    drop(big);
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("simd"))
+        .arg("--db")
+        .arg(&env.db)
+        .args(["--quiet", "watch"])
+        .arg(&env.root)
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(30);
+    while !env.db.join("db/CURRENT").exists() {
+        assert!(Instant::now() < until, "the index never appeared");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(std::process::Command::new("kill").arg("-TERM").arg(child.id().to_string()).status().unwrap().success());
+    assert!(child.wait().unwrap().success(), "a stopped daemon exits 0");
+    env.check();
+    let held = env.files().len() as u64;
+    assert!(held < SMALL + 1, "the daemon finished its first scan before stopping: {held} files");
+    assert!(!env.db.join("daemon.json").exists(), "a stopped daemon leaves no state file");
+    let s = env.index();
+    assert_eq!((s["unchanged"].as_u64(), s["new"].as_u64()), (Some(held), Some(SMALL + 1 - held)), "{s}");
+}
+
 /// Sends SIGTERM to a child `simd index`, which must stop as stopped (130).
 fn stopped_by_sigterm(mut child: std::process::Child) {
     assert!(std::process::Command::new("kill").arg("-TERM").arg(child.id().to_string()).status().unwrap().success());
