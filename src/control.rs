@@ -181,16 +181,37 @@ pub fn perform(store: &crate::store::Store, request: Request, threads: usize) ->
             })
             .map_err(|e| e.to_string())?
             .map_err(|e| e.to_string())?;
-            let text = format!(
+            let mut text = format!(
                 "cluster {}: marked {} ({}) and {} as template; later reports ignore them",
                 m.cluster,
                 count(m.chunks, "chunk"),
                 human_bytes(m.bytes),
                 count(m.samples, "word sample")
             );
-            let json = serde_json::json!({
+            let mut json = serde_json::json!({
                 "cluster": m.cluster, "chunks": m.chunks, "bytes": m.bytes, "word_samples": m.samples,
+                "distinct_contents": m.members,
             });
+            if let Some(w) = &m.widest {
+                text = format!(
+                    "cluster {}: marked nothing: no chunk is held by {} of its {} distinct contents \
+                     (--min-share {min_share}); the most widely held, {} ({}), {} in {} of them: \
+                     `simd template mark {} --min-share {}` marks {}",
+                    m.cluster,
+                    if min_share >= 1.0 { "all".to_string() } else { format!("{:.0} %", min_share * 100.0) },
+                    m.members,
+                    count(w.chunks, "chunk"),
+                    human_bytes(w.bytes),
+                    if w.chunks == 1 { "is" } else { "are" },
+                    w.held_by,
+                    m.cluster,
+                    w.min_share,
+                    if w.chunks == 1 { "it" } else { "them" },
+                );
+                json["widest"] = serde_json::json!({
+                    "held_by": w.held_by, "chunks": w.chunks, "bytes": w.bytes, "min_share": w.min_share,
+                });
+            }
             Ok(Answer::new(text, json))
         }
         Request::TemplateUnmark { cluster } => {

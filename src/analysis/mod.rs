@@ -1344,6 +1344,21 @@ pub mod marks {
         pub chunks: u64,
         pub bytes: u64,
         pub samples: u64,
+        /// The cluster's distinct contents.
+        pub members: usize,
+        /// When nothing was marked: the chunks held by the most of the
+        /// cluster's contents, so that the user can ask for those.
+        pub widest: Option<Widest>,
+    }
+
+    /// The chunks held by the most contents of a cluster.
+    pub struct Widest {
+        /// How many contents hold them.
+        pub held_by: usize,
+        pub chunks: u64,
+        pub bytes: u64,
+        /// The largest `--min-share` that marks them (two decimals).
+        pub min_share: f64,
     }
 
     /// The chunks and sketch samples of a cluster held by at least
@@ -1369,10 +1384,21 @@ pub mod marks {
                 *held_samples.entry(s).or_default() += 1;
             }
         }
-        let need = ((cluster.members.len() as f64) * min_share).ceil().max(2.0) as usize;
+        let members = cluster.members.len();
+        let need = ((members as f64) * min_share).ceil().max(2.0) as usize;
         let now = crate::ingest::now_ns();
         let mut batch = store.batch();
         let (mut chunks, mut bytes) = (0, 0);
+        // A cluster joined through a chain of links may share no chunk
+        // among all its members (the default asks for all): say what the
+        // widest shared chunks are, rather than only "0 marked".
+        let top = held.values().map(|&(_, n)| n).max().unwrap_or(0);
+        let widest = (top >= 2 && top < need).then(|| {
+            let (chunks, bytes) =
+                held.values().filter(|&&(_, n)| n == top).fold((0, 0), |(c, b), &(len, _)| (c + 1, b + u64::from(len)));
+            let min_share = (top as f64 / members as f64 * 100.0).floor() / 100.0;
+            Widest { held_by: top, chunks, bytes, min_share }
+        });
         for (chunk, (len, n)) in held {
             if n >= need {
                 batch.put::<Templates>(&chunk, &TemplateMark { marked: now, cluster: cluster.id, len });
@@ -1389,7 +1415,8 @@ pub mod marks {
         }
         store.write(batch)?;
         store.sync()?;
-        Ok(Marked { cluster: cluster.id_str(), chunks, bytes, samples })
+        let widest = widest.filter(|_| chunks == 0 && samples == 0);
+        Ok(Marked { cluster: cluster.id_str(), chunks, bytes, samples, members, widest })
     }
 
     /// Removes the marks made from a cluster (a unique id prefix), or all

@@ -362,6 +362,40 @@ fn templates_are_ignored_without_rereading_a_file() {
     assert!(String::from_utf8_lossy(&out.get_output().stderr).contains("no cluster ffffffffffff"));
 }
 
+/// A cluster joined through a chain of links (A inside B, C inside B) may
+/// share no chunk among all its files, which the default `--min-share 1`
+/// asks for: the mark says so and names the share that marks the most
+/// widely held chunks, which then works.
+#[test]
+fn a_mark_that_finds_nothing_shared_by_all_says_what_would_be_marked() {
+    let env = Env::new();
+    let (t1, t2) = (noise(1, 8000), noise(2, 8000));
+    env.write("a.bin", [t1.clone(), noise(3, 1000)].concat());
+    env.write("b.bin", [t1.clone(), t2.clone(), noise(4, 1000)].concat());
+    env.write("c.bin", [t2.clone(), noise(5, 1000)].concat());
+    env.index();
+    let r = json(&env, &["report"]);
+    assert_eq!(r["clusters"].as_array().unwrap().len(), 1, "{r:#}");
+    let id = r["clusters"][0]["id"].as_str().unwrap().to_string();
+    let said = json(&env, &["template", "mark", &id]);
+    assert_eq!((said["chunks"].as_u64(), said["word_samples"].as_u64()), (Some(0), Some(0)), "{said:#}");
+    assert_eq!(said["distinct_contents"], 3, "{said:#}");
+    let widest = &said["widest"];
+    assert_eq!(widest["held_by"], 2, "{said:#}");
+    assert!(widest["bytes"].as_u64().unwrap() >= 12_000, "both shared parts, most of their bytes: {said:#}");
+    let share = widest["min_share"].as_f64().unwrap();
+    assert!(share > 0.5 && share < 0.67, "{said:#}");
+    let out = env.simd().args(["template", "mark", &id]).assert().success();
+    let text = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    assert!(text.contains(&format!("simd template mark {id} --min-share {share}")), "{text}");
+
+    let said = json(&env, &["template", "mark", &id, "--min-share", &share.to_string()]);
+    assert_eq!(said["chunks"], widest["chunks"], "{said:#}");
+    assert!(said["widest"].is_null(), "{said:#}");
+    let r = json(&env, &["report"]);
+    assert_eq!(r["clusters"].as_array().unwrap().len(), 0, "{r:#}");
+}
+
 #[test]
 fn over_common_chunks_are_cut_off_and_counted() {
     let env = Env::new();
