@@ -61,7 +61,7 @@ pub struct ScanArgs {
     #[arg(long)]
     pub no_ignore: bool,
     /// Chunk workers [default: one per core]
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, value_name = "N", default_value_t = 0, hide_default_value = true)]
     pub threads: usize,
     /// Keep lost-and-found records this many days
     #[arg(long, value_name = "DAYS", default_value_t = 90)]
