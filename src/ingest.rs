@@ -659,13 +659,12 @@ pub const BACKGROUND_READ: u64 = LARGE_READ;
 /// read is done. Dropping it gives up the reads in progress at their
 /// next 1 MB.
 pub struct Background {
-    tx: Option<crossbeam_channel::Sender<Opened>>,
+    tx: Option<crossbeam_channel::Sender<(Opened, Arc<AtomicBool>)>>,
     rx: crossbeam_channel::Receiver<Outcome>,
-    /// Sent and not yet back.
-    in_flight: HashSet<PathBuf>,
+    /// Sent and not yet back, each with the flag that gives its read up.
+    in_flight: HashMap<PathBuf, Arc<AtomicBool>>,
     /// Asked for again while in flight.
     again: HashSet<PathBuf>,
-    cancel: Arc<AtomicBool>,
 }
 
 /// A large file's read, done by a [`Background`] reader.
@@ -683,6 +682,18 @@ impl BackgroundRead {
     }
 }
 
+impl Outcome {
+    fn into_cand(self) -> Candidate {
+        match self {
+            Outcome::Read { cand, .. }
+            | Outcome::Skip { cand, .. }
+            | Outcome::Vanished { cand }
+            | Outcome::Unchanged { cand } => cand,
+            Outcome::Deferred(o) => o.cand,
+        }
+    }
+}
+
 impl Background {
     /// Starts `threads` readers: as many as a batch has, so that a burst
     /// of large files (a directory of videos copied in) is read as fast as
@@ -692,38 +703,55 @@ impl Background {
         store: &'env Store,
         threads: usize,
     ) -> Background {
-        let (tx, jobs) = crossbeam_channel::unbounded::<Opened>();
+        let (tx, jobs) = crossbeam_channel::unbounded::<(Opened, Arc<AtomicBool>)>();
         let (done, rx) = crossbeam_channel::unbounded::<Outcome>();
-        let cancel = Arc::new(AtomicBool::new(false));
         let params = *store.params();
         for _ in 0..threads.max(1) {
-            let (jobs, done, stop) = (jobs.clone(), done.clone(), cancel.clone());
+            let (jobs, done) = (jobs.clone(), done.clone());
             s.spawn(move || {
                 let mut buf = Vec::new();
                 // No memo of known contents: large files are few.
                 let known = |c: &ContentHash| store.contains::<ContentChunks>(c).ok();
-                while let Ok(opened) = jobs.recv() {
-                    let outcome = read_opened(opened, &params, &mut buf, &known, Some(&stop));
-                    if stop.load(Ordering::Relaxed) || done.send(outcome).is_err() {
+                while let Ok((opened, given_up)) = jobs.recv() {
+                    let mut outcome = read_opened(opened, &params, &mut buf, &known, Some(&given_up));
+                    // Given up (the file was removed or renamed, or the
+                    // daemon stops): what was read says nothing.
+                    if given_up.load(Ordering::Relaxed) {
+                        outcome = Outcome::Vanished { cand: outcome.into_cand() };
+                    }
+                    if done.send(outcome).is_err() {
                         break;
                     }
                 }
             });
         }
-        Background { tx: Some(tx), rx, in_flight: HashSet::new(), again: HashSet::new(), cancel }
+        Background { tx: Some(tx), rx, in_flight: HashMap::new(), again: HashSet::new() }
     }
 
     /// Queues a file to read, unless it is being read already: then it is
     /// looked at again once that read is back ([`Background::done`]).
     pub fn send(&mut self, d: Deferred) {
         let path = d.path().to_path_buf();
-        if self.in_flight.contains(&path) {
+        if self.in_flight.contains_key(&path) {
             self.again.insert(path);
             return;
         }
+        let given_up = Arc::new(AtomicBool::new(false));
         if let Some(tx) = &self.tx {
-            if tx.send(d.0).is_ok() {
-                self.in_flight.insert(path);
+            if tx.send((d.0, given_up.clone())).is_ok() {
+                self.in_flight.insert(path, given_up);
+            }
+        }
+    }
+
+    /// Gives up the reads of `path` and of files under it (removed, or
+    /// renamed: a read of the file under its old name would be thrown
+    /// away). Each comes back as vanished, and is looked at again.
+    pub fn give_up(&mut self, path: &Path) {
+        let pb = path_bytes(path);
+        for (p, flag) in &self.in_flight {
+            if is_under(&path_bytes(p), &pb) && !flag.swap(true, Ordering::Relaxed) {
+                tracing::info!("{}: removed or renamed while being read: read given up", p.display());
             }
         }
     }
@@ -750,8 +778,11 @@ impl Background {
 }
 
 impl Drop for Background {
+    /// Gives up every read queued or in progress (at its next 1 MB).
     fn drop(&mut self) {
-        self.cancel.store(true, Ordering::Relaxed);
+        for flag in self.in_flight.values() {
+            flag.store(true, Ordering::Relaxed);
+        }
         self.tx = None;
     }
 }

@@ -523,6 +523,13 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                 }
             };
             filter.prune(&mut batch);
+            // A large file being read that is removed, renamed or renamed
+            // over: its read would be thrown away, so it is given up now.
+            if background.in_flight() > 0 {
+                for p in batch.removed.iter().chain(batch.renames.iter().flat_map(|(from, to)| [from, to])) {
+                    background.give_up(p);
+                }
+            }
             if !batch.rescan {
                 // Held files whose time is up go along, even while events
                 // never stop long enough for the idle arm above.

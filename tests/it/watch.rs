@@ -720,7 +720,12 @@ fn a_large_file_that_keeps_changing_is_held_between_reads() {
 fn a_large_file_being_read_does_not_hold_back_small_changes() {
     let env = Env::new();
     env.write("a.txt", text(1, 300));
-    let d = start(&env);
+    let log_path = env.tmp.path().join("daemon.log");
+    let d = {
+        let _starting = LIMITS.read().unwrap_or_else(|p| p.into_inner());
+        spawn(&env, &["-v", env.root.to_str().unwrap()], Some(&log_path), false)
+    };
+    let log = || std::fs::read_to_string(&log_path).unwrap_or_default();
     converges(&env, "start");
     let has = |name: &str| {
         let s = Store::open(&env.db, Access::Read, None).unwrap();
@@ -742,10 +747,25 @@ fn a_large_file_being_read_does_not_hold_back_small_changes() {
     }
     assert!(!has("/big.bin"), "the small file waited for the large file's read");
 
-    // Renamed while it is read: that read is not written under either
-    // name, and the file is read again under its new one.
+    // Renamed while it is read: that read is given up, and the file is
+    // read again under its new name.
     std::fs::rename(env.root.join("big.bin"), env.root.join("big-renamed.bin")).unwrap();
     converges(&env, "a large file renamed while being read");
+    let given_up = |name: &str| {
+        log().lines().any(|l| l.contains(&format!("/{name}: removed or renamed while being read: read given up")))
+    };
+    assert!(given_up("big.bin"), "{}", log());
+
+    // Removed while it is read: given up, not read to its end.
+    sparse("gone.bin", 2 << 30);
+    std::thread::sleep(Duration::from_millis(300));
+    std::fs::remove_file(env.root.join("gone.bin")).unwrap();
+    let until = Instant::now() + Duration::from_secs(30);
+    while !given_up("gone.bin") {
+        assert!(Instant::now() < until, "the read of a removed file was not given up:\n{}", log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    converges(&env, "a large file removed while being read");
 
     // Stopped while one is read: the read is given up, the daemon exits 0,
     // and the next start reads the file.
