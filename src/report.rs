@@ -41,6 +41,21 @@ impl View {
         }
     }
 
+    /// Totals of the sets and clusters `--under` keeps, before `--limit`
+    /// (the whole analysis's without `--under`).
+    fn selected(&self, a: &Analysis) -> Totals {
+        let sets: Vec<&IdenticalSet> = a.identical.iter().filter(|s| self.keeps_names(s.names.iter())).collect();
+        let clusters: Vec<&Cluster> =
+            a.clusters.iter().filter(|c| self.keeps_names(c.members.iter().flat_map(|m| m.names.iter()))).collect();
+        Totals {
+            sets: sets.len(),
+            set_files: sets.iter().map(|s| s.names.len()).sum(),
+            wasted: sets.iter().map(|s| s.wasted()).sum(),
+            clusters: clusters.len(),
+            cluster_files: clusters.iter().map(|c| c.files()).sum(),
+        }
+    }
+
     /// The identical sets and clusters this view shows.
     pub fn select<'a>(&self, a: &'a Analysis) -> (Vec<&'a IdenticalSet>, Vec<&'a Cluster>) {
         let limit = self.limit.unwrap_or(usize::MAX);
@@ -53,6 +68,15 @@ impl View {
             .collect();
         (sets, clusters)
     }
+}
+
+/// Counts of identical sets and clusters, and of their files.
+struct Totals {
+    sets: usize,
+    set_files: usize,
+    wasted: u64,
+    clusters: usize,
+    cluster_files: usize,
 }
 
 /// A path for JSON: `{"path": str}` when it is UTF-8, else `{"path_b64": raw bytes in base64}`.
@@ -127,6 +151,9 @@ struct JsonReport<'a> {
     params: Value,
     ignored: Value,
     totals: Value,
+    /// With `--under` or `--limit`: what they kept.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    selected: Option<Value>,
     identical: Vec<JsonSet<'a>>,
     clusters: Vec<JsonCluster<'a>>,
 }
@@ -203,6 +230,22 @@ pub fn write_json(out: &mut dyn Write, a: &Analysis, view: &View, pretty: bool) 
             "wasted_bytes": a.wasted(),
             "clusters": a.clusters.len(),
             "cluster_files": a.clusters.iter().map(Cluster::files).sum::<usize>(),
+        }),
+        selected: (view.under.is_some() || view.limit.is_some()).then(|| {
+            let t = view.selected(a);
+            let mut v = json!({
+                "identical_sets": t.sets,
+                "identical_files": t.set_files,
+                "wasted_bytes": t.wasted,
+                "clusters": t.clusters,
+                "cluster_files": t.cluster_files,
+                "shown_sets": sets.len(),
+                "shown_clusters": clusters.len(),
+            });
+            if let Some(under) = &view.under {
+                v["under"] = serde_json::to_value(JsonPath(under)).unwrap_or(Value::Null);
+            }
+            v
         }),
         identical: sets
             .iter()
@@ -341,8 +384,26 @@ fn summary_lines(a: &Analysis, view: &View, shown: (usize, usize)) -> Vec<String
             pct(a.params.min_containment)
         ),
     ];
-    if view.under.is_some() || view.limit.is_some() {
-        lines.push(format!("showing {} of the sets and {} of the clusters", shown.0, shown.1));
+    let t = view.selected(a);
+    if let Some(under) = &view.under {
+        lines.push(format!(
+            "with a file under {}: {}, {}, {} wasted    similar: {}, {}",
+            crate::report_path(under),
+            count(t.sets, "set"),
+            count(t.set_files, "file"),
+            human_bytes(t.wasted),
+            count(t.clusters, "cluster"),
+            count(t.cluster_files, "file")
+        ));
+    }
+    if view.limit.is_some_and(|n| n < t.sets.max(t.clusters)) {
+        lines.push(format!(
+            "showing {} of {} and {} of {}",
+            shown.0,
+            count(t.sets, "set"),
+            shown.1,
+            count(t.clusters, "cluster")
+        ));
     }
     lines
 }

@@ -102,9 +102,24 @@ fn thresholds_limit_under_and_out_shape_the_report() {
     let r = json(&env, &["report", "--limit", "1"]);
     assert_eq!(r["clusters"].as_array().unwrap().len(), 1);
     assert_eq!(r["totals"]["clusters"], 2);
+    assert_eq!((r["selected"]["clusters"].as_u64(), r["selected"]["shown_clusters"].as_u64()), (Some(2), Some(1)));
+    assert!(json(&env, &["report"]).get("selected").is_none(), "no selection, no `selected`");
     // Only what touches c/: the identical set (doc-copy2 is there) and the versions cluster.
-    let r = json(&env, &["report", "--under", env.root.join("c").to_str().unwrap()]);
+    let c = env.root.join("c");
+    let r = json(&env, &["report", "--under", c.to_str().unwrap()]);
     assert_eq!((r["identical"].as_array().unwrap().len(), r["clusters"].as_array().unwrap().len()), (1, 1));
+    let sel = &r["selected"];
+    assert_eq!((sel["identical_sets"].as_u64(), sel["clusters"].as_u64()), (Some(1), Some(1)), "{sel}");
+    assert_eq!(sel["identical_files"], r["identical"][0]["files"].as_array().unwrap().len(), "{sel}");
+    assert_eq!(sel["wasted_bytes"], r["identical"][0]["wasted"], "{sel}");
+    assert_eq!(sel["cluster_files"], r["clusters"][0]["files"], "{sel}");
+    assert_eq!(sel["under"]["path"].as_str(), c.canonicalize().unwrap().to_str(), "{sel}");
+    // Text says how many sets and clusters the path has, and how many show.
+    let out = env.simd().args(["report", "--limit", "0", "--under"]).arg(&c).assert().success();
+    let text = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    let under = format!("with a file under {}: 1 set, ", c.canonicalize().unwrap().display());
+    assert!(text.contains(&under), "{text}");
+    assert!(text.contains("showing 0 of 1 set and 0 of 1 cluster"), "{text}");
     let r = json(&env, &["report", "--under", env.root.join("u").to_str().unwrap()]);
     assert_eq!((r["identical"].as_array().unwrap().len(), r["clusters"].as_array().unwrap().len()), (0, 0));
     let out = env.tmp.path().join("report.csv");
