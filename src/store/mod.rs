@@ -46,12 +46,26 @@ pub enum StoreError {
     ParamsMismatch { dir: PathBuf, found: ChunkParams, requested: ChunkParams },
     #[error("{dir}: corrupt index: {cf} key {key}: {reason}")]
     Corrupt { dir: PathBuf, cf: &'static str, key: String, reason: String },
-    #[error("{dir}: {source}")]
+    #[error("{dir}: {source}{hint}", hint = rocks_hint(.source))]
     Rocks { dir: PathBuf, source: rocksdb::Error },
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
     #[error("{dir}: the thread writing to the index stopped before it wrote what it was given")]
     WriterGone { dir: PathBuf },
+}
+
+/// What to do about a RocksDB error, where there is something to do: a
+/// corrupt index (a disk fault, a file removed by hand) cannot be repaired
+/// in place, but it is a cache of the files and can be built again.
+fn rocks_hint(e: &rocksdb::Error) -> &'static str {
+    match e.kind() {
+        rocksdb::ErrorKind::Corruption => {
+            "\n  the index cannot be read as it is. It is a cache of your files: move it aside \
+             (or delete it) and run `simd index ROOT...` to build it again (what only it held, \
+             the lost-and-found history and template marks, is not rebuilt)"
+        }
+        _ => "",
+    }
 }
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;

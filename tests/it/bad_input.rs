@@ -160,6 +160,21 @@ fn foreign_corrupt_and_missing_indexes_get_clear_errors() {
     assert!(err.contains(corrupt.to_str().unwrap()), "{err}");
     let err = fail(&corrupt, &["index", env.root.to_str().unwrap()]);
     assert!(err.contains(corrupt.to_str().unwrap()), "{err}");
+    // A real index with a table file cut short (a disk fault, a file
+    // touched by hand): every command says it cannot be read, and what to do.
+    let cut = env.tmp.path().join("cut");
+    env.simd().arg("--db").arg(&cut).args(["-q", "index"]).arg(&env.root).assert().success();
+    let sst = std::fs::read_dir(cut.join("db"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "sst"))
+        .expect("a table file");
+    std::fs::OpenOptions::new().write(true).open(&sst).unwrap().set_len(100).unwrap();
+    for args in [&["status"][..], &["report"], &["check"], &["index"]] {
+        let err = fail(&cut, args);
+        assert!(err.contains("the index cannot be read as it is"), "{args:?}: {err}");
+        assert!(err.contains("run `simd index ROOT...` to build it again"), "{args:?}: {err}");
+    }
     // No index yet: said, and commands that write do not make one.
     let none = env.tmp.path().join("none");
     for args in [&["status"][..], &["forget", "/x"], &["template", "unmark", "all"]] {
