@@ -451,8 +451,21 @@ pub fn run(cli: Cli) -> Result<Exit> {
             }
         }
         Command::Check => {
-            let store = Store::open(&db, Access::Read, None)?;
-            let r = crate::check::check(&store)?;
+            // An index too damaged to open or to read through is broken
+            // as surely as one whose invariants fail: exit 3 either way.
+            let r = match Store::open(&db, Access::Read, None).and_then(|s| crate::check::check(&s)) {
+                Ok(r) => r,
+                Err(e) if e.is_corruption() => {
+                    if cli.format == Format::Json {
+                        let json = serde_json::json!({ "consistent": false, "error": e.to_string() });
+                        writeln!(out, "{}", serde_json::to_string_pretty(&json)?)?;
+                        out.flush()?;
+                    }
+                    eprintln!("simd: {e}");
+                    return Ok(Exit::Inconsistent);
+                }
+                Err(e) => return Err(e.into()),
+            };
             if cli.format == Format::Json {
                 let json = serde_json::json!({
                     "consistent": r.is_consistent(),

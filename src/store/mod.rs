@@ -54,6 +54,18 @@ pub enum StoreError {
     WriterGone { dir: PathBuf },
 }
 
+impl StoreError {
+    /// The index's own bytes are damaged (as opposed to the machine or
+    /// the caller failing): `simd check` reports it as a broken index.
+    pub fn is_corruption(&self) -> bool {
+        match self {
+            StoreError::Corrupt { .. } => true,
+            StoreError::Rocks { source, .. } => source.kind() == rocksdb::ErrorKind::Corruption,
+            _ => false,
+        }
+    }
+}
+
 /// What to do about a RocksDB error, where there is something to do: a
 /// corrupt index (a disk fault, a file removed by hand) cannot be repaired
 /// in place, but it is a cache of the files and can be built again.

@@ -175,6 +175,10 @@ fn foreign_corrupt_and_missing_indexes_get_clear_errors() {
         assert!(err.contains("the index cannot be read as it is"), "{args:?}: {err}");
         assert!(err.contains("run `simd index ROOT...` to build it again"), "{args:?}: {err}");
     }
+    // `simd check` calls it broken, as it does an index whose invariants fail.
+    let out = env.simd().arg("--db").arg(&cut).args(["--format", "json", "check"]).assert().code(3);
+    let r: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(r["consistent"], false, "{r}");
     // No index yet: said, and commands that write do not make one.
     let none = env.tmp.path().join("none");
     for args in [&["status"][..], &["forget", "/x"], &["template", "unmark", "all"]] {
