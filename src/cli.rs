@@ -253,6 +253,12 @@ pub fn run(cli: Cli) -> Result<Exit> {
     // Reports can run to many thousand lines (25 MB of JSON on a 66k-file
     // tree): buffer in large writes, and flush once at the end.
     let mut out = std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
+    // A script asking another command for CSV or HTML would get text it
+    // did not ask for: said instead.
+    if matches!(cli.format, Format::Csv | Format::Html) && !matches!(cli.command, Command::Report { .. }) {
+        let name = if cli.format == Format::Csv { "csv" } else { "html" };
+        anyhow::bail!("--format {name} is for `simd report` only; other commands write text or json");
+    }
     match cli.command {
         Command::Index { roots, avg_chunk, scan } => {
             let params = avg_chunk.map(ChunkParams::for_average).transpose()?;

@@ -464,6 +464,11 @@ fn similar_answers_for_unindexed_files_and_stdin_identical_first() {
     assert_eq!(r["hits"][0]["kind"], "identical");
     assert!(!first.contains(&"doc.txt".to_string()) && first.len() == 2, "{first:?}");
     assert_eq!(r["indexed"], true, "{r:#}");
+    // CSV and HTML are report formats: asked of another command, refused
+    // rather than answered in text.
+    let out = env.simd().args(["--format", "csv", "similar"]).arg(env.root.join("a/doc.txt")).assert().failure();
+    let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(err.contains("--format csv is for `simd report` only"), "{err}");
     let out = env.simd().arg("similar").arg(env.root.join("a/doc.txt")).assert().success();
     let said = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
     assert!(said.lines().next().unwrap().ends_with("(the file itself is in the index, and not listed)"), "{said}");
