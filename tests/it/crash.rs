@@ -274,20 +274,9 @@ fn a_forget_killed_part_way_leaves_a_consistent_index_and_runs_again() {
 #[test]
 fn sigterm_stops_a_first_index_with_what_it_read_kept() {
     let env = Env::new();
-    const SMALL: u64 = 300;
-    for i in 0..SMALL {
-        env.write(&format!("d{}/f{i}.txt", i % 7), text(i, 400));
-    }
-    let big = std::fs::File::create(env.root.join("disk.img")).unwrap();
-    big.set_len(1 << 30).unwrap();
-    drop(big);
+    small_files_and_a_sparse_gigabyte(&env);
     let child = index_child(&env, &env.db, None);
-    let until = Instant::now() + Duration::from_secs(30);
-    while !env.db.join("db/CURRENT").exists() {
-        assert!(Instant::now() < until, "the index never appeared");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    std::thread::sleep(Duration::from_millis(300));
+    once_reading(&env);
     stopped_by_sigterm(child);
     env.check();
     let held = env.files().len() as u64;
@@ -318,28 +307,16 @@ fn sigterm_stops_a_first_index_with_what_it_read_kept() {
 #[test]
 fn sigterm_stops_the_daemons_first_scan_with_what_it_read_kept() {
     let env = Env::new();
-    const SMALL: u64 = 300;
-    for i in 0..SMALL {
-        env.write(&format!("d{}/f{i}.txt", i % 7), text(i, 400));
-    }
-    let big = std::fs::File::create(env.root.join("disk.img")).unwrap();
-    big.set_len(1 << 30).unwrap();
-    drop(big);
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("simd"))
+    small_files_and_a_sparse_gigabyte(&env);
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("simd"))
         .arg("--db")
         .arg(&env.db)
         .args(["--quiet", "watch"])
         .arg(&env.root)
         .spawn()
         .unwrap();
-    let until = Instant::now() + Duration::from_secs(30);
-    while !env.db.join("db/CURRENT").exists() {
-        assert!(Instant::now() < until, "the index never appeared");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    std::thread::sleep(Duration::from_millis(300));
-    assert!(std::process::Command::new("kill").arg("-TERM").arg(child.id().to_string()).status().unwrap().success());
-    assert!(child.wait().unwrap().success(), "a stopped daemon exits 0");
+    once_reading(&env);
+    assert!(sigterm(child).success(), "a stopped daemon exits 0");
     env.check();
     let held = env.files().len() as u64;
     assert!(held < SMALL + 1, "the daemon finished its first scan before stopping: {held} files");
@@ -348,8 +325,36 @@ fn sigterm_stops_the_daemons_first_scan_with_what_it_read_kept() {
     assert_eq!((s["unchanged"].as_u64(), s["new"].as_u64()), (Some(held), Some(SMALL + 1 - held)), "{s}");
 }
 
-/// Sends SIGTERM to a child `simd index`, which must stop as stopped (130).
-fn stopped_by_sigterm(mut child: std::process::Child) {
+/// Small files in [`SMALL`] and a 1 GiB sparse file: a first scan reads
+/// it long enough to be stopped in.
+const SMALL: u64 = 300;
+
+fn small_files_and_a_sparse_gigabyte(env: &Env) {
+    for i in 0..SMALL {
+        env.write(&format!("d{}/f{i}.txt", i % 7), text(i, 400));
+    }
+    let big = std::fs::File::create(env.root.join("disk.img")).unwrap();
+    big.set_len(1 << 30).unwrap();
+}
+
+/// Waits until a child's new index exists, and a little more: the child
+/// is then reading.
+fn once_reading(env: &Env) {
+    let until = Instant::now() + Duration::from_secs(30);
+    while !env.db.join("db/CURRENT").exists() {
+        assert!(Instant::now() < until, "the index never appeared");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+}
+
+/// Sends SIGTERM to a child and waits for it.
+fn sigterm(mut child: std::process::Child) -> std::process::ExitStatus {
     assert!(std::process::Command::new("kill").arg("-TERM").arg(child.id().to_string()).status().unwrap().success());
-    assert_eq!(child.wait().unwrap().code(), Some(130), "a stopped index exits 130");
+    child.wait().unwrap()
+}
+
+/// Sends SIGTERM to a child `simd index`, which must stop as stopped (130).
+fn stopped_by_sigterm(child: std::process::Child) {
+    assert_eq!(sigterm(child).code(), Some(130), "a stopped index exits 130");
 }
