@@ -672,17 +672,21 @@ pub struct BackgroundRead(Outcome);
 
 impl BackgroundRead {
     pub fn path(&self) -> &Path {
-        match &self.0 {
-            Outcome::Read { cand, .. }
-            | Outcome::Skip { cand, .. }
-            | Outcome::Vanished { cand }
-            | Outcome::Unchanged { cand } => &cand.path,
-            Outcome::Deferred(o) => &o.cand.path,
-        }
+        &self.0.cand().path
     }
 }
 
 impl Outcome {
+    fn cand(&self) -> &Candidate {
+        match self {
+            Outcome::Read { cand, .. }
+            | Outcome::Skip { cand, .. }
+            | Outcome::Vanished { cand }
+            | Outcome::Unchanged { cand } => cand,
+            Outcome::Deferred(o) => &o.cand,
+        }
+    }
+
     fn into_cand(self) -> Candidate {
         match self {
             Outcome::Read { cand, .. }

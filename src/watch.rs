@@ -468,13 +468,9 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                         look_again.extend(writer.apply_background(read, &mut summary)?);
                     }
                 }
-                writer.commit()?;
-                writer.forget_touched();
-                holds.note(writer.take_large_reads());
                 let linked = writer.take_linked_reads();
                 look_again.extend(writer.other_names(&linked)?.into_iter().filter(|p| filter.follows(p, false)));
-                state.changed_files += writer.changed() - before;
-                dirty |= writer.changed() > before;
+                dirty |= settle_pass(&mut writer, &mut holds, &mut state, before)?;
                 state.pending = rx.len() + holds.waiting.len() + background.in_flight();
                 state.save(&dir);
             }
@@ -618,16 +614,12 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                 for d in deferred {
                     background.send(d);
                 }
-                writer.commit()?;
-                writer.forget_touched();
-                holds.note(writer.take_large_reads());
+                dirty |= settle_pass(&mut writer, &mut holds, &mut state, before)?;
                 tracing::debug!(
                     "batch: {paths} paths, {renames} renames, {} files written in {:?}",
                     writer.changed() - before,
                     started.elapsed()
                 );
-                state.changed_files += writer.changed() - before;
-                dirty |= writer.changed() > before;
             }
             if dirty && last_flush.elapsed() >= opts.flush_busy {
                 // Changes kept coming without an idle second: what the
@@ -659,6 +651,22 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
         let _ = std::fs::remove_file(state_path(&dir));
         Ok(())
     })
+}
+
+/// Ends a pass of writes (a batch, or large files read in the
+/// background): commits it, forgets what only the pass needed, holds the
+/// large files it read, and counts its files; returns whether it wrote any.
+fn settle_pass(
+    writer: &mut Writer<'_>,
+    holds: &mut Holds,
+    state: &mut DaemonState,
+    before: u64,
+) -> Result<bool, StoreError> {
+    writer.commit()?;
+    writer.forget_touched();
+    holds.note(writer.take_large_reads());
+    state.changed_files += writer.changed() - before;
+    Ok(writer.changed() > before)
 }
 
 /// What the daemon holds about its roots, for [`forget`].
