@@ -748,14 +748,19 @@ impl Background {
         }
     }
 
-    /// Gives up the reads of `path` and of files under it (removed, or
-    /// renamed: a read of the file under its old name would be thrown
-    /// away). Each comes back as vanished, and is looked at again.
-    pub fn give_up(&mut self, path: &Path) {
+    /// Gives up the reads of `path` and of files under it, `why` (removed
+    /// or renamed, say: a read of the file under its old name would be
+    /// thrown away). Each comes back as vanished, and is looked at again.
+    pub fn give_up(&mut self, path: &Path, why: &str) {
         let pb = path_bytes(path);
+        self.give_up_where(|p| is_under(&path_bytes(p), &pb), why);
+    }
+
+    /// Gives up the reads of the files `which` picks, `why`.
+    pub fn give_up_where(&mut self, mut which: impl FnMut(&Path) -> bool, why: &str) {
         for (p, flag) in &self.in_flight {
-            if is_under(&path_bytes(p), &pb) && !flag.swap(true, Ordering::Relaxed) {
-                tracing::info!("{}: removed or renamed while being read: read given up", p.display());
+            if which(p) && !flag.swap(true, Ordering::Relaxed) {
+                tracing::info!("{}: {why} while being read: read given up", p.display());
             }
         }
     }

@@ -441,6 +441,7 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                         };
                         let (answer, rescan) = forget(store, &gone, &mut daemon, opts, &dir)?;
                         forced |= rescan;
+                        background.give_up_where(|p| !filter.follows(p, false), "its root forgotten");
                         let _ = incoming.reply.send(answer);
                         writer = new_writer()?;
                         filter.load_dirs_of(writer.known_paths());
@@ -523,7 +524,7 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
             // over: its read would be thrown away, so it is given up now.
             if background.in_flight() > 0 {
                 for p in batch.removed.iter().chain(batch.renames.iter().flat_map(|(from, to)| [from, to])) {
-                    background.give_up(p);
+                    background.give_up(p, "removed or renamed");
                 }
             }
             if !batch.rescan {

@@ -662,13 +662,24 @@ fn a_root_forgotten_under_the_daemon_is_no_longer_followed() {
     env.write("b/three.txt", text(4, 400));
     env.simd().args(["--quiet", "index"]).arg(&a).arg(&b).assert().success();
     env.simd().args(["--quiet", "index"]).arg(&sub).assert().success();
+    let log_path = env.tmp.path().join("daemon.log");
     let d = {
         let _starting = LIMITS.read().unwrap_or_else(|p| p.into_inner());
-        spawn(&env, &["--debounce-ms", "50"], None, false)
+        spawn(&env, &["-v", "--debounce-ms", "50"], Some(&log_path), false)
     };
+    // Large files being read when the root is forgotten: the read of the
+    // one in it is given up, not that of the one in the root inside it.
+    for (name, len) in [("a/big.bin", 2u64 << 30), ("a/sub/big.bin", 1 << 30)] {
+        std::fs::File::create(env.root.join(name)).unwrap().set_len(len).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(300));
     let out = env.simd().arg("forget").arg(&a).assert().success();
     let said = String::from_utf8_lossy(&out.get_output().stdout);
     assert!(said.contains(&format!("forgot {}: 2 files dropped", a.display())), "{said}");
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    let forgotten = |p: &std::path::Path| format!("{}: its root forgotten while being read", p.display());
+    assert!(log.contains(&forgotten(&a.join("big.bin"))), "{log}");
+    assert!(!log.contains(&forgotten(&sub.join("big.bin"))), "{log}");
     let roots = simd::watch::DaemonState::running(&env.db).unwrap().roots;
     assert_eq!(roots, [b.display().to_string(), sub.display().to_string()]);
     converges_to(&env, &[&b, &sub], "forgetting a root");
