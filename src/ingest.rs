@@ -1395,7 +1395,7 @@ impl<'s> Committer<'s> {
 /// lookups of its content records go through it, and the totals follow
 /// once the write succeeded.
 struct InFlight {
-    records: HashMap<ContentHash, ContentRecord>,
+    records: HashMap<ContentHash, Arc<ContentRecord>>,
     counts: Counts,
     next_id: u64,
     next_content: u64,
@@ -1418,7 +1418,7 @@ struct Group<'s> {
     next_content: u64,
     names_added: HashMap<ContentHash, Vec<FileId>>,
     names_removed: HashSet<(ContentHash, FileId)>,
-    records: HashMap<ContentHash, ContentRecord>,
+    records: HashMap<ContentHash, Arc<ContentRecord>>,
     paths: HashMap<Vec<u8>, Option<(FileId, FileRecord)>>,
 }
 
@@ -1635,7 +1635,7 @@ impl<'s> Writer<'s> {
                 progress.file(fp.size);
                 let is_new = self.current(&path_bytes(&cand.path), cand.old.clone()).is_none();
                 self.prefetched = old_record.zip(cand.old.as_ref().map(|(_, r)| r.content));
-                let upserted = self.upsert(&cand.path, stat, &fp, cand.old, unseen);
+                let upserted = self.upsert(&cand.path, stat, fp, cand.old, unseen);
                 self.prefetched = None;
                 let (id, new_content) = upserted?;
                 self.touched.push(id);
@@ -1817,7 +1817,7 @@ impl<'s> Writer<'s> {
         &mut self,
         path: &Path,
         stat: Stat,
-        fp: &Fingerprint,
+        mut fp: Fingerprint,
         old: Option<(FileId, FileRecord)>,
         unseen: bool,
     ) -> Result<(FileId, bool), StoreError> {
@@ -1860,7 +1860,7 @@ impl<'s> Writer<'s> {
                         // Readers leave the sketch out only for a content whose
                         // record the index held, and records are never removed
                         // while they run.
-                        let Some(sketch) = fp.sketch.clone() else {
+                        let Some(sketch) = fp.sketch.take() else {
                             return Err(self.store.corrupt::<ContentChunks>(
                                 &fp.content,
                                 "the record was gone when the file's content came to be written",
@@ -1871,7 +1871,10 @@ impl<'s> Writer<'s> {
                         }
                         let id = ContentId(self.group.next_content);
                         self.group.next_content += 1;
-                        let r = ContentRecord { id, size: fp.size, runs: fp.runs.clone(), sketch };
+                        // Moved, not copied: a large file's chunk list is
+                        // most of what writing it holds in memory.
+                        let runs = std::mem::take(&mut fp.runs);
+                        let r = Arc::new(ContentRecord { id, size: fp.size, runs, sketch });
                         self.group.batch.put::<ContentChunks>(&fp.content, &r);
                         self.group.batch.put::<ContentById>(&id, &fp.content);
                         self.group.records.insert(fp.content, r.clone());
@@ -2027,13 +2030,13 @@ impl<'s> Writer<'s> {
         id: FileId,
         rec: &FileRecord,
         version_ghost: bool,
-    ) -> Result<Option<ContentRecord>, StoreError> {
+    ) -> Result<Option<Arc<ContentRecord>>, StoreError> {
         self.remove_name(rec.content, id);
         self.dropped.insert(rec.content);
         let mut last = None;
         if !self.has_names(&rec.content, Some(id))? {
             self.group.counts.contents -= 1;
-            let prefetched = self.prefetched.take().filter(|(_, c)| *c == rec.content).map(|(r, _)| *r);
+            let prefetched = self.prefetched.take().filter(|(_, c)| *c == rec.content).map(|(r, _)| Arc::new(*r));
             let record = match prefetched {
                 Some(r) => Some(r),
                 None => self.record(&rec.content)?,
@@ -2057,12 +2060,12 @@ impl<'s> Writer<'s> {
     }
 
     /// A content's chunk list, from the group or the index.
-    fn record(&self, content: &ContentHash) -> Result<Option<ContentRecord>, StoreError> {
+    fn record(&self, content: &ContentHash) -> Result<Option<Arc<ContentRecord>>, StoreError> {
         let inflight = self.inflight.as_ref().and_then(|f| f.records.get(content));
         match self.group.records.get(content).or(inflight) {
             Some(r) => Ok(Some(r.clone())),
             None if self.fresh && !self.gained.contains(content) => Ok(None),
-            None => self.store.get::<ContentChunks>(content),
+            None => Ok(self.store.get::<ContentChunks>(content)?.map(Arc::new)),
         }
     }
 
@@ -2380,7 +2383,7 @@ mod tests {
         let fp = fingerprint_bytes(data, &ChunkParams::default());
         let stat = Stat { size: data.len() as u64, mtime: 1, inode: 1, links: 1, dev: 1 };
         let old = w.lookup(Path::new(path)).unwrap();
-        w.upsert(Path::new(path), stat, &fp, old, unseen).unwrap().0
+        w.upsert(Path::new(path), stat, fp, old, unseen).unwrap().0
     }
 
     #[test]
