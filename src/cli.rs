@@ -863,10 +863,11 @@ fn print_status(out: &mut impl Write, s: &crate::status::Status) -> std::io::Res
     match &s.daemon {
         Some(d) => writeln!(
             out,
-            "daemon       pid {}, {}, {} pending, {}, {} changed, {}{}, last event {}",
+            "daemon       pid {}, {}, {} pending{}, {}, {} changed, {}{}, last event {}",
             d.pid,
             if d.ready { "watching" } else { "starting (reconcile scan)" },
             d.pending,
+            if d.reading > 0 { format!(", {} being read", count(d.reading, "large file")) } else { String::new() },
             count(d.batches, "batch"),
             count(d.changed_files, "file"),
             count(d.rescans, "rescan"),

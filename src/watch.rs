@@ -78,6 +78,9 @@ pub struct DaemonState {
     pub last_event: Option<i64>,
     /// Paths waiting in the current batch.
     pub pending: usize,
+    /// Large files being read beside the batches.
+    #[serde(default)]
+    pub reading: usize,
     /// Batches handled, files changed, rescans done.
     pub batches: u64,
     pub changed_files: u64,
@@ -472,7 +475,8 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                 let linked = writer.take_linked_reads();
                 look_again.extend(writer.other_names(&linked)?.into_iter().filter(|p| filter.follows(p, false)));
                 dirty |= settle_pass(&mut writer, &mut holds, &mut state, before)?;
-                state.pending = rx.len() + holds.waiting.len() + background.in_flight();
+                state.pending = rx.len() + holds.waiting.len();
+                state.reading = background.in_flight();
                 state.save(&dir);
             }
             let mut batch = if forced {
@@ -630,7 +634,8 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                 last_flush = Instant::now();
             }
             state.batches += 1;
-            state.pending = rx.len() + holds.waiting.len() + background.in_flight();
+            state.pending = rx.len() + holds.waiting.len();
+            state.reading = background.in_flight();
             state.save(&dir);
         }
         if background.in_flight() > 0 {

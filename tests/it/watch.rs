@@ -643,6 +643,15 @@ fn a_root_deleted_and_made_again_is_watched_again() {
 
 /// Stops the daemon as a service manager would (SIGTERM) and checks that it
 /// exits cleanly (status 0).
+/// Waits until the daemon of `env` reads `n` large files in the background.
+fn reading(env: &Env, n: usize) {
+    let until = Instant::now() + Duration::from_secs(30);
+    while simd::watch::DaemonState::running(&env.db).is_none_or(|s| s.reading < n) {
+        assert!(Instant::now() < until, "the daemon never read {n} large files in the background");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 fn stop_with_sigterm(mut d: Daemon) {
     assert!(Command::new("kill").arg("-TERM").arg(d.0.id().to_string()).status().unwrap().success());
     let status = d.0.wait().unwrap();
@@ -672,7 +681,7 @@ fn a_root_forgotten_under_the_daemon_is_no_longer_followed() {
     for (name, len) in [("a/big.bin", 2u64 << 30), ("a/sub/big.bin", 1 << 30)] {
         std::fs::File::create(env.root.join(name)).unwrap().set_len(len).unwrap();
     }
-    std::thread::sleep(Duration::from_millis(300));
+    reading(&env, 2);
     let out = env.simd().arg("forget").arg(&a).assert().success();
     let said = String::from_utf8_lossy(&out.get_output().stdout);
     assert!(said.contains(&format!("forgot {}: 2 files dropped", a.display())), "{said}");
@@ -749,7 +758,7 @@ fn a_large_file_being_read_does_not_hold_back_small_changes() {
         f.set_len(len).unwrap();
     };
     sparse("big.bin", 2 << 30);
-    std::thread::sleep(Duration::from_millis(300));
+    reading(&env, 1);
     env.write("small.txt", text(2, 300));
     let until = Instant::now() + Duration::from_secs(60);
     while !has("/small.txt") {
@@ -769,7 +778,7 @@ fn a_large_file_being_read_does_not_hold_back_small_changes() {
 
     // Removed while it is read: given up, not read to its end.
     sparse("gone.bin", 2 << 30);
-    std::thread::sleep(Duration::from_millis(300));
+    reading(&env, 1);
     std::fs::remove_file(env.root.join("gone.bin")).unwrap();
     let until = Instant::now() + Duration::from_secs(30);
     while !given_up("gone.bin") {
@@ -781,7 +790,10 @@ fn a_large_file_being_read_does_not_hold_back_small_changes() {
     // Stopped while one is read: the read is given up, the daemon exits 0,
     // and the next start reads the file.
     sparse("big-2.bin", 1 << 30);
-    std::thread::sleep(Duration::from_millis(300));
+    reading(&env, 1);
+    let out = env.simd().arg("status").assert().success();
+    let status = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    assert!(status.contains(", 1 large file being read,"), "{status}");
     stop_with_sigterm(d);
     let d = start(&env);
     converges(&env, "a restart after a stop during a large read");
