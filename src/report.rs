@@ -41,32 +41,33 @@ impl View {
         }
     }
 
-    /// Totals of the sets and clusters `--under` keeps, before `--limit`
-    /// (the whole analysis's without `--under`).
+    /// The identical sets `--under` keeps, before `--limit`.
+    fn kept_sets<'a, 's>(&'s self, a: &'a Analysis) -> impl Iterator<Item = &'a IdenticalSet> + use<'a, 's> {
+        a.identical.iter().filter(|s| self.keeps_names(s.names.iter()))
+    }
+
+    /// The clusters `--under` keeps, before `--limit`.
+    fn kept_clusters<'a, 's>(&'s self, a: &'a Analysis) -> impl Iterator<Item = &'a Cluster> + use<'a, 's> {
+        a.clusters.iter().filter(|c| self.keeps_names(c.members.iter().flat_map(|m| m.names.iter())))
+    }
+
+    /// Totals of the sets and clusters `--under` keeps, before `--limit`.
     fn selected(&self, a: &Analysis) -> Totals {
-        let sets: Vec<&IdenticalSet> = a.identical.iter().filter(|s| self.keeps_names(s.names.iter())).collect();
-        let clusters: Vec<&Cluster> =
-            a.clusters.iter().filter(|c| self.keeps_names(c.members.iter().flat_map(|m| m.names.iter()))).collect();
-        Totals {
-            sets: sets.len(),
-            set_files: sets.iter().map(|s| s.names.len()).sum(),
-            wasted: sets.iter().map(|s| s.wasted()).sum(),
-            clusters: clusters.len(),
-            cluster_files: clusters.iter().map(|c| c.files()).sum(),
+        let (mut sets, mut set_files, mut wasted) = (0, 0, 0);
+        for s in self.kept_sets(a) {
+            (sets, set_files, wasted) = (sets + 1, set_files + s.names.len(), wasted + s.wasted());
         }
+        let (mut clusters, mut cluster_files) = (0, 0);
+        for c in self.kept_clusters(a) {
+            (clusters, cluster_files) = (clusters + 1, cluster_files + c.files());
+        }
+        Totals { sets, set_files, wasted, clusters, cluster_files }
     }
 
     /// The identical sets and clusters this view shows.
     pub fn select<'a>(&self, a: &'a Analysis) -> (Vec<&'a IdenticalSet>, Vec<&'a Cluster>) {
         let limit = self.limit.unwrap_or(usize::MAX);
-        let sets = a.identical.iter().filter(|s| self.keeps_names(s.names.iter())).take(limit).collect();
-        let clusters = a
-            .clusters
-            .iter()
-            .filter(|c| self.keeps_names(c.members.iter().flat_map(|m| m.names.iter())))
-            .take(limit)
-            .collect();
-        (sets, clusters)
+        (self.kept_sets(a).take(limit).collect(), self.kept_clusters(a).take(limit).collect())
     }
 }
 
@@ -384,6 +385,9 @@ fn summary_lines(a: &Analysis, view: &View, shown: (usize, usize)) -> Vec<String
             pct(a.params.min_containment)
         ),
     ];
+    if view.under.is_none() && view.limit.is_none() {
+        return lines;
+    }
     let t = view.selected(a);
     if let Some(under) = &view.under {
         lines.push(format!(
