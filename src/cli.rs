@@ -45,10 +45,19 @@ pub struct Cli {
 pub enum Format {
     Text,
     Json,
-    /// One row per link (`report` only)
+    /// One row per file name, or per link with `--table links` (`report` only)
     Csv,
     /// One standalone page (`report` only)
     Html,
+}
+
+/// The rows of a CSV report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum CsvTable {
+    /// One row per name of every identical set and every cluster member (the default)
+    Files,
+    /// One row per link between two members of a cluster
+    Links,
 }
 
 /// What to scan and how, shared by `index` and `watch`.
@@ -150,6 +159,9 @@ pub enum Command {
         /// In text, at most this many links per cluster, strongest first (0: all; json and csv list every link)
         #[arg(long, value_name = "N", default_value_t = crate::report::TEXT_LINKS)]
         links: usize,
+        /// With --format csv: a row per file name of every identical set and cluster, or per link
+        #[arg(long, value_enum, value_name = "TABLE")]
+        table: Option<CsvTable>,
         /// Write the report to FILE instead of standard output
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
@@ -314,7 +326,14 @@ pub fn run(cli: Cli) -> Result<Exit> {
                 return Ok(Exit::Interrupted);
             }
         }
-        Command::Report { thresholds, under, limit, links, out: out_file, fresh } => {
+        Command::Report { thresholds, under, limit, links, table, out: out_file, fresh } => {
+            if table.is_some() && cli.format != Format::Csv {
+                anyhow::bail!("--table chooses the rows of a csv report; add --format csv");
+            }
+            let table = match table.unwrap_or(CsvTable::Files) {
+                CsvTable::Files => report::CsvTable::Files,
+                CsvTable::Links => report::CsvTable::Links,
+            };
             let store = Store::open(&db, Access::Read, None)?;
             let params = thresholds.params()?;
             let under = match under {
@@ -350,7 +369,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
                 match format {
                     Format::Text => report::write_text(sink, analysis, &view)?,
                     Format::Json => report::write_json(sink, analysis, &view, pretty)?,
-                    Format::Csv => report::write_csv(sink, analysis, &view)?,
+                    Format::Csv => report::write_csv(sink, analysis, &view, table)?,
                     Format::Html => report::write_html(sink, analysis, &view)?,
                 }
                 sink.flush()

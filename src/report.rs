@@ -316,7 +316,52 @@ fn csv_field(s: &str) -> String {
     }
 }
 
-pub fn write_csv(out: &mut dyn Write, a: &Analysis, view: &View) -> io::Result<()> {
+/// What a CSV report lists, a row each.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CsvTable {
+    /// Every name of every identical set and of every cluster's members.
+    #[default]
+    Files,
+    /// Every link of every cluster.
+    Links,
+}
+
+pub fn write_csv(out: &mut dyn Write, a: &Analysis, view: &View, table: CsvTable) -> io::Result<()> {
+    match table {
+        CsvTable::Files => write_csv_files(out, a, view),
+        CsvTable::Links => write_csv_links(out, a, view),
+    }
+}
+
+/// One row per name: the identical sets first, then the clusters' members,
+/// in the order the text report lists them. `group` is the set's short
+/// content hash or the cluster's id, as the text report shows them; a
+/// name that is a hard link says of which name (`hard_link_of`), so a
+/// script deleting copies can leave hard links alone.
+fn write_csv_files(out: &mut dyn Write, a: &Analysis, view: &View) -> io::Result<()> {
+    let (sets, clusters) = view.select(a);
+    let p = |n: &Name| csv_field(&crate::report_path(&n.path));
+    writeln!(out, "kind,group,content,size,names,path,hard_link_of")?;
+    for s in sets {
+        let (group, content) = (short_hash(&s.content), s.content.to_string());
+        for (k, n) in s.names.iter().enumerate() {
+            let link = s.link_of(k).map(|j| p(&s.names[j])).unwrap_or_default();
+            writeln!(out, "identical,{group},{content},{},{},{},{link}", s.size, s.names.len(), p(n))?;
+        }
+    }
+    for c in clusters {
+        let group = c.id_str();
+        for m in &c.members {
+            let content = m.content.to_string();
+            for n in &m.names {
+                writeln!(out, "similar,{group},{content},{},{},{},", m.size, m.names.len(), p(n))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn write_csv_links(out: &mut dyn Write, a: &Analysis, view: &View) -> io::Result<()> {
     let (_, clusters) = view.select(a);
     writeln!(
         out,

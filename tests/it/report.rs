@@ -123,13 +123,50 @@ fn thresholds_limit_under_and_out_shape_the_report() {
     let r = json(&env, &["report", "--under", env.root.join("u").to_str().unwrap()]);
     assert_eq!((r["identical"].as_array().unwrap().len(), r["clusters"].as_array().unwrap().len()), (0, 0));
     let out = env.tmp.path().join("report.csv");
-    env.simd().args(["--format", "csv", "report", "--out"]).arg(&out).assert().success().stdout("");
+    env.simd().args(["--format", "csv", "report", "--table", "links", "--out"]).arg(&out).assert().success().stdout("");
     let csv = std::fs::read_to_string(&out).unwrap();
     let lines: Vec<&str> = csv.lines().collect();
     assert!(lines[0].starts_with("cluster,a,b,kind,common_bytes,resemblance"));
     // One row per link: 3 among the versions (each pair), 1 containment.
     assert_eq!(lines.len(), 1 + 3 + 1, "{csv}");
     assert!(lines.iter().any(|l| l.contains(",contains,")));
+    // By default a row per name: the set's 3 copies, then the clusters'
+    // members, the copies of doc.txt again among its versions.
+    let out = env.simd().args(["report", "--format", "csv"]).assert().success();
+    let csv = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    let rows: Vec<Vec<&str>> = csv.lines().map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows[0], ["kind", "group", "content", "size", "names", "path", "hard_link_of"]);
+    let kinds: Vec<&str> = rows[1..].iter().map(|r| r[0]).collect();
+    assert_eq!(kinds, [["identical"; 3].as_slice(), &["similar"; 5 + 2]].concat(), "{csv}");
+    let set = &r_set(&env);
+    for row in &rows[1..4] {
+        assert_eq!((row[2], row[3], row[4], row[6]), (set.0.as_str(), set.1.as_str(), "3", ""), "{csv}");
+    }
+    let mut copies: Vec<&str> = rows[1..4].iter().map(|r| r[5].rsplit('/').next().unwrap()).collect();
+    copies.sort();
+    assert_eq!(copies, ["doc-copy.txt", "doc-copy2.txt", "doc.txt"]);
+    // Every name of the clusters, each under its cluster's id.
+    let clusters = json(&env, &["report"])["clusters"].as_array().unwrap().clone();
+    for c in &clusters {
+        let id = c["id"].as_str().unwrap();
+        let mut want: Vec<String> = c["members"].as_array().unwrap().iter().flat_map(|m| names(&m["files"])).collect();
+        let mut got: Vec<&str> =
+            rows[4..].iter().filter(|r| r[1] == id).map(|r| r[5].rsplit('/').next().unwrap()).collect();
+        want.sort();
+        got.sort();
+        assert_eq!(got, want, "{csv}");
+    }
+    // --table is about CSV: asked of another format, refused.
+    let out = env.simd().args(["report", "--table", "links"]).assert().failure();
+    let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(err.contains("--table chooses the rows of a csv report; add --format csv"), "{err}");
+}
+
+/// The one identical set's content hash and size, as JSON gives them.
+fn r_set(env: &Env) -> (String, String) {
+    let r = json(env, &["report"]);
+    let s = &r["identical"][0];
+    (s["content"].as_str().unwrap().to_owned(), s["size"].to_string())
 }
 
 #[test]
@@ -727,6 +764,17 @@ fn hard_links_are_one_copy_not_waste() {
         let text = String::from_utf8_lossy(&text.get_output().stdout).into_owned();
         assert!(text.contains("2 copies (and 1 hard link) of"), "{what}: {text}");
         assert!(text.contains(&format!("{}  (hard link of {})", at("a.txt"), at("a-link.txt"))), "{what}: {text}");
+        // A CSV row per name says which name a hard link is of.
+        let csv = env.simd().args(["report", "--format", "csv"]).assert().success();
+        let csv = String::from_utf8_lossy(&csv.get_output().stdout).into_owned();
+        let rows: Vec<(&str, &str)> = csv
+            .lines()
+            .skip(1)
+            .map(|l| l.split(','))
+            .map(|r| (r.clone().nth(5).unwrap(), r.clone().nth(6).unwrap()))
+            .collect();
+        let (link, copy, first) = (at("a.txt"), at("sub/copy.txt"), at("a-link.txt"));
+        assert_eq!(rows, [(first.as_str(), ""), (link.as_str(), first.as_str()), (copy.as_str(), "")], "{what}: {csv}");
     };
     one_set("a first index");
 
