@@ -1179,7 +1179,7 @@ fn open_candidate(cand: Candidate) -> Opening {
         Ok(_) => return skip(cand, SkipReason::Special, "not a regular file".into()),
         Err(e) => return skip(cand, SkipReason::Unreadable, e.to_string()),
     };
-    if cand.old.as_ref().is_some_and(|(_, rec)| Stat::of(&before).matches(rec)) {
+    if cand.unchanged(&Stat::of(&before)) {
         return Opening::Said(Outcome::Unchanged { cand });
     }
     Opening::Ready(Opened { cand, file, before })

@@ -210,11 +210,21 @@ pub struct Candidate {
     /// path goes back to the sender ([`crate::ingest::Feed`]) rather than
     /// being written.
     pub unverified: bool,
+    /// An event said the file's bytes were written: it is read even when
+    /// its stat still matches the record (an edit that kept the size and
+    /// had its mtime set back, or two writes within one tick of the
+    /// file system's clock).
+    pub written: bool,
 }
 
 impl Candidate {
     pub fn new(path: PathBuf, old: Option<(FileId, FileRecord)>) -> Candidate {
-        Candidate { path, old, fetch_old: false, unverified: false }
+        Candidate { path, old, fetch_old: false, unverified: false, written: false }
+    }
+
+    /// Whether a file with this stat needs no read: its record says the same.
+    pub fn unchanged(&self, stat: &Stat) -> bool {
+        !self.written && self.old.as_ref().is_some_and(|(_, rec)| stat.matches(rec))
     }
 }
 

@@ -280,6 +280,9 @@ struct Batch {
     rescan: bool,
     /// A second look at new directories: schedules no further look.
     settle: bool,
+    /// Paths of `check` whose bytes an event says were written: read even
+    /// if their stat matches the index's record.
+    written: BTreeSet<PathBuf>,
 }
 
 fn classify(events: Vec<notify_debouncer_full::DebouncedEvent>) -> Batch {
@@ -302,6 +305,10 @@ fn classify(events: Vec<notify_debouncer_full::DebouncedEvent>) -> Batch {
             }
             EventKind::Remove(_) => {
                 b.removed.extend(ev.paths.iter().cloned());
+                b.check.extend(ev.paths.iter().cloned());
+            }
+            EventKind::Modify(ModifyKind::Data(_)) => {
+                b.written.extend(ev.paths.iter().cloned());
                 b.check.extend(ev.paths.iter().cloned());
             }
             _ => b.check.extend(ev.paths.iter().cloned()),
@@ -863,7 +870,7 @@ fn apply(
     batch: Batch,
     workers: usize,
 ) -> Result<(Vec<PathBuf>, Vec<ingest::Deferred>), StoreError> {
-    let (mut check, removed) = (batch.check, batch.removed);
+    let (mut check, removed, written) = (batch.check, batch.removed, batch.written);
     let (mut dirs, mut deferred) = (Vec::new(), Vec::new());
     for (from, to) in batch.renames {
         rename(store, writer, filter, &from, &to, &mut check)?;
@@ -901,14 +908,17 @@ fn apply(
                         Some(old) if filter.follows(&path, false) => {
                             if queued.insert(path.clone()) {
                                 let fetch_old = writer.sole_name(&old.1.content);
-                                feed.send(writer, Candidate { path, old: Some(old), fetch_old, unverified: true })?;
+                                let written = written.contains(&path);
+                                let c = Candidate { path, old: Some(old), fetch_old, unverified: true, written };
+                                feed.send(writer, c)?;
                             }
                             continue;
                         }
                         _ => {}
                     }
                 }
-                if examine(store, writer, filter, &path, removed.contains(&path), &mut cands)? {
+                let (was_removed, was_written) = (removed.contains(&path), written.contains(&path));
+                if examine(store, writer, filter, &path, was_removed, was_written, &mut cands)? {
                     dirs.push(path);
                     walked.append(&mut cands);
                 }
@@ -1164,6 +1174,7 @@ fn examine(
     filter: &mut Filter,
     path: &Path,
     was_removed: bool,
+    was_written: bool,
     cands: &mut Vec<Candidate>,
 ) -> Result<bool, StoreError> {
     let meta = std::fs::symlink_metadata(path);
@@ -1192,10 +1203,10 @@ fn examine(
     let old = writer.lookup(path)?;
     if is_file && filter.follows(path, false) {
         let m = meta.expect("is_file implies metadata");
-        let stat = Stat::of(&m);
-        if !old.as_ref().is_some_and(|(_, rec)| stat.matches(rec)) {
-            let fetch_old = old.as_ref().is_some_and(|(_, rec)| writer.sole_name(&rec.content));
-            cands.push(Candidate { path: path.to_path_buf(), old, fetch_old, unverified: false });
+        let fetch_old = old.as_ref().is_some_and(|(_, rec)| writer.sole_name(&rec.content));
+        let c = Candidate { path: path.to_path_buf(), old, fetch_old, unverified: false, written: was_written };
+        if !c.unchanged(&Stat::of(&m)) {
+            cands.push(c);
         }
         return Ok(false);
     }
@@ -1218,7 +1229,7 @@ fn examine(
                             let old = writer.lookup(&p)?;
                             if !old.as_ref().is_some_and(|(_, rec)| stat.matches(rec)) {
                                 let fetch_old = old.as_ref().is_some_and(|(_, rec)| writer.sole_name(&rec.content));
-                                cands.push(Candidate { path: p, old, fetch_old, unverified: false });
+                                cands.push(Candidate { path: p, old, fetch_old, unverified: false, written: false });
                             }
                         }
                     }

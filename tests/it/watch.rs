@@ -178,6 +178,31 @@ fn a_file_saved_in_several_writes_is_read_once() {
     assert_eq!(changed() - before, 1, "five writes, one read");
 }
 
+/// An edit that keeps a file's size and sets its mtime back (`touch -r`, a
+/// tool restoring timestamps, or two writes within one tick of the file
+/// system's clock) leaves the stat the index compares as it was: the write
+/// event says the bytes changed, and the daemon reads them.
+#[test]
+fn a_write_that_leaves_the_stat_as_it_was_is_read() {
+    use std::io::{Seek, Write};
+    let env = Env::new();
+    let a = env.write("a.txt", text(1, 300));
+    env.write("b.txt", text(1, 300));
+    let _daemon = start(&env);
+    converges(&env, "start");
+    let before = std::fs::metadata(&a).unwrap();
+    let mut f = std::fs::OpenOptions::new().write(true).open(&a).unwrap();
+    f.seek(std::io::SeekFrom::Start(100)).unwrap();
+    f.write_all(b"XXXX").unwrap();
+    f.set_modified(before.modified().unwrap()).unwrap();
+    drop(f);
+    let after = std::fs::metadata(&a).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    let stat = |m: &std::fs::Metadata| (m.len(), m.mtime(), m.mtime_nsec(), m.ino());
+    assert_eq!(stat(&after), stat(&before), "the edit left size, mtime and inode as they were");
+    converges(&env, "an edit with its mtime set back");
+}
+
 /// An index kept inside the tree it watches (the default index under
 /// `~/.local/share` when `~` is a root): the daemon's own writes there are
 /// no files to follow and do not wake it, and a file moved into or out of
