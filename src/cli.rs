@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use crate::analysis::{cache, marks, AnalysisParams};
 use crate::chunker::ChunkParams;
 use crate::control::{self, Request};
+use crate::fingerprint::WholeFrom;
 use crate::ingest::{self, IndexOptions, Summary};
 use crate::query;
 use crate::report::{self, View};
@@ -78,6 +79,37 @@ pub struct ScanArgs {
     /// Keep at most this many lost-and-found records (the newest)
     #[arg(long, value_name = "N", default_value_t = 100_000)]
     pub keep_history: usize,
+    /// Files this large are indexed whole: identical copies and similar
+    /// words are found, but no chunk list is kept, which bounds memory
+    /// (e.g. 4GiB, 512M; at least 16MiB)
+    #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = parse_whole_from)]
+    pub whole_from: WholeFrom,
+}
+
+/// A size in bytes with an optional binary suffix (K, M, G, T, with or
+/// without `iB`/`B`, any case): 1GiB, 512M, 16777216.
+fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (n, unit) = t.split_at(digits);
+    let n: u64 = n.parse().map_err(|_| format!("{s}: not a size (e.g. 1GiB, 512M, 16777216)"))?;
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        _ => return Err(format!("{s}: not a size (e.g. 1GiB, 512M, 16777216)")),
+    };
+    n.checked_mul(1 << shift).ok_or_else(|| format!("{s}: too large"))
+}
+
+fn parse_whole_from(s: &str) -> Result<WholeFrom, String> {
+    let n = parse_size(s)?;
+    if n < WholeFrom::MIN {
+        return Err(format!("{s}: at least {} (16MiB)", WholeFrom::MIN));
+    }
+    Ok(WholeFrom(n))
 }
 
 impl ScanArgs {
@@ -95,6 +127,7 @@ impl ScanArgs {
             retention: ingest::Retention { max_age_days: self.keep_history_days, max_records: self.keep_history },
             tolerate_missing: false,
             interrupt: None,
+            whole_from: self.whole_from,
         }
     }
 }
@@ -829,6 +862,14 @@ fn print_summary(out: &mut impl Write, s: &Summary) -> std::io::Result<()> {
         count(s.new_contents, "new content"),
         human_bytes(s.bytes_unchanged)
     )?;
+    if s.whole > 0 {
+        writeln!(
+            out,
+            "  {} at least --whole-from's size: read whole, with no chunk list (identical copies and \
+             similar words are found; shared chunks are not)",
+            count(s.whole, "file")
+        )?;
+    }
     if let Some(rss) = peak_rss_bytes() {
         writeln!(out, "  peak memory {}", human_bytes(rss))?;
     }
@@ -852,6 +893,7 @@ fn summary_json(s: &Summary) -> serde_json::Value {
         "bytes_read": s.bytes_read,
         "bytes_unchanged": s.bytes_unchanged,
         "new_contents": s.new_contents,
+        "whole_files": s.whole,
         "seconds": s.elapsed.as_secs_f64(),
         "peak_rss_bytes": peak_rss_bytes(),
     })

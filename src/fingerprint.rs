@@ -86,12 +86,41 @@ pub struct ChunkRun {
     pub count: u32,
 }
 
+/// Contents of at least this many bytes are indexed whole: their content
+/// hash (so identical copies are found) and their word sketch (so similar
+/// files are, by their words), but no chunk list, which would take memory
+/// in proportion to the file (~140 bytes a chunk while it is written, one
+/// WriteBatch per file: a 10 GiB file would hold ~1.4 GB). The content
+/// hash is the same either way: every chunk is still cut and hashed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WholeFrom(pub u64);
+
+impl WholeFrom {
+    /// The least that may be asked for: smaller contents are read whole
+    /// into one buffer, and a 16 MiB content's chunk list takes ~2 MB.
+    pub const MIN: u64 = 16 << 20;
+
+    /// Whether a content of `size` bytes keeps no chunk list.
+    pub fn applies(self, size: u64) -> bool {
+        size >= self.0
+    }
+}
+
+impl Default for WholeFrom {
+    /// 1 GiB: at most ~150 MB of memory for one file's chunk list and
+    /// batch, against a first index's ~85 MB for a whole document tree.
+    fn default() -> Self {
+        WholeFrom(1 << 30)
+    }
+}
+
 /// What one read of a file yields.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Fingerprint {
     pub content: ContentHash,
     pub size: u64,
-    /// The file's chunks in order, consecutive repeats merged.
+    /// The file's chunks in order, consecutive repeats merged; empty for a
+    /// content indexed whole ([`WholeFrom`]).
     pub runs: Vec<ChunkRun>,
     /// A sample of its word shingles; None when it was not made because the
     /// index already held the content's record, which has it (`known`).
@@ -113,11 +142,14 @@ struct Builder {
     /// None while the sketch is deferred to the end (the whole content is in
     /// the buffer).
     shingles: Option<Shingler>,
+    /// Once the content reaches this size its chunk list is dropped and no
+    /// more is kept.
+    whole_from: WholeFrom,
 }
 
 impl Builder {
-    fn new() -> Self {
-        Builder { content: Md5::new(), size: 0, runs: Vec::new(), shingles: Some(Shingler::new()) }
+    fn new(whole_from: WholeFrom) -> Self {
+        Builder { content: Md5::new(), size: 0, runs: Vec::new(), shingles: Some(Shingler::new()), whole_from }
     }
 
     /// Adds the chunks in order, their MD5s computed side by side.
@@ -138,6 +170,12 @@ impl Builder {
         self.content.update(id.0);
         self.content.update(len.to_be_bytes());
         self.size += chunk.len() as u64;
+        if self.whole_from.applies(self.size) {
+            if !self.runs.is_empty() {
+                self.runs = Vec::new();
+            }
+            return;
+        }
         let key = id.key();
         match self.runs.last_mut() {
             Some(last) if last.key == key && last.len == len && last.count < u32::MAX => last.count += 1,
@@ -200,7 +238,7 @@ pub fn fingerprint_many(
         .zip(ends)
         .map(|(&data, end)| {
             // The sketch is deferred to the end, as for any whole content.
-            let mut b = Builder { shingles: None, ..Builder::new() };
+            let mut b = Builder { shingles: None, ..Builder::new(WholeFrom(u64::MAX)) };
             for (chunk, id) in chunks[start..end].iter().zip(&ids[start..end]) {
                 b.push(chunk, ChunkId(*id));
             }
@@ -212,8 +250,13 @@ pub fn fingerprint_many(
 
 /// Fingerprints a stream with one fixed [`READ_BUF`] buffer, reading it
 /// exactly once. `buf` is reused between calls.
-pub fn fingerprint_reader<R: Read>(reader: R, params: &ChunkParams, buf: &mut Vec<u8>) -> io::Result<Fingerprint> {
-    fingerprint_reader_sized(reader.take(u64::MAX), params, buf, READ_BUF, &|_| false)
+pub fn fingerprint_reader<R: Read>(
+    reader: R,
+    params: &ChunkParams,
+    whole_from: WholeFrom,
+    buf: &mut Vec<u8>,
+) -> io::Result<Fingerprint> {
+    fingerprint_reader_sized(reader.take(u64::MAX), params, whole_from, buf, READ_BUF, &|_| false)
 }
 
 /// [`fingerprint_reader`] for a file whose size was just stat'ed: reads at
@@ -230,10 +273,11 @@ pub fn fingerprint_file(
     file: impl Read,
     size: u64,
     params: &ChunkParams,
+    whole_from: WholeFrom,
     buf: &mut Vec<u8>,
     known: &dyn Fn(&ContentHash) -> bool,
 ) -> io::Result<Fingerprint> {
-    fingerprint_reader_sized(file.take(size), params, buf, READ_BUF, known)
+    fingerprint_reader_sized(file.take(size), params, whole_from, buf, READ_BUF, known)
 }
 
 /// [`fingerprint_reader`] with a given buffer size (at least two maximal
@@ -241,6 +285,7 @@ pub fn fingerprint_file(
 fn fingerprint_reader_sized<R: Read>(
     mut reader: io::Take<R>,
     params: &ChunkParams,
+    whole_from: WholeFrom,
     buf: &mut Vec<u8>,
     size: usize,
     known: &dyn Fn(&ContentHash) -> bool,
@@ -250,7 +295,7 @@ fn fingerprint_reader_sized<R: Read>(
     if buf.len() != cap {
         buf.resize(cap, 0);
     }
-    let mut b = Builder::new();
+    let mut b = Builder::new(whole_from);
     let mut ids: Vec<[u8; 16]> = Vec::new();
     let mut filled = 0usize;
     let mut eof = false;
@@ -348,17 +393,60 @@ mod tests {
             true
         };
         // Fits in the buffer: the index is asked by content hash, and has it.
-        let fp = fingerprint_reader_sized((&data[..]).take(u64::MAX), &p, &mut Vec::new(), READ_BUF, &known).unwrap();
+        let fp = fingerprint_reader_sized(
+            (&data[..]).take(u64::MAX),
+            &p,
+            WholeFrom::default(),
+            &mut Vec::new(),
+            READ_BUF,
+            &known,
+        )
+        .unwrap();
         assert_eq!((fp.content, &fp.runs, &fp.sketch), (fresh.content, &fresh.runs, &None));
         assert_eq!(asked.get(), Some(fresh.content));
         // A content the index lacks is sketched.
-        let fp = fingerprint_reader_sized((&data[..]).take(u64::MAX), &p, &mut Vec::new(), READ_BUF, &|_| false);
+        let fp = fingerprint_reader_sized(
+            (&data[..]).take(u64::MAX),
+            &p,
+            WholeFrom::default(),
+            &mut Vec::new(),
+            READ_BUF,
+            &|_| false,
+        );
         assert_eq!(fp.unwrap(), fresh);
         // Streamed through a smaller buffer: sketched as it is read, no lookup.
         asked.set(None);
-        let fp = fingerprint_reader_sized((&data[..]).take(u64::MAX), &p, &mut Vec::new(), 8192, &known).unwrap();
+        let fp = fingerprint_reader_sized(
+            (&data[..]).take(u64::MAX),
+            &p,
+            WholeFrom::default(),
+            &mut Vec::new(),
+            8192,
+            &known,
+        )
+        .unwrap();
         assert_eq!(fp, fresh);
         assert_eq!(asked.get(), None);
+    }
+
+    #[test]
+    fn a_content_indexed_whole_keeps_its_hash_and_sketch_and_no_chunk_list() {
+        let p = ChunkParams::default();
+        let data: Vec<u8> =
+            (0..300_000u32).flat_map(|i| format!("w{} ", i.wrapping_mul(2_654_435_761) % 9973).into_bytes()).collect();
+        let read = |whole_from: u64, step: usize| {
+            let r = (&data[..]).take(u64::MAX);
+            fingerprint_reader_sized(r, &p, WholeFrom(whole_from), &mut Vec::new(), step, &|_| false).unwrap()
+        };
+        let chunked = read(u64::MAX, READ_BUF);
+        assert!(chunked.runs.len() > 100);
+        for (whole_from, step) in [(data.len() as u64, READ_BUF), (data.len() as u64 / 3, 8192), (1, 8192)] {
+            let whole = read(whole_from, step);
+            assert!(whole.runs.is_empty(), "whole from {whole_from}: no chunk list");
+            assert_eq!((whole.content, whole.size, &whole.sketch), (chunked.content, chunked.size, &chunked.sketch));
+        }
+        // One byte short of the limit: chunked.
+        assert_eq!(read(data.len() as u64 + 1, 8192), chunked);
     }
 
     proptest! {
@@ -392,7 +480,7 @@ mod tests {
             let p = ChunkParams::for_average(128).unwrap();
             let mut buf = Vec::new();
             let streamed =
-                fingerprint_reader_sized(Trickle { data: &data, step }.take(u64::MAX), &p, &mut buf, size, &|_| false)
+                fingerprint_reader_sized(Trickle { data: &data, step }.take(u64::MAX), &p, WholeFrom::default(), &mut buf, size, &|_| false)
                     .unwrap();
             prop_assert_eq!(streamed, fingerprint_bytes(&data, &p));
         }

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::bounded;
 
-use crate::fingerprint::{fingerprint_file, fingerprint_many, ContentHash, Fingerprint};
+use crate::fingerprint::{fingerprint_file, fingerprint_many, ContentHash, Fingerprint, WholeFrom};
 use crate::scan::{self, is_under, path_bytes, Candidate, SkipReason, Stat, WalkOptions};
 use crate::store::{
     Batch, ChunkContents, ContentById, ContentChunks, ContentId, ContentNames, ContentRecord, Counts, FileId,
@@ -67,6 +67,8 @@ pub struct IndexOptions {
     /// is written and flushed, nothing is recorded as removed, and the
     /// next run goes on from there.
     pub interrupt: Option<Arc<AtomicBool>>,
+    /// Contents this large keep no chunk list.
+    pub whole_from: WholeFrom,
 }
 
 /// Lost-and-found retention: history records older than `max_age_days`, and
@@ -117,6 +119,8 @@ pub struct Summary {
     pub bytes_read: u64,
     pub bytes_unchanged: u64,
     pub new_contents: u64,
+    /// Files read whole ([`WholeFrom`]): no chunk list kept.
+    pub whole: u64,
     pub elapsed: Duration,
 }
 
@@ -182,7 +186,7 @@ pub fn index(store: &Store, opts: &IndexOptions) -> Result<Summary, IngestError>
     let start = Instant::now();
     let RunRoots { roots, missing, remembered, walk: walk_opts } = run_roots(store, opts)?;
 
-    let mut writer = Writer::new(store)?;
+    let mut writer = Writer::new(store)?.whole_from(opts.whole_from);
     writer.remember_roots(&roots, remembered)?;
     let known = scan::Known::load(store, writer.counts.files)?;
 
@@ -194,7 +198,7 @@ pub fn index(store: &Store, opts: &IndexOptions) -> Result<Summary, IngestError>
     let mut summary = Summary { roots: roots.clone(), missing_roots: missing.clone(), ..Summary::default() };
     let held = Held::default();
     let mut walked = std::thread::scope(|s| -> Result<scan::WalkOutcome, IngestError> {
-        let rules = ReaderRules { stop: opts.interrupt.as_deref(), defer_from: None };
+        let rules = ReaderRules { stop: opts.interrupt.as_deref(), defer_from: None, whole_from: opts.whole_from };
         spawn_readers(s, store, &held, workers, cand_rx, out_tx, rules);
         let walker = s.spawn(|| {
             let r = scan::walk(store, &roots, &walk_opts, scan::Records::Ready(&known), &cand_tx);
@@ -499,7 +503,7 @@ pub fn prewalk(store: &Store, opts: &IndexOptions) -> Result<Prewalk, IngestErro
 /// records the files gone, as [`index`] would.
 pub fn index_prewalked(store: &Store, opts: &IndexOptions, pre: Prewalked) -> Result<Summary, IngestError> {
     let Prewalked { start, roots, walked, candidates } = pre;
-    let mut writer = Writer::new(store)?;
+    let mut writer = Writer::new(store)?.whole_from(opts.whole_from);
     let mut summary = Summary { roots: roots.clone(), ..Summary::default() };
     let workers = if opts.workers == 0 { available_cores() } else { opts.workers };
     ingest_candidates(&mut writer, candidates, workers, &mut summary, &|| opts.stopping())?;
@@ -602,7 +606,8 @@ pub fn ingest_with<'s, T>(
     let (out_tx, out_rx) = bounded::<Outcome>(QUEUE);
     let held = Held::default();
     std::thread::scope(|s| {
-        spawn_readers(s, store, &held, workers.max(1), cand_rx, out_tx, ReaderRules { stop: None, defer_from });
+        let rules = ReaderRules { stop: None, defer_from, whole_from: writer.whole_from };
+        spawn_readers(s, store, &held, workers.max(1), cand_rx, out_tx, rules);
         let mut f = Feed {
             tx: Some(cand_tx),
             rx: out_rx,
@@ -706,6 +711,7 @@ impl Background {
         s: &'scope std::thread::Scope<'scope, 'env>,
         store: &'env Store,
         threads: usize,
+        whole_from: WholeFrom,
     ) -> Background {
         let (tx, jobs) = crossbeam_channel::unbounded::<(Opened, Arc<AtomicBool>)>();
         let (done, rx) = crossbeam_channel::unbounded::<Outcome>();
@@ -717,7 +723,7 @@ impl Background {
                 // No memo of known contents: large files are few.
                 let known = |c: &ContentHash| store.contains::<ContentChunks>(c).ok();
                 while let Ok((opened, given_up)) = jobs.recv() {
-                    let mut outcome = read_opened(opened, &params, &mut buf, &known, Some(&given_up));
+                    let mut outcome = read_opened(opened, &params, whole_from, &mut buf, &known, Some(&given_up));
                     // Given up (the file was removed or renamed, or the
                     // daemon stops): what was read says nothing.
                     if given_up.load(Ordering::Relaxed) {
@@ -803,6 +809,7 @@ struct ReaderRules<'a> {
     /// Files of this many bytes or more are sent back unread
     /// ([`Outcome::Deferred`]).
     defer_from: Option<u64>,
+    whole_from: WholeFrom,
 }
 
 /// Starts `workers` threads that read candidates from `rx` and send what
@@ -818,7 +825,7 @@ fn spawn_readers<'scope, 'env>(
     tx: crossbeam_channel::Sender<Outcome>,
     rules: ReaderRules<'env>,
 ) {
-    let ReaderRules { stop, defer_from } = rules;
+    let ReaderRules { stop, defer_from, whole_from } = rules;
     let params = *store.params();
     let stopped = move || stop.is_some_and(|s| s.load(Ordering::Relaxed));
     for _ in 0..workers {
@@ -880,14 +887,14 @@ fn spawn_readers<'scope, 'env>(
                 if opened.before.len() > SMALL_FILE {
                     // A stopped run leaves a large file half read, and what
                     // was read goes nowhere (the writer takes no more).
-                    let outcome = read_opened(opened, &params, &mut buf, &known, stop);
+                    let outcome = read_opened(opened, &params, whole_from, &mut buf, &known, stop);
                     if stopped() || !send(outcome) {
                         break;
                     }
                     continue;
                 }
                 if let Some(cand) = small.read(opened) {
-                    if !send(read_candidate(cand, &params, &mut buf, &known)) {
+                    if !send(read_candidate(cand, &params, whole_from, &mut buf, &known)) {
                         break;
                     }
                 }
@@ -983,7 +990,7 @@ impl SmallFiles {
                 Ok(outcome) => outcome,
                 Err(cand) => {
                     tracing::debug!("{}: changed while being read, reading again", cand.path.display());
-                    read_candidate(cand, params, buf, known)
+                    read_candidate(cand, params, WholeFrom::default(), buf, known)
                 }
             })
             .collect();
@@ -1207,11 +1214,12 @@ fn settle(o: Opened, fp: Fingerprint, answer: Option<bool>) -> Result<Outcome, C
 fn read_candidate(
     cand: Candidate,
     params: &crate::chunker::ChunkParams,
+    whole_from: WholeFrom,
     buf: &mut Vec<u8>,
     known: &dyn Fn(&ContentHash) -> Option<bool>,
 ) -> Outcome {
     match open_candidate(cand) {
-        Opening::Ready(o) => read_opened(o, params, buf, known, None),
+        Opening::Ready(o) => read_opened(o, params, whole_from, buf, known, None),
         Opening::Said(outcome) => outcome,
     }
 }
@@ -1237,6 +1245,7 @@ impl std::io::Read for Stoppable<'_> {
 fn read_opened(
     mut o: Opened,
     params: &crate::chunker::ChunkParams,
+    whole_from: WholeFrom,
     buf: &mut Vec<u8>,
     known: &dyn Fn(&ContentHash) -> Option<bool>,
     stop: Option<&AtomicBool>,
@@ -1251,10 +1260,11 @@ fn read_opened(
             answer.set(a);
             a.unwrap_or(false)
         };
-        let fp = match fingerprint_file(Stoppable { file: &o.file, stop }, o.before.len(), params, buf, &ask) {
-            Ok(fp) => fp,
-            Err(e) => return Outcome::Skip { cand: o.cand, reason: SkipReason::Unreadable, detail: e.to_string() },
-        };
+        let fp =
+            match fingerprint_file(Stoppable { file: &o.file, stop }, o.before.len(), params, whole_from, buf, &ask) {
+                Ok(fp) => fp,
+                Err(e) => return Outcome::Skip { cand: o.cand, reason: SkipReason::Unreadable, detail: e.to_string() },
+            };
         let cand = match settle(o, fp, answer.get()) {
             Ok(outcome) => return outcome,
             Err(cand) => cand,
@@ -1320,6 +1330,8 @@ pub struct Writer<'s> {
     /// Names as committed: made on first use after each commit (a probe
     /// sees the index as it was when made).
     probe: std::cell::RefCell<Option<NameProbe<'s>>>,
+    /// What the readers of [`ingest_with`] keep no chunk list of.
+    whole_from: WholeFrom,
     /// The daemon's copy of every file record by path, as the index holds
     /// them with the open group written ([`Writer::keeping_paths`]): its
     /// lookups are then hash probes, where two RocksDB point lookups a path
@@ -1489,7 +1501,15 @@ impl<'s> Writer<'s> {
             group_files: GROUP_FILES,
             large_reads: None,
             linked_reads: None,
+            whole_from: WholeFrom::default(),
         })
+    }
+
+    /// Files read for this writer from now on keep no chunk list from this
+    /// size on ([`WholeFrom`]).
+    pub fn whole_from(mut self, whole_from: WholeFrom) -> Self {
+        self.whole_from = whole_from;
+        self
     }
 
     /// Keeps lists of the files this writer writes after reading them that
@@ -1626,6 +1646,7 @@ impl<'s> Writer<'s> {
         match outcome {
             Outcome::Read { cand, stat, fp, unseen, old_record } => {
                 summary.bytes_read += fp.size;
+                summary.whole += u64::from(fp.runs.is_empty() && fp.size > 0);
                 if let Some(log) = self.large_reads.as_mut().filter(|_| fp.size >= LARGE_READ) {
                     log.push((cand.path.clone(), fp.size));
                 }
@@ -2535,7 +2556,14 @@ mod tests {
         let read = |stop: bool| {
             let flag = AtomicBool::new(stop);
             let Opening::Ready(o) = open_candidate(candidate(&p)) else { panic!("not opened") };
-            read_opened(o, &ChunkParams::default(), &mut Vec::new(), &|_| Some(false), Some(&flag))
+            read_opened(
+                o,
+                &ChunkParams::default(),
+                WholeFrom::default(),
+                &mut Vec::new(),
+                &|_| Some(false),
+                Some(&flag),
+            )
         };
         assert!(matches!(read(false), Outcome::Read { .. }));
         let Outcome::Skip { reason, detail, .. } = read(true) else { panic!("read to the end") };
@@ -2546,7 +2574,10 @@ mod tests {
     fn a_file_gone_before_it_is_read_is_vanished() {
         let tmp = tempfile::tempdir().unwrap();
         let p = tmp.path().join("gone.txt");
-        let out = read_candidate(candidate(&p), &ChunkParams::default(), &mut Vec::new(), &|_| Some(false));
+        let out =
+            read_candidate(candidate(&p), &ChunkParams::default(), WholeFrom::default(), &mut Vec::new(), &|_| {
+                Some(false)
+            });
         assert!(matches!(out, Outcome::Vanished { .. }));
     }
 
@@ -2555,11 +2586,17 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let fifo = tmp.path().join("was-a-file");
         assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
-        let out = read_candidate(candidate(&fifo), &ChunkParams::default(), &mut Vec::new(), &|_| Some(false));
+        let out =
+            read_candidate(candidate(&fifo), &ChunkParams::default(), WholeFrom::default(), &mut Vec::new(), &|_| {
+                Some(false)
+            });
         assert!(matches!(out, Outcome::Skip { reason: SkipReason::Special, .. }));
         let link = tmp.path().join("link");
         std::os::unix::fs::symlink(&fifo, &link).unwrap();
-        let out = read_candidate(candidate(&link), &ChunkParams::default(), &mut Vec::new(), &|_| Some(false));
+        let out =
+            read_candidate(candidate(&link), &ChunkParams::default(), WholeFrom::default(), &mut Vec::new(), &|_| {
+                Some(false)
+            });
         assert!(matches!(out, Outcome::Skip { reason: SkipReason::Symlink, .. }));
     }
 
@@ -2591,7 +2628,7 @@ mod tests {
             });
             let mut buf = Vec::new();
             for _ in 0..5 {
-                match read_candidate(candidate(&p), &params, &mut buf, &|_| Some(false)) {
+                match read_candidate(candidate(&p), &params, WholeFrom::default(), &mut buf, &|_| Some(false)) {
                     Outcome::Read { fp, .. } => assert!(fps.contains(&fp), "indexed a mix of two versions"),
                     Outcome::Skip { reason, .. } => assert_eq!(reason, SkipReason::KeptChanging),
                     Outcome::Vanished { .. } => panic!("the file never vanished"),

@@ -106,7 +106,9 @@ pub fn similar(
     all: bool,
     limit: usize,
 ) -> Result<Similar, QueryError> {
-    let fp = fingerprint_reader(reader, store.params(), &mut Vec::new()).map_err(QueryError::Read)?;
+    // A query as large as the index's whole files is read as they were.
+    let whole_from = crate::fingerprint::WholeFrom::default();
+    let fp = fingerprint_reader(reader, store.params(), whole_from, &mut Vec::new()).map_err(QueryError::Read)?;
     // Nothing is known to `fingerprint_reader`: it always sketches.
     let query =
         ContentRecord { id: ContentId::default(), size: fp.size, runs: fp.runs, sketch: fp.sketch.unwrap_or_default() };

@@ -389,7 +389,10 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
     // files are read and staged (ingest::Committer).
     std::thread::scope(|scope| {
         let committer = ingest::Committer::spawn(scope, store);
-        let new_writer = || Writer::keeping_paths(store).map(|w| w.with_committer(committer.clone()).logging_reads());
+        let new_writer = || {
+            Writer::keeping_paths(store)
+                .map(|w| w.with_committer(committer.clone()).logging_reads().whole_from(opts.index.whole_from))
+        };
         let mut writer = new_writer()?;
         // The ignore files of every directory holding an indexed file, read
         // now rather than at the first event in each (three stats a directory:
@@ -416,7 +419,7 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
         let mut ignores_changed: Option<Instant> = None;
         let mut holds = Holds::default();
         // Large files are read beside the batches, and written once read.
-        let mut background = ingest::Background::spawn(scope, store, workers);
+        let mut background = ingest::Background::spawn(scope, store, workers, opts.index.whole_from);
         // Paths to compare with the index again: a large file's read that
         // the file outdated, or a file asked for while it was being read.
         let mut look_again: BTreeSet<PathBuf> = BTreeSet::new();

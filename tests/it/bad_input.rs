@@ -6,7 +6,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command as Std;
 
-use super::{is_root, path_of, text, Env};
+use super::{is_root, noise, path_of, text, Env};
 use simd::store::{Access, Store};
 
 #[test]
@@ -113,6 +113,53 @@ fn empty_files_and_a_two_gigabyte_sparse_file_index_in_bounded_memory() {
     let st: serde_json::Value =
         serde_json::from_slice(&env.simd().args(["--format", "json", "status"]).output().unwrap().stdout).unwrap();
     assert_eq!((st["files"].as_u64(), st["contents"].as_u64()), (Some(3), Some(2)));
+}
+
+/// A file of `--whole-from`'s size or more keeps no chunk list (whose
+/// memory grows with the file): its copies are still one identical set and
+/// an edited version is still found, by its words; the summary says how
+/// many files were read so, and the index stays consistent. Memory: a
+/// 2 GiB random file took 255 MB with its chunk list, 62 MB read whole
+/// (`docs/performance.md`).
+#[test]
+fn files_past_whole_from_are_matched_whole_without_a_chunk_list() {
+    use simd::store::ContentChunks;
+    let env = Env::new();
+    let body = noise(7, 20 << 20);
+    env.write("big.bin", &body);
+    env.write("copy/big.bin", &body);
+    let mut edited = body.clone();
+    edited[10 << 20..(10 << 20) + 4096].fill(b'x');
+    env.write("edited.bin", &edited);
+    env.write("small.txt", text(1, 300));
+    let out = env.simd().args(["--format", "json", "index", "--whole-from", "16MiB"]).arg(&env.root).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((s["new"].as_u64(), s["whole_files"].as_u64()), (Some(4), Some(3)), "{s:#}");
+    env.check();
+    {
+        let store = env.open();
+        let records: Vec<_> = store.scan::<ContentChunks>().map(|r| r.unwrap().1).collect();
+        let whole = records.iter().filter(|r| r.runs.is_empty() && r.size > 0).count();
+        assert_eq!((records.len(), whole), (3, 2), "the two large contents keep no chunk list");
+    }
+    let r = env.json(&["report"]);
+    let sets = r["identical"].as_array().unwrap();
+    assert_eq!((sets.len(), sets[0]["copies"].as_u64()), (1, Some(2)), "{r:#}");
+    let clusters = r["clusters"].as_array().unwrap();
+    assert_eq!(clusters.len(), 1, "the edited version, by its words: {r:#}");
+    let link = &clusters[0]["links"][0];
+    assert_eq!(link["common"].as_u64(), Some(0), "no chunk list, no chunks in common: {link}");
+    assert!(link["words"]["resemblance"].as_f64().unwrap() > 0.9, "{link}");
+    // The text summary says what was done and why.
+    env.write("later.bin", noise(8, 17 << 20));
+    let out = env.simd().args(["index", "--whole-from", "16M"]).arg(&env.root).assert().success();
+    let text = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    assert!(text.contains("1 file at least --whole-from's size: read whole, with no chunk list"), "{text}");
+    // Below 16 MiB the option is refused, naming the least.
+    let out = env.simd().args(["index", "--whole-from", "1M"]).arg(&env.root).assert().failure();
+    let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(err.contains("1M: at least 16777216 (16MiB)"), "{err}");
 }
 
 #[test]

@@ -203,6 +203,40 @@ fn a_write_that_leaves_the_stat_as_it_was_is_read() {
     converges(&env, "an edit with its mtime set back");
 }
 
+/// The daemon reads a file of `--whole-from`'s size or more (here on its
+/// background readers, as any file of 16 MiB or more) without keeping its
+/// chunk list, as `simd index` does.
+#[test]
+fn the_daemon_reads_files_past_whole_from_without_a_chunk_list() {
+    use simd::store::ContentChunks;
+    let env = Env::new();
+    env.write("a.txt", text(1, 300));
+    let _daemon = {
+        let _starting = LIMITS.read().unwrap_or_else(|p| p.into_inner());
+        spawn(&env, &["--whole-from", "16MiB", env.root.to_str().unwrap()], None, false)
+    };
+    let body = noise(3, 17 << 20);
+    env.write("big.bin", &body);
+    env.write("sub/big-copy.bin", &body);
+    let until = Instant::now() + Duration::from_secs(60);
+    loop {
+        let s = Store::open(&env.db, Access::Read, None).unwrap();
+        let (files, records) = (files_of(&s), s.scan::<ContentChunks>().map(|r| r.unwrap().1).collect::<Vec<_>>());
+        let big: Vec<_> = files.iter().filter(|(p, _)| p.ends_with(b".bin")).map(|(_, c)| c.clone()).collect();
+        if big.len() == 2 {
+            assert_eq!(big[0], big[1], "two copies, one content");
+            let whole: Vec<_> = records.iter().filter(|r| r.size == body.len() as u64).collect();
+            assert_eq!(whole.len(), 1);
+            assert!(whole[0].runs.is_empty(), "no chunk list for a file past --whole-from");
+            break;
+        }
+        assert!(Instant::now() < until, "the large files never reached the live index: {files:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = env.simd().args(["check"]).assert().success();
+    assert!(String::from_utf8_lossy(&out.get_output().stdout).contains("consistent"));
+}
+
 /// An index kept inside the tree it watches (the default index under
 /// `~/.local/share` when `~` is a root): the daemon's own writes there are
 /// no files to follow and do not wake it, and a file moved into or out of
