@@ -368,6 +368,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
                 CsvTable::Links => report::CsvTable::Links,
             };
             let store = Store::open(&db, Access::Read, None)?;
+            warn_if_first_scan(&db);
             let params = thresholds.params()?;
             let under = match under {
                 Some(p) => {
@@ -411,6 +412,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
         }
         Command::Similar { file, thresholds, all, limit } => {
             let store = Store::open(&db, Access::Read, None)?;
+            warn_if_first_scan(&db);
             let params = thresholds.params()?;
             let mut indexed = false;
             let answer = if file.as_os_str() == "-" {
@@ -449,6 +451,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
         }
         Command::Lost { path, limit } => {
             let store = Store::open(&db, Access::Read, None)?;
+            warn_if_first_scan(&db);
             let lexical = crate::lost::lexical(&path).with_context(|| format!("{}", path.display()))?;
             let abs = if crate::lost::knows(&store, &lexical)? {
                 lexical
@@ -827,6 +830,19 @@ fn template(db: &std::path::Path, cmd: TemplateCommand, format: Format, out: &mu
         }
     }
     Ok(())
+}
+
+/// A query answered while the daemon holding the index is still on its
+/// first scan answers from part of the tree: said, so that nobody takes a
+/// partial report for the whole.
+fn warn_if_first_scan(db: &std::path::Path) {
+    if let Some(d) = DaemonState::running(db).filter(|d| !d.ready) {
+        tracing::warn!(
+            "the daemon (pid {}) is still on its first scan of its roots: this answer covers only the files \
+             indexed so far (`simd status` says when it is watching)",
+            d.pid
+        );
+    }
 }
 
 fn print_summary(out: &mut impl Write, s: &Summary) -> std::io::Result<()> {

@@ -316,6 +316,10 @@ fn sigterm_stops_the_daemons_first_scan_with_what_it_read_kept() {
         .spawn()
         .unwrap();
     once_reading(&env);
+    // A report meanwhile answers from the files indexed so far, and says so.
+    let out = env.simd().arg("report").assert().success();
+    let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(err.contains("is still on its first scan of its roots: this answer covers only"), "{err}");
     assert!(sigterm(child).success(), "a stopped daemon exits 0");
     env.check();
     let held = env.files().len() as u64;

@@ -235,6 +235,12 @@ fn the_daemon_reads_files_past_whole_from_without_a_chunk_list() {
     }
     let out = env.simd().args(["check"]).assert().success();
     assert!(String::from_utf8_lossy(&out.get_output().stdout).contains("consistent"));
+    // Past its first scan, a daemon's index is answered from without a word
+    // about scanning (`crash::sigterm_stops_the_daemons_first_scan_...`
+    // sees the warning during one).
+    let out = env.simd().arg("report").assert().success();
+    let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(!err.contains("first scan"), "{err}");
 }
 
 /// An index kept inside the tree it watches (the default index under
