@@ -633,6 +633,7 @@ fn lost_file_json(f: &crate::lost::LostFile) -> serde_json::Value {
         "last_seen_ns": f.last_seen,
         "content": f.content.map(|c| c.to_string()),
         "size": f.size,
+        "moves": f.moves.iter().map(|p| report::JsonPath(p)).collect::<Vec<_>>(),
         "candidates": f.candidates.iter().map(|c| {
             let mut e = serde_json::json!({
                 "kind": c.kind.as_str(),
@@ -693,6 +694,11 @@ fn print_lost_file(out: &mut impl Write, f: &crate::lost::LostFile, indent: &str
         human_ago(ago),
         f.size.map_or(String::new(), |s| format!(", {}", human_bytes(s)))
     )?;
+    if !f.moves.is_empty() {
+        let chain: Vec<String> = f.moves.iter().map(|m| p(m)).collect();
+        let then = if f.content.is_some() { "removed there since" } else { "no longer in the index there" };
+        writeln!(out, "{indent}  moved to {}, {then}", chain.join(" → "))?;
+    }
     if f.candidates.is_empty() {
         writeln!(
             out,

@@ -61,6 +61,10 @@ pub struct LostFile {
     pub last_seen: TimeNs,
     pub content: Option<ContentHash>,
     pub size: Option<u64>,
+    /// The recorded moves followed from the path, in order, when they led
+    /// to no live file: the last place the content was seen under a name
+    /// (removed there when `content` is known, else no longer indexed).
+    pub moves: Vec<Vec<u8>>,
     /// Best first; empty when the content survives nowhere.
     pub candidates: Vec<Candidate>,
 }
@@ -359,5 +363,7 @@ fn answer_file(
         candidates.extend(ranked.into_iter().map(|(_, c)| c));
     }
     candidates.truncate(ctx.limit);
-    Ok(LostFile { path, last_seen, content, size, candidates })
+    // A chain that reached a live file is in that answer's `via`.
+    let moves = if candidates.iter().any(|c| c.kind == Kind::Moved) { Vec::new() } else { via };
+    Ok(LostFile { path, last_seen, content, size, moves, candidates })
 }

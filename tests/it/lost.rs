@@ -92,6 +92,23 @@ fn a_chain_of_moves_ends_at_the_newest_place() {
     assert_eq!(cands.len(), 1, "{r:#}");
     assert_eq!(tail(&cands[0]), "c.txt");
     assert_eq!(tail(&lost(&env, &env.root.join("b.txt"))["files"][0]["candidates"][0]), "c.txt");
+    assert_eq!(r["files"][0]["moves"].as_array().map(Vec::len), Some(0), "the chain is in the answer's via: {r:#}");
+    // The end of the chain removed: no file holds the content, and the
+    // answer says where it went before it was lost.
+    fs::remove_file(env.root.join("c.txt")).unwrap();
+    env.index();
+    let r = lost(&env, &a);
+    let f = &r["files"][0];
+    assert_eq!(f["candidates"].as_array().map(Vec::len), Some(0), "{r:#}");
+    let moves: Vec<String> = f["moves"].as_array().unwrap().iter().map(tail).collect();
+    assert_eq!(moves, ["b.txt", "c.txt"], "{r:#}");
+    let out = env.simd().arg("lost").arg(&a).assert().success();
+    let text = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    let root = env.root.canonicalize().unwrap();
+    let (b, c) = (root.join("b.txt"), root.join("c.txt"));
+    let line = format!("moved to {} → {}, removed there since", b.display(), c.display());
+    assert!(text.contains(&line), "{text}");
+    assert!(text.contains("nothing in the index holds its content"), "{text}");
 }
 
 #[test]
