@@ -884,6 +884,9 @@ fn print_summary(out: &mut impl Write, s: &Summary) -> std::io::Result<()> {
         count(s.new_contents, "new content"),
         human_bytes(s.bytes_unchanged)
     )?;
+    if s.shared > 0 {
+        writeln!(out, "  {} of files read under another name (hard links): not read again", count(s.shared, "name"))?;
+    }
     if s.whole > 0 {
         writeln!(
             out,
@@ -916,6 +919,7 @@ fn summary_json(s: &Summary) -> serde_json::Value {
         "bytes_unchanged": s.bytes_unchanged,
         "new_contents": s.new_contents,
         "whole_files": s.whole,
+        "shared_names": s.shared,
         "seconds": s.elapsed.as_secs_f64(),
         "peak_rss_bytes": peak_rss_bytes(),
     })

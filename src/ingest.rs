@@ -121,6 +121,9 @@ pub struct Summary {
     pub new_contents: u64,
     /// Files read whole ([`WholeFrom`]): no chunk list kept.
     pub whole: u64,
+    /// Names of a file read under another name in this run, not read
+    /// again ([`Linked`]).
+    pub shared: u64,
     pub elapsed: Duration,
 }
 
@@ -138,12 +141,16 @@ enum Outcome {
     /// `old_record`: the record of the file's former content, fetched when
     /// the candidate asked for it ([`Candidate::fetch_old`]) and the
     /// content changed.
+    ///
+    /// `shared`: the fingerprint is another name's of the same file, read
+    /// in this run ([`Linked`]): this name was not read.
     Read {
         cand: Candidate,
         stat: Stat,
         fp: Fingerprint,
         unseen: bool,
         old_record: Option<Box<ContentRecord>>,
+        shared: bool,
     },
     Skip {
         cand: Candidate,
@@ -828,8 +835,9 @@ fn spawn_readers<'scope, 'env>(
     let ReaderRules { stop, defer_from, whole_from } = rules;
     let params = *store.params();
     let stopped = move || stop.is_some_and(|s| s.load(Ordering::Relaxed));
+    let linked = Arc::new(Linked::default());
     for _ in 0..workers {
-        let (rx, tx) = (rx.clone(), tx.clone());
+        let (rx, tx, linked) = (rx.clone(), tx.clone(), linked.clone());
         s.spawn(move || {
             let mut buf = Vec::new();
             let known = |c: &ContentHash| {
@@ -863,7 +871,15 @@ fn spawn_readers<'scope, 'env>(
                         *old_record = store.get::<ContentChunks>(&old.content).ok().flatten().map(Box::new);
                     }
                 }
-                tx.send(outcome).is_ok()
+                let keep = match &outcome {
+                    Outcome::Read { stat, fp, shared: false, .. } if stat.links > 1 => Some((*stat, fp.clone())),
+                    _ => None,
+                };
+                let sent = tx.send(outcome).is_ok();
+                if let Some((stat, fp)) = keep {
+                    linked.keep(stat, fp);
+                }
+                sent
             };
             // Small files read whole and waiting to be fingerprinted
             // together, their bytes one after another in `data`.
@@ -878,6 +894,16 @@ fn spawn_readers<'scope, 'env>(
                         break;
                     }
                 };
+                let stat = Stat::of(&opened.before);
+                if let Some(fp) = (stat.links > 1).then(|| linked.get(&stat)).flatten() {
+                    // Not `unseen`: the writer looks the content up, and
+                    // finds the first name's.
+                    let cand = opened.cand;
+                    if send(Outcome::Read { cand, stat, fp, unseen: false, old_record: None, shared: true }) {
+                        continue;
+                    }
+                    break;
+                }
                 if defer_from.is_some_and(|n| opened.before.len() >= n) {
                     if send(Outcome::Deferred(opened)) {
                         continue;
@@ -1006,6 +1032,44 @@ impl SmallFiles {
 /// scan, and between the daemon's batches), so an entry stays true for as
 /// long as the set lives.
 type Held = std::sync::Mutex<HashSet<ContentHash>>;
+
+/// Fingerprints of files with several names (hard links) read in this run,
+/// by (device, inode), with the stat they were read at: another name of a
+/// file unchanged since takes its fingerprint instead of a read. A tree of
+/// snapshots made with hard links (rsnapshot, `cp -al`) holds each file
+/// under as many names as it has snapshots; read once each, not once a
+/// name. A fingerprint is kept only once its own outcome is sent, so the
+/// writer always has the first name's before another's (the channel keeps
+/// their order), and at most [`LINKED_RUNS`] chunk runs are kept.
+#[derive(Default)]
+struct Linked {
+    map: std::sync::Mutex<HashMap<(u64, u64), (Stat, Fingerprint)>>,
+    runs: std::sync::atomic::AtomicUsize,
+}
+
+/// Bounds [`Linked`]: ~24 MB of chunk runs.
+const LINKED_RUNS: usize = 1 << 20;
+
+impl Linked {
+    /// The fingerprint of another name of this file, if it was read at this stat.
+    fn get(&self, stat: &Stat) -> Option<Fingerprint> {
+        let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        let (at, fp) = map.get(&(stat.dev, stat.inode))?;
+        (at.size == stat.size && at.mtime == stat.mtime).then(|| fp.clone())
+    }
+
+    fn keep(&self, stat: Stat, fp: Fingerprint) {
+        let runs = fp.runs.len();
+        if self.runs.fetch_add(runs, Ordering::Relaxed) + runs > LINKED_RUNS {
+            self.runs.fetch_sub(runs, Ordering::Relaxed);
+            return;
+        }
+        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, old)) = map.insert((stat.dev, stat.inode), (stat, fp)) {
+            self.runs.fetch_sub(old.runs.len(), Ordering::Relaxed);
+        }
+    }
+}
 
 /// Bounds [`Held`] (16 bytes an entry).
 const HELD_MAX: usize = 1 << 18;
@@ -1206,7 +1270,7 @@ fn settle(o: Opened, fp: Fingerprint, answer: Option<bool>) -> Result<Outcome, C
     if !same {
         return Err(o.cand);
     }
-    Ok(Outcome::Read { cand: o.cand, stat, fp, unseen: answer == Some(false), old_record: None })
+    Ok(Outcome::Read { cand: o.cand, stat, fp, unseen: answer == Some(false), old_record: None, shared: false })
 }
 
 /// Reads a candidate once: chunks, fingerprints, and re-stats to make sure
@@ -1644,8 +1708,12 @@ impl<'s> Writer<'s> {
 
     fn apply(&mut self, outcome: Outcome, summary: &mut Summary, progress: &Progress) -> Result<(), StoreError> {
         match outcome {
-            Outcome::Read { cand, stat, fp, unseen, old_record } => {
-                summary.bytes_read += fp.size;
+            Outcome::Read { cand, stat, fp, unseen, old_record, shared } => {
+                if shared {
+                    summary.shared += 1;
+                } else {
+                    summary.bytes_read += fp.size;
+                }
                 summary.whole += u64::from(fp.runs.is_empty() && fp.size > 0);
                 if let Some(log) = self.large_reads.as_mut().filter(|_| fp.size >= LARGE_READ) {
                     log.push((cand.path.clone(), fp.size));
@@ -1731,7 +1799,7 @@ impl<'s> Writer<'s> {
                     return Ok(Some(cand.path));
                 }
                 cand.old = self.lookup(&cand.path)?;
-                let outcome = Outcome::Read { cand, stat, fp, unseen: false, old_record: None };
+                let outcome = Outcome::Read { cand, stat, fp, unseen: false, old_record: None, shared: false };
                 self.apply(outcome, summary, &progress)?;
             }
             // Unreadable after it opened: looked at again as a new event

@@ -4,6 +4,49 @@
 use super::{noise, path_of, text, Env};
 use simd::store::{Access, ContentChunks, History, HistoryRecord, Store};
 
+/// A file with several names (hard links, as snapshot trees made with
+/// `cp -al` or rsnapshot hold every file) is read once a run: its other
+/// names take the fingerprint read under the first, and the summary says
+/// how many were not read. One reader (`--threads 1`) makes the order, and
+/// so the count, exact.
+#[test]
+fn a_file_with_several_names_is_read_once() {
+    let env = Env::new();
+    let body = noise(5, 300_000);
+    let a = env.write("s0/a.bin", &body);
+    for s in ["s1", "s2"] {
+        std::fs::create_dir_all(env.root.join(s)).unwrap();
+        std::fs::hard_link(&a, env.root.join(s).join("a.bin")).unwrap();
+    }
+    env.write("s0/other.txt", text(1, 500));
+    let run = || {
+        let out = env.simd().args(["--format", "json", "index", "--threads", "1"]).arg(&env.root).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let s = run();
+    let other = text(1, 500).len() as u64;
+    assert_eq!((s["new"].as_u64(), s["shared_names"].as_u64()), (Some(4), Some(2)), "{s:#}");
+    assert_eq!(s["bytes_read"].as_u64(), Some(body.len() as u64 + other), "the file's bytes read once: {s:#}");
+    env.check();
+    let files = env.files();
+    let of = |rel: &str| files.iter().find(|(p, _)| p.ends_with(rel.as_bytes())).map(|(_, c)| c.clone()).unwrap();
+    assert!(["s1/a.bin", "s2/a.bin"].iter().all(|r| of(r) == of("s0/a.bin")));
+    // Changed through one name: every name changed, and it is read once.
+    let mut edited = body.clone();
+    edited[1000..1100].fill(b'z');
+    std::fs::write(env.root.join("s1/a.bin"), &edited).unwrap();
+    let s = run();
+    assert_eq!((s["changed"].as_u64(), s["shared_names"].as_u64()), (Some(3), Some(2)), "{s:#}");
+    assert_eq!(s["bytes_read"].as_u64(), Some(edited.len() as u64), "{s:#}");
+    env.check();
+    let files = env.files();
+    let of = |rel: &str| files.iter().find(|(p, _)| p.ends_with(rel.as_bytes())).map(|(_, c)| c.clone()).unwrap();
+    assert!(["s0/a.bin", "s2/a.bin"].iter().all(|r| of(r) == of("s1/a.bin")));
+    let fresh = simd::fingerprint::fingerprint_bytes(&edited, &simd::chunker::ChunkParams::default());
+    assert_eq!(of("s0/a.bin"), fresh.content.to_string(), "the edited content, under every name");
+}
+
 #[test]
 fn first_run_then_nothing_changed_then_one_change() {
     let env = Env::new();
