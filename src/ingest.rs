@@ -872,7 +872,9 @@ fn spawn_readers<'scope, 'env>(
                     }
                 }
                 let keep = match &outcome {
-                    Outcome::Read { stat, fp, shared: false, .. } if stat.links > 1 => Some((*stat, fp.clone())),
+                    Outcome::Read { stat, fp, shared: false, .. } if stat.links > 1 && linked.has_room(fp) => {
+                        Some((*stat, fp.clone()))
+                    }
                     _ => None,
                 };
                 let sent = tx.send(outcome).is_ok();
@@ -894,8 +896,10 @@ fn spawn_readers<'scope, 'env>(
                         break;
                     }
                 };
+                // A name with a write event is read whatever its stat says
+                // (`Candidate::written`), so it takes no other name's read.
                 let stat = Stat::of(&opened.before);
-                if let Some(fp) = (stat.links > 1).then(|| linked.get(&stat)).flatten() {
+                if let Some(fp) = (stat.links > 1 && !opened.cand.written).then(|| linked.get(&stat)).flatten() {
                     // Not `unseen`: the writer looks the content up, and
                     // finds the first name's.
                     let cand = opened.cand;
@@ -926,12 +930,12 @@ fn spawn_readers<'scope, 'env>(
                 }
                 // A batch waits for more files only while more are queued.
                 if (small.full() || rx.is_empty())
-                    && !small.fingerprint(&params, &mut buf, &known).into_iter().all(send)
+                    && !small.fingerprint(&params, whole_from, &mut buf, &known).into_iter().all(send)
                 {
                     break;
                 }
             }
-            small.fingerprint(&params, &mut buf, &known).into_iter().all(send);
+            small.fingerprint(&params, whole_from, &mut buf, &known).into_iter().all(send);
         });
     }
 }
@@ -994,6 +998,7 @@ impl SmallFiles {
     fn fingerprint(
         &mut self,
         params: &crate::chunker::ChunkParams,
+        whole_from: WholeFrom,
         buf: &mut Vec<u8>,
         known: &dyn Fn(&ContentHash) -> Option<bool>,
     ) -> Vec<Outcome> {
@@ -1016,7 +1021,7 @@ impl SmallFiles {
                 Ok(outcome) => outcome,
                 Err(cand) => {
                     tracing::debug!("{}: changed while being read, reading again", cand.path.display());
-                    read_candidate(cand, params, WholeFrom::default(), buf, known)
+                    read_candidate(cand, params, whole_from, buf, known)
                 }
             })
             .collect();
@@ -1056,6 +1061,11 @@ impl Linked {
         let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
         let (at, fp) = map.get(&(stat.dev, stat.inode))?;
         (at.size == stat.size && at.mtime == stat.mtime).then(|| fp.clone())
+    }
+
+    /// Whether `fp` would be kept (spares cloning one that would not).
+    fn has_room(&self, fp: &Fingerprint) -> bool {
+        self.runs.load(Ordering::Relaxed) + fp.runs.len() <= LINKED_RUNS
     }
 
     fn keep(&self, stat: Stat, fp: Fingerprint) {
@@ -2736,7 +2746,7 @@ mod tests {
         std::fs::write(&paths[3], "short").unwrap();
         let Some(again) = small.read(opened) else { panic!("a short read must be handed back") };
         assert_eq!(again.path, paths[3]);
-        let outcomes = small.fingerprint(&params, &mut Vec::new(), &|_| Some(false));
+        let outcomes = small.fingerprint(&params, WholeFrom::default(), &mut Vec::new(), &|_| Some(false));
         assert_eq!(outcomes.len(), 3);
         for (out, p) in outcomes.iter().zip(&paths) {
             let Outcome::Read { cand, fp, unseen, .. } = out else { panic!("{}: not read", p.display()) };
