@@ -392,39 +392,19 @@ mod tests {
             asked.set(Some(*c));
             true
         };
+        let read = |step: usize, known: &dyn Fn(&ContentHash) -> bool| {
+            let r = (&data[..]).take(u64::MAX);
+            fingerprint_reader_sized(r, &p, WholeFrom::default(), &mut Vec::new(), step, known).unwrap()
+        };
         // Fits in the buffer: the index is asked by content hash, and has it.
-        let fp = fingerprint_reader_sized(
-            (&data[..]).take(u64::MAX),
-            &p,
-            WholeFrom::default(),
-            &mut Vec::new(),
-            READ_BUF,
-            &known,
-        )
-        .unwrap();
+        let fp = read(READ_BUF, &known);
         assert_eq!((fp.content, &fp.runs, &fp.sketch), (fresh.content, &fresh.runs, &None));
         assert_eq!(asked.get(), Some(fresh.content));
         // A content the index lacks is sketched.
-        let fp = fingerprint_reader_sized(
-            (&data[..]).take(u64::MAX),
-            &p,
-            WholeFrom::default(),
-            &mut Vec::new(),
-            READ_BUF,
-            &|_| false,
-        );
-        assert_eq!(fp.unwrap(), fresh);
+        assert_eq!(read(READ_BUF, &|_| false), fresh);
         // Streamed through a smaller buffer: sketched as it is read, no lookup.
         asked.set(None);
-        let fp = fingerprint_reader_sized(
-            (&data[..]).take(u64::MAX),
-            &p,
-            WholeFrom::default(),
-            &mut Vec::new(),
-            8192,
-            &known,
-        )
-        .unwrap();
+        let fp = read(8192, &known);
         assert_eq!(fp, fresh);
         assert_eq!(asked.get(), None);
     }
