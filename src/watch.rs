@@ -1206,9 +1206,10 @@ fn examine(
     let old = writer.lookup(path)?;
     if is_file && filter.follows(path, false) {
         let m = meta.expect("is_file implies metadata");
-        let fetch_old = old.as_ref().is_some_and(|(_, rec)| writer.sole_name(&rec.content));
-        let c = Candidate { path: path.to_path_buf(), old, fetch_old, unverified: false, written: was_written };
+        let mut c =
+            Candidate { path: path.to_path_buf(), old, fetch_old: false, unverified: false, written: was_written };
         if !c.unchanged(&Stat::of(&m)) {
+            c.fetch_old = c.old.as_ref().is_some_and(|(_, rec)| writer.sole_name(&rec.content));
             cands.push(c);
         }
         return Ok(false);
