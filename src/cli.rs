@@ -52,15 +52,6 @@ pub enum Format {
     Html,
 }
 
-/// The rows of a CSV report.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum CsvTable {
-    /// One row per name of every identical set and every cluster member (the default)
-    Files,
-    /// One row per link between two members of a cluster
-    Links,
-}
-
 /// What to scan and how, shared by `index` and `watch`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ScanArgs {
@@ -194,7 +185,7 @@ pub enum Command {
         links: usize,
         /// With --format csv: a row per file name of every identical set and cluster, or per link
         #[arg(long, value_enum, value_name = "TABLE")]
-        table: Option<CsvTable>,
+        table: Option<report::CsvTable>,
         /// Write the report to FILE instead of standard output
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
@@ -363,10 +354,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
             if table.is_some() && cli.format != Format::Csv {
                 anyhow::bail!("--table chooses the rows of a csv report; add --format csv");
             }
-            let table = match table.unwrap_or(CsvTable::Files) {
-                CsvTable::Files => report::CsvTable::Files,
-                CsvTable::Links => report::CsvTable::Links,
-            };
+            let table = table.unwrap_or_default();
             let store = Store::open(&db, Access::Read, None)?;
             warn_if_first_scan(&db);
             let params = thresholds.params()?;

@@ -316,13 +316,13 @@ fn csv_field(s: &str) -> String {
     }
 }
 
-/// What a CSV report lists, a row each.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// What a CSV report lists, a row each (`--table`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum CsvTable {
-    /// Every name of every identical set and of every cluster's members.
+    /// One row per name of every identical set and every cluster member (the default)
     #[default]
     Files,
-    /// Every link of every cluster.
+    /// One row per link between two members of a cluster
     Links,
 }
 
