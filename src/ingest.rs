@@ -872,7 +872,7 @@ fn spawn_readers<'scope, 'env>(
                     }
                 }
                 let keep = match &outcome {
-                    Outcome::Read { stat, fp, shared: false, .. } if stat.links > 1 && linked.has_room(fp) => {
+                    Outcome::Read { stat, fp, shared: false, .. } if Linked::shares(stat) && linked.has_room(fp) => {
                         Some((*stat, fp.clone()))
                     }
                     _ => None,
@@ -899,7 +899,7 @@ fn spawn_readers<'scope, 'env>(
                 // A name with a write event is read whatever its stat says
                 // (`Candidate::written`), so it takes no other name's read.
                 let stat = Stat::of(&opened.before);
-                if let Some(fp) = (stat.links > 1 && !opened.cand.written).then(|| linked.get(&stat)).flatten() {
+                if let Some(fp) = (Linked::shares(&stat) && !opened.cand.written).then(|| linked.get(&stat)).flatten() {
                     // Not `unseen`: the writer looks the content up, and
                     // finds the first name's.
                     let cand = opened.cand;
@@ -1056,6 +1056,13 @@ struct Linked {
 const LINKED_RUNS: usize = 1 << 20;
 
 impl Linked {
+    /// Whether a file with this stat has other names to share its read
+    /// with: more than one link, and an inode number that names it (some
+    /// network and FUSE file systems report 0 for every file).
+    fn shares(stat: &Stat) -> bool {
+        stat.links > 1 && stat.inode != 0
+    }
+
     /// The fingerprint of another name of this file, if it was read at this stat.
     fn get(&self, stat: &Stat) -> Option<Fingerprint> {
         let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
