@@ -1730,8 +1730,8 @@ impl<'s> Writer<'s> {
                     summary.shared += 1;
                 } else {
                     summary.bytes_read += fp.size;
+                    summary.whole += u64::from(fp.runs.is_empty() && fp.size > 0);
                 }
-                summary.whole += u64::from(fp.runs.is_empty() && fp.size > 0);
                 if let Some(log) = self.large_reads.as_mut().filter(|_| fp.size >= LARGE_READ) {
                     log.push((cand.path.clone(), fp.size));
                 }
