@@ -203,7 +203,10 @@ pub fn index(store: &Store, opts: &IndexOptions) -> Result<Summary, IngestError>
     let (out_tx, out_rx) = bounded::<Outcome>(QUEUE);
 
     let mut summary = Summary { roots: roots.clone(), missing_roots: missing.clone(), ..Summary::default() };
-    let held = Held::default();
+    // An index that held no content when the writer started: everything
+    // in it from now on is written by this writer, which says what.
+    let held = Arc::new(if writer.fresh { Held::complete() } else { Held::default() });
+    writer.publish_to(held.clone());
     let mut walked = std::thread::scope(|s| -> Result<scan::WalkOutcome, IngestError> {
         let rules = ReaderRules { stop: opts.interrupt.as_deref(), defer_from: None, whole_from: opts.whole_from };
         spawn_readers(s, store, &held, workers, cand_rx, out_tx, rules);
@@ -257,6 +260,8 @@ pub fn index(store: &Store, opts: &IndexOptions) -> Result<Summary, IngestError>
         }
         Ok(walked)
     })?;
+    // The readers are gone; the removal pass below may delete records.
+    writer.publish = None;
     if let Some(e) = std::mem::take(&mut walked.store_errors).into_iter().next() {
         return Err(e.into());
     }
@@ -841,17 +846,12 @@ fn spawn_readers<'scope, 'env>(
         s.spawn(move || {
             let mut buf = Vec::new();
             let known = |c: &ContentHash| {
-                let lock = || held.lock().unwrap_or_else(|p| p.into_inner());
-                if lock().contains(c) {
-                    return Some(true);
+                if let Some(answer) = held.knows(c) {
+                    return Some(answer);
                 }
                 let has = store.contains::<ContentChunks>(c).ok()?;
                 if has {
-                    let mut set = lock();
-                    if set.len() >= HELD_MAX {
-                        set.clear();
-                    }
-                    set.insert(*c);
+                    held.add([*c]);
                 }
                 Some(has)
             };
@@ -1036,7 +1036,53 @@ impl SmallFiles {
 /// Records are never removed while readers run (retention runs after a
 /// scan, and between the daemon's batches), so an entry stays true for as
 /// long as the set lives.
-type Held = std::sync::Mutex<HashSet<ContentHash>>;
+///
+/// A scan of an index that held no content starts it `complete`: its
+/// writer adds every content it writes once the write landed
+/// ([`Writer::publish_to`]), so a content outside the set is not in the
+/// index and the readers ask the index nothing (the lookups, most of them
+/// of contents never seen, were ~4 % of a first index's CPU). The set stops
+/// being complete when it is cleared for its size.
+#[derive(Default)]
+struct Held(std::sync::Mutex<HeldSet>);
+
+#[derive(Default)]
+struct HeldSet {
+    contents: HashSet<ContentHash>,
+    complete: bool,
+}
+
+impl Held {
+    fn complete() -> Held {
+        Held(std::sync::Mutex::new(HeldSet { contents: HashSet::new(), complete: true }))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HeldSet> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether the index holds `content`'s record: `None` when the set
+    /// cannot tell and the index must be asked.
+    fn knows(&self, content: &ContentHash) -> Option<bool> {
+        let set = self.lock();
+        if set.contents.contains(content) {
+            Some(true)
+        } else {
+            set.complete.then_some(false)
+        }
+    }
+
+    fn add(&self, contents: impl IntoIterator<Item = ContentHash>) {
+        let mut set = self.lock();
+        for c in contents {
+            if set.contents.len() >= HELD_MAX {
+                set.contents.clear();
+                set.complete = false;
+            }
+            set.contents.insert(c);
+        }
+    }
+}
 
 /// Fingerprints of files with several names (hard links) read in this run,
 /// by (device, inode), with the stat they were read at: another name of a
@@ -1411,6 +1457,9 @@ pub struct Writer<'s> {
     /// Names as committed: made on first use after each commit (a probe
     /// sees the index as it was when made).
     probe: std::cell::RefCell<Option<NameProbe<'s>>>,
+    /// Told of every content record this writer wrote, once written
+    /// ([`Held`]).
+    publish: Option<Arc<Held>>,
     /// What the readers of [`ingest_with`] keep no chunk list of.
     whole_from: WholeFrom,
     /// The daemon's copy of every file record by path, as the index holds
@@ -1573,6 +1622,7 @@ impl<'s> Writer<'s> {
             dropped: HashSet::new(),
             fresh,
             memo_whole: true,
+            publish: None,
             probe: Default::default(),
             paths: None,
             names: None,
@@ -1884,6 +1934,11 @@ impl<'s> Writer<'s> {
     /// Forgets what only one scan needs (the ids of files written, for its
     /// removal pass, and the gained/dropped memo): a long-lived writer calls
     /// this between batches so that its memory stays flat.
+    /// Tells `held` of every content record written from now on.
+    fn publish_to(&mut self, held: Arc<Held>) {
+        self.publish = Some(held);
+    }
+
     pub fn forget_touched(&mut self) {
         self.touched.clear();
         self.gained.clear();
@@ -2117,6 +2172,9 @@ impl<'s> Writer<'s> {
     /// A group's write came back: on success the in-memory totals follow.
     fn landed(&mut self, group: InFlight, written: Result<(), StoreError>) -> Result<(), StoreError> {
         written?;
+        if let Some(held) = &self.publish {
+            held.add(group.records.into_keys());
+        }
         *self.probe.get_mut() = None;
         self.counts = group.counts;
         self.next_id = group.next_id;
@@ -2528,6 +2586,37 @@ mod tests {
         let mut known: Vec<&[u8]> = w.known_paths().collect();
         known.sort();
         assert_eq!(known, vec![&b"/r/a"[..], b"/r/b", b"/r/c"]);
+    }
+
+    /// A fresh index's readers ask the writer's published set, not the
+    /// index: it must answer what the index would, at every commit.
+    #[test]
+    fn a_fresh_indexs_held_set_answers_what_the_index_holds() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::open(&tmp.path().join("idx"), crate::store::Access::Write, None).unwrap();
+        let text = |n: u32| (0..400).map(|i| format!("w{} ", (i * 7 + n) % 97)).collect::<String>().into_bytes();
+        let hash = |n: u32| fingerprint_bytes(&text(n), &ChunkParams::default()).content;
+        let mut w = Writer::new(&store).unwrap();
+        assert!(w.fresh);
+        let held = Arc::new(Held::complete());
+        w.publish_to(held.clone());
+        let agrees = |n: u32| held.knows(&hash(n)) == Some(store.contains::<ContentChunks>(&hash(n)).unwrap());
+        assert!(agrees(0));
+        upsert_bytes(&mut w, "/r/a", &text(0), true);
+        // In the open group: not in the index yet, so not known.
+        assert_eq!(held.knows(&hash(0)), Some(false));
+        assert!(agrees(0));
+        w.commit().unwrap();
+        assert_eq!(held.knows(&hash(0)), Some(true));
+        upsert_bytes(&mut w, "/r/b", &text(1), true);
+        upsert_bytes(&mut w, "/r/c", &text(0), true);
+        w.commit().unwrap();
+        for n in 0..3 {
+            assert!(agrees(n), "{n}");
+        }
+        // Cleared for its size, it can no longer say what is absent.
+        held.add((0..=HELD_MAX as u128).map(|i| ContentHash(i.to_be_bytes())));
+        assert_eq!(held.knows(&hash(2)), None);
     }
 
     /// The daemon's writer decides "last name gone" from its in-memory name
