@@ -317,6 +317,12 @@ impl Store {
                 } else {
                     DBCompressionType::Zstd
                 });
+                // Level 1, not zstd's default 3: the tables are small keys
+                // (hashes, ids, paths) that level 3's longer search barely
+                // shrinks more. Side by side: the scale-10 corpus's first
+                // index −6 % for 4.9 → 5.0 % of its bytes; Django −1 %, 5.3 %
+                // either way (session 22, `docs/performance.md`).
+                cf.set_compression_options(-14, 1, 0, 0);
                 cf.set_level_compaction_dynamic_level_bytes(true);
                 ColumnFamilyDescriptor::new(name, cf)
             })
