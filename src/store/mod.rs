@@ -957,10 +957,14 @@ fn posting_prefix(name: &str) -> Option<usize> {
     }
 }
 
-/// Column families a bulk load ([`Store::is_bulk`]) writes but does not
-/// read until its end: `content_chunks` stays a skiplist, since readers ask
-/// it whether a content is known, and `meta` and `history` are small.
-const BULK_VECTOR_CFS: [&str; 4] = [Files::NAME, Paths::NAME, ContentNames::NAME, ContentById::NAME];
+/// Column families a bulk load ([`Store::is_bulk`]) writes in no key order
+/// and does not read until its end: `content_chunks` stays a skiplist,
+/// since readers may ask it whether a content is known, and `meta` and
+/// `history` are small. `files` and `content_by_id` are keyed by ids
+/// given in increasing order, which a skiplist appends at its end cheaper
+/// than a vector's sort at the flush (a first index −1 to −2 % CPU,
+/// session 22).
+const BULK_VECTOR_CFS: [&str; 2] = [Paths::NAME, ContentNames::NAME];
 
 /// Column families read only by prefix scans (no Bloom filter).
 const PREFIX_SCANNED_CFS: [&str; 4] = [ChunkContents::NAME, SketchContents::NAME, ContentNames::NAME, History::NAME];
