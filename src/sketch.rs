@@ -383,10 +383,8 @@ fn rice_encode(sketch: &Sketch) -> Vec<u8> {
     // one less than the bit length of their mean was, on simulated
     // sketches of 5 to 1,024 samples, always the best (a geometric gap of
     // mean m is best written with about log2(m) - 1 low bits).
-    let sum: u64 = codes
-        .windows(2)
-        .map(|p| u64::from((p[1] - p[0] - 1) >> top.saturating_sub(p[0] >> SAMPLE_BITS).min(31)))
-        .sum();
+    let sum: u64 =
+        codes.windows(2).map(|p| u64::from((p[1] - p[0] - 1) >> top.saturating_sub(p[0] >> SAMPLE_BITS).min(31))).sum();
     let mean = sum / (codes.len() as u64 - 1).max(1);
     let base = (64 - mean.leading_zeros()).saturating_sub(1).min(MAX_RICE) as u8;
     w.out.push(base);
@@ -818,6 +816,12 @@ impl Shingler {
         let mut start: Option<usize> = None;
         let mut in_word = self.partial.is_some();
         let mut base = 0;
+        // The state each word updates, in locals: through `self` it is
+        // stored and loaded again around every sample pushed.
+        let mut window = self.window;
+        let mut words = self.words;
+        let mut level = self.level;
+        let mut kept = std::mem::take(&mut self.kept);
         for block in data.chunks(64) {
             let space = space_mask(block);
             let n = block.len();
@@ -828,39 +832,52 @@ impl Shingler {
             while changes != 0 {
                 let at = base + changes.trailing_zeros() as usize;
                 changes &= changes - 1;
-                if in_word {
-                    self.word_done(data, start, at);
-                    start = None;
-                } else {
+                if !in_word {
                     start = Some(at);
+                    in_word = true;
+                    continue;
                 }
-                in_word = !in_word;
+                in_word = false;
+                let h = match start.take() {
+                    // The common case, a word of under 16 bytes inside the piece.
+                    Some(s) if at - s < 16 && s + 16 <= data.len() => short_word_hash(data, s, at - s),
+                    Some(s) => word_hash(data, s, at),
+                    None => {
+                        let mut st = self.partial.take().expect("a word ends only after it began");
+                        st.feed(&data[..at]);
+                        st.finish()
+                    }
+                };
+                // Shifted by value, not with `copy_within` (a memmove call per word).
+                let w = window;
+                window = std::array::from_fn(|i| if i + 1 < WORDS { w[i + 1] } else { h });
+                words += 1;
+                if words >= WORDS as u64 {
+                    let s = shingle_hash(&window);
+                    // Rounding keeps the leading one bit, so the level is the
+                    // same before and after: most shingles of a large content
+                    // are turned down unrounded.
+                    if level_of(s) >= level {
+                        kept.push(round(s));
+                        if kept.len() >= 4 * EXACT_UP_TO {
+                            self.kept = kept;
+                            self.compact();
+                            kept = std::mem::take(&mut self.kept);
+                            level = self.level;
+                        }
+                    }
+                }
             }
             in_word = if n == 0 { in_word } else { space >> (n - 1) & 1 == 0 };
             base += n;
         }
+        (self.window, self.words, self.kept) = (window, words, kept);
         if in_word {
             // The word goes on in the next piece: keep its hash state.
             let mut st = self.partial.take().unwrap_or_default();
             st.feed(&data[start.unwrap_or(0)..]);
             self.partial = Some(st);
         }
-    }
-
-    /// A word ended at `end` in `data` (it began at `start`, or in an earlier piece).
-    #[inline]
-    fn word_done(&mut self, data: &[u8], start: Option<usize>, end: usize) {
-        let h = match start {
-            // The common case, a word of under 16 bytes inside the piece.
-            Some(s) if end - s < 16 && s + 16 <= data.len() => short_word_hash(data, s, end - s),
-            Some(s) => word_hash(data, s, end),
-            None => {
-                let mut st = self.partial.take().expect("a word ends only after it began");
-                st.feed(&data[..end]);
-                st.finish()
-            }
-        };
-        self.push_word(h);
     }
 
     fn push_word(&mut self, h: u64) {
