@@ -1931,14 +1931,14 @@ impl<'s> Writer<'s> {
         Ok(())
     }
 
-    /// Forgets what only one scan needs (the ids of files written, for its
-    /// removal pass, and the gained/dropped memo): a long-lived writer calls
-    /// this between batches so that its memory stays flat.
     /// Tells `held` of every content record written from now on.
     fn publish_to(&mut self, held: Arc<Held>) {
         self.publish = Some(held);
     }
 
+    /// Forgets what only one scan needs (the ids of files written, for its
+    /// removal pass, and the gained/dropped memo): a long-lived writer calls
+    /// this between batches so that its memory stays flat.
     pub fn forget_touched(&mut self) {
         self.touched.clear();
         self.gained.clear();
