@@ -21,15 +21,23 @@ pub mod status;
 pub mod store;
 pub mod watch;
 
-/// A path's bytes for a human: UTF-8 as is; otherwise each byte that is not
-/// valid UTF-8 (and each control character) as `\xNN`, so that nothing is lost
-/// or silently replaced.
+/// A path's bytes for a human: UTF-8 as is, except that each byte that is
+/// not valid UTF-8, and each byte of a control character, shows as `\xNN`,
+/// and a backslash as `\\` (as `ls -b` does). Nothing is lost or silently
+/// replaced, and two different paths never show the same: `\xNN` always
+/// stands for one byte, so a name holding the four characters `\xff`
+/// (shown `\\xff`) is told from one holding the byte 0xff.
 pub fn report_path(bytes: &[u8]) -> String {
     let mut out = String::with_capacity(bytes.len());
     for chunk in bytes.utf8_chunks() {
         for c in chunk.valid().chars() {
-            if c.is_control() {
-                out.push_str(&format!("\\x{:02x}", c as u32));
+            if c == '\\' {
+                out.push_str("\\\\");
+            } else if c.is_control() {
+                let mut utf8 = [0; 4];
+                for b in c.encode_utf8(&mut utf8).bytes() {
+                    out.push_str(&format!("\\x{b:02x}"));
+                }
             } else {
                 out.push(c);
             }
@@ -43,10 +51,43 @@ pub fn report_path(bytes: &[u8]) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::report_path;
+
     #[test]
     fn report_path_keeps_every_byte_visible() {
-        assert_eq!(super::report_path(b"/a/b c.txt"), "/a/b c.txt");
-        assert_eq!(super::report_path("/é/中".as_bytes()), "/é/中");
-        assert_eq!(super::report_path(b"/a\xffb\nc"), "/a\\xffb\\x0ac");
+        assert_eq!(report_path(b"/a/b c.txt"), "/a/b c.txt");
+        assert_eq!(report_path("/é/中".as_bytes()), "/é/中");
+        assert_eq!(report_path(b"/a\xffb\nc"), "/a\\xffb\\x0ac");
+        // A C1 control character is two bytes of UTF-8, each shown.
+        assert_eq!(report_path("a\u{85}b".as_bytes()), "a\\xc2\\x85b");
+        assert_eq!(report_path(b"a\\b"), "a\\\\b");
+    }
+
+    /// Reads [`report_path`]'s output back: `\\` is a backslash, `\xNN` a
+    /// byte, anything else itself.
+    fn unescape(shown: &str) -> Vec<u8> {
+        let (b, mut out, mut i) = (shown.as_bytes(), Vec::new(), 0);
+        while i < b.len() {
+            let (byte, len) = match (b[i], b.get(i + 1)) {
+                (b'\\', Some(b'\\')) => (b'\\', 2),
+                (b'\\', Some(b'x')) => (u8::from_str_radix(&shown[i + 2..i + 4], 16).unwrap(), 4),
+                (c, _) => (c, 1),
+            };
+            out.push(byte);
+            i += len;
+        }
+        out
+    }
+
+    proptest::proptest! {
+        /// Two different paths never show the same: what is shown reads
+        /// back to the bytes it came from.
+        #[test]
+        fn a_shown_path_reads_back_to_its_bytes(bytes in proptest::collection::vec(proptest::prop_oneof![
+            proptest::prelude::Just(b'\\'), proptest::prelude::Just(b'x'), proptest::prelude::Just(b'f'),
+            proptest::prelude::Just(0xc2u8), proptest::prelude::Just(0x85u8), proptest::prelude::any::<u8>(),
+        ], 0..24)) {
+            proptest::prop_assert_eq!(unescape(&report_path(&bytes)), bytes);
+        }
     }
 }

@@ -94,6 +94,30 @@ fn non_utf8_and_odd_names_are_stored_losslessly() {
     env.check();
 }
 
+/// Text and CSV output escape what a terminal cannot show, and never so
+/// that two names read the same: a name with the byte 0xff and one with
+/// the four characters `\xff` are told apart (a backslash shows doubled).
+#[test]
+fn names_an_escape_could_confuse_are_shown_apart() {
+    let env = Env::new();
+    let names: [&[u8]; 3] = [b"a\xff", b"a\\xff", "a\u{85}".as_bytes()];
+    for n in names {
+        std::fs::write(env.root.join(std::ffi::OsStr::from_bytes(n)), text(1, 300)).unwrap();
+    }
+    env.index();
+    let root = env.root.canonicalize().unwrap().display().to_string();
+    for format in ["text", "csv"] {
+        let out = env.simd().args(["--format", format, "report"]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let said = String::from_utf8(out.stdout).unwrap();
+        for shown in ["a\\xff", "a\\\\xff", "a\\xc2\\x85"] {
+            let line = format!("{root}/{shown}");
+            let n = said.lines().filter(|l| l.trim_start() == line || l.ends_with(&format!(",{line},"))).count();
+            assert_eq!(n, 1, "{format}: {line} once in\n{said}");
+        }
+    }
+}
+
 #[test]
 fn empty_files_and_a_two_gigabyte_sparse_file_index_in_bounded_memory() {
     let env = Env::new();
