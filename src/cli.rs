@@ -359,9 +359,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
             warn_if_first_scan(&db);
             let params = thresholds.params()?;
             let under = match under {
-                Some(p) => {
-                    Some(crate::scan::path_bytes(&p.canonicalize().with_context(|| format!("{}", p.display()))?))
-                }
+                Some(p) => Some(crate::scan::path_bytes(&p.canonicalize().with_context(|| crate::show_path(&p))?)),
                 None => None,
             };
             let view = View { under, limit, links: (links > 0).then_some(links) };
@@ -370,7 +368,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
                 Some(p) => {
                     file = std::io::BufWriter::new(
                         std::fs::File::create(p)
-                            .with_context(|| format!("{}: cannot write the report", p.display()))?,
+                            .with_context(|| format!("{}: cannot write the report", crate::show_path(p)))?,
                     );
                     &mut file
                 }
@@ -415,10 +413,13 @@ pub fn run(cli: Cli) -> Result<Exit> {
                         file.display()
                     );
                 }
-                let f = std::fs::File::open(&file).with_context(|| format!("{}", file.display()))?;
+                let f = std::fs::File::open(&file).with_context(|| crate::show_path(&file))?;
                 // A directory opens, and only its read fails ("Is a directory").
                 if f.metadata().is_ok_and(|m| m.is_dir()) {
-                    anyhow::bail!("{}: is a directory; `simd similar` takes one file (or - for stdin)", file.display());
+                    anyhow::bail!(
+                        "{}: is a directory; `simd similar` takes one file (or - for stdin)",
+                        crate::show_path(&file)
+                    );
                 }
                 let own = file.canonicalize().ok().map(|p| crate::scan::path_bytes(&p));
                 // The file itself is left out of its own answer (its indexed
@@ -440,11 +441,11 @@ pub fn run(cli: Cli) -> Result<Exit> {
         Command::Lost { path, limit } => {
             let store = Store::open(&db, Access::Read, None)?;
             warn_if_first_scan(&db);
-            let lexical = crate::lost::lexical(&path).with_context(|| format!("{}", path.display()))?;
+            let lexical = crate::lost::lexical(&path).with_context(|| crate::show_path(&path))?;
             let abs = if crate::lost::knows(&store, &lexical)? {
                 lexical
             } else {
-                crate::lost::absolute(&lexical).with_context(|| format!("{}", path.display()))?
+                crate::lost::absolute(&lexical).with_context(|| crate::show_path(&path))?
             };
             let answer = crate::lost::lost(&store, &abs, limit)?;
             match cli.format {
@@ -485,8 +486,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
         Command::Forget { roots } => {
             let mut named = Vec::new();
             for r in &roots {
-                named
-                    .push(crate::scan::path_bytes(&ingest::root_named(r).with_context(|| format!("{}", r.display()))?));
+                named.push(crate::scan::path_bytes(&ingest::root_named(r).with_context(|| crate::show_path(r))?));
             }
             print_answer(&mut out, cli.format, &write_or_ask_daemon(&db, Request::Forget { roots: named })?)?;
         }
@@ -840,10 +840,10 @@ fn warn_if_first_scan(db: &std::path::Path) {
 }
 
 fn print_summary(out: &mut impl Write, s: &Summary) -> std::io::Result<()> {
-    let roots: Vec<String> = s.roots.iter().map(|r| r.display().to_string()).collect();
+    let roots: Vec<String> = s.roots.iter().map(crate::show_path).collect();
     writeln!(out, "indexed {}", roots.join(", "))?;
     if !s.missing_roots.is_empty() {
-        let missing: Vec<String> = s.missing_roots.iter().map(|r| r.display().to_string()).collect();
+        let missing: Vec<String> = s.missing_roots.iter().map(crate::show_path).collect();
         writeln!(out, "  missing roots (their files are recorded as removed): {}", missing.join(", "))?;
     }
     writeln!(

@@ -778,7 +778,7 @@ impl Background {
     pub fn give_up_where(&mut self, mut which: impl FnMut(&Path) -> bool, why: &str) {
         for (p, flag) in &self.in_flight {
             if which(p) && !flag.swap(true, Ordering::Relaxed) {
-                tracing::info!("{}: {why} while being read: read given up", p.display());
+                tracing::info!("{}: {why} while being read: read given up", crate::show_path(p));
             }
         }
     }
@@ -1020,7 +1020,7 @@ impl SmallFiles {
             .map(|((o, _), (fp, answer))| match settle(o, fp, answer) {
                 Ok(outcome) => outcome,
                 Err(cand) => {
-                    tracing::debug!("{}: changed while being read, reading again", cand.path.display());
+                    tracing::debug!("{}: changed while being read, reading again", crate::show_path(&cand.path));
                     read_candidate(cand, params, whole_from, buf, known)
                 }
             })
@@ -1266,7 +1266,7 @@ fn ghost_contents(store: &Store) -> Result<HashSet<ContentHash>, StoreError> {
 
 /// The error for a path that is not a remembered root, saying what is.
 fn not_a_root(given: &Path, named: &[u8], remembered: &[Vec<u8>]) -> IngestError {
-    let show = |r: &[u8]| scan::bytes_path(r).display().to_string();
+    let show = |r: &[u8]| crate::report_path(r);
     let hint = match remembered.iter().find(|r| is_under(named, r)) {
         Some(r) => format!(
             "it lies inside the root {0}; to leave it out of the index, list it in a .simdignore file \
@@ -1400,7 +1400,7 @@ fn read_opened(
             let detail = format!("changed during {READ_ATTEMPTS} reads");
             return Outcome::Skip { cand, reason: SkipReason::KeptChanging, detail };
         }
-        tracing::debug!("{}: changed while being read, reading again", cand.path.display());
+        tracing::debug!("{}: changed while being read, reading again", crate::show_path(&cand.path));
         attempts += 1;
         o = match open_candidate(cand) {
             Opening::Ready(o) => o,
@@ -1808,10 +1808,10 @@ impl<'s> Writer<'s> {
                 let large = |p: &Path| std::fs::metadata(p).map(|m| m.len()).ok().filter(|&n| n >= LARGE_READ);
                 match self.large_reads.as_mut().filter(|_| reason == SkipReason::KeptChanging) {
                     Some(log) if let Some(size) = large(&cand.path) => {
-                        tracing::debug!("{}: kept changing while being read: held", cand.path.display());
+                        tracing::debug!("{}: kept changing while being read: held", crate::show_path(&cand.path));
                         log.push((cand.path.clone(), size));
                     }
-                    _ => tracing::warn!("{}: skipped: {} ({detail})", cand.path.display(), reason.describe()),
+                    _ => tracing::warn!("{}: skipped: {} ({detail})", crate::show_path(&cand.path), reason.describe()),
                 }
                 // Whatever the index held for it stays: the file is still there.
                 if let Some((id, _)) = cand.old {

@@ -49,6 +49,13 @@ pub fn report_path(bytes: &[u8]) -> String {
     out
 }
 
+/// [`report_path`] of a path: for paths in messages and logs, which
+/// `Path::display` would show lossily (U+FFFD for bytes that are not UTF-8).
+pub fn show_path(path: impl AsRef<std::path::Path>) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    report_path(path.as_ref().as_os_str().as_bytes())
+}
+
 #[cfg(test)]
 mod tests {
     use super::report_path;

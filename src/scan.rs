@@ -345,8 +345,9 @@ pub fn walk(
                     let path = error_path(&err);
                     // `ignore`'s message names the path already.
                     match &path {
-                        Some(p) if !err.to_string().starts_with(&p.display().to_string()) => {
-                            tracing::warn!("{}: {err}", p.display())
+                        // (Said again when it is not UTF-8: the message has it lossily.)
+                        Some(p) if p.to_str().is_none() || !err.to_string().starts_with(&p.display().to_string()) => {
+                            tracing::warn!("{}: {err}", crate::show_path(p))
                         }
                         _ => tracing::warn!("{err}"),
                     }

@@ -111,7 +111,7 @@ impl DaemonState {
             .and_then(|b| std::fs::write(&tmp, b))
             .and_then(|()| std::fs::rename(&tmp, &path));
         if let Err(e) = ok {
-            tracing::debug!("{}: {e}", path.display());
+            tracing::debug!("{}: {e}", crate::show_path(&path));
         }
     }
 
@@ -353,7 +353,7 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
         tolerate_missing: true,
         ..opts.index.clone()
     };
-    state.roots = rescan_opts.roots.iter().map(|r| r.display().to_string()).collect();
+    state.roots = rescan_opts.roots.iter().map(crate::show_path).collect();
     let mut watched: Vec<WatchedRoot> =
         rescan_opts.roots.iter().map(|r| WatchedRoot { path: r.clone(), id: None }).collect();
     for w in &mut watched {
@@ -362,7 +362,7 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
             watch_root(&mut debouncer, &w.path, opts, &mut state)?;
         }
     }
-    state.missing_roots = summary.missing_roots.iter().map(|r| r.display().to_string()).collect();
+    state.missing_roots = summary.missing_roots.iter().map(crate::show_path).collect();
     note_remote_roots(&rescan_opts.roots, opts, &mut state);
     tracing::info!(
         "watching {} ({} new, {} changed, {} moved, {} removed at start)",
@@ -742,9 +742,9 @@ fn forget<W: notify::Watcher, C: notify_debouncer_full::FileIdCache>(
         daemon.watched.push(WatchedRoot { path: r.clone(), id });
     }
     tracing::info!("forgot {}; watching {}", show(&f.roots), show(&roots));
-    daemon.state.roots = roots.iter().map(|r| r.display().to_string()).collect();
+    daemon.state.roots = roots.iter().map(crate::show_path).collect();
     daemon.state.missing_roots =
-        daemon.watched.iter().filter(|w| w.id.is_none()).map(|w| w.path.display().to_string()).collect();
+        daemon.watched.iter().filter(|w| w.id.is_none()).map(|w| crate::show_path(&w.path)).collect();
     *daemon.filter = Filter::new(&roots, &opts.index, dir)?;
     note_remote_roots(&roots, opts, daemon.state);
     daemon.opts.roots = roots;
@@ -752,7 +752,7 @@ fn forget<W: notify::Watcher, C: notify_debouncer_full::FileIdCache>(
 }
 
 fn show(paths: &[PathBuf]) -> String {
-    paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+    paths.iter().map(crate::show_path).collect::<Vec<_>>().join(", ")
 }
 
 /// How often the daemon looks at its roots themselves: a root deleted and
@@ -787,7 +787,7 @@ fn watch_root<W: notify::Watcher, C: notify_debouncer_full::FileIdCache>(
             tracing::error!(
                 "{}: the inotify watch limit is reached: part of the tree is not watched and is rescanned every {} s; \
                  raise the limit with `sysctl fs.inotify.max_user_watches=1048576` (and in /etc/sysctl.d) and restart",
-                root.display(),
+                crate::show_path(root),
                 opts.rescan_every.as_secs()
             );
             state.degraded = true;
@@ -829,14 +829,14 @@ fn check_roots<W: notify::Watcher, C: notify_debouncer_full::FileIdCache>(
             Some(_) => {
                 tracing::warn!(
                     "{}: the root is back (or was replaced): watching it again and rescanning",
-                    root.path.display()
+                    crate::show_path(&root.path)
                 );
                 watch_root(debouncer, &root.path, opts, state)?;
             }
             None => tracing::warn!(
                 "{}: the root is gone (deleted, moved away or unmounted): its files are recorded as removed; \
                  it is looked for every {} s and watched again once back",
-                root.path.display(),
+                crate::show_path(&root.path),
                 ROOT_CHECK.as_secs()
             ),
         }
@@ -844,7 +844,7 @@ fn check_roots<W: notify::Watcher, C: notify_debouncer_full::FileIdCache>(
         rescan = true;
     }
     if rescan {
-        state.missing_roots = roots.iter().filter(|r| r.id.is_none()).map(|r| r.path.display().to_string()).collect();
+        state.missing_roots = roots.iter().filter(|r| r.id.is_none()).map(|r| crate::show_path(&r.path)).collect();
         // One back may be a mount now (a share mounted again).
         let paths: Vec<PathBuf> = roots.iter().map(|r| r.path.clone()).collect();
         note_remote_roots(&paths, opts, state);
@@ -1032,7 +1032,7 @@ fn note_remote_roots(roots: &[PathBuf], opts: &WatchOptions, state: &mut DaemonS
         std::env::var_os("SIMD_TEST_MOUNTINFO").map_or_else(|| PathBuf::from("/proc/self/mountinfo"), PathBuf::from);
     let mounts = std::fs::read_to_string(&mounts).unwrap_or_default();
     let remote: Vec<String> =
-        roots.iter().filter_map(|r| remote_fs(&mounts, r).map(|t| format!("{} ({t})", r.display()))).collect();
+        roots.iter().filter_map(|r| remote_fs(&mounts, r).map(|t| format!("{} ({t})", crate::show_path(r)))).collect();
     for r in remote.iter().filter(|r| !state.remote_roots.contains(r)) {
         tracing::warn!(
             "{r}: a network or FUSE file system: changes made there by other machines raise no inotify event, so \

@@ -529,6 +529,13 @@ fn similar_answers_for_unindexed_files_and_stdin_identical_first() {
     let missing = env.tmp.path().join("missing.txt");
     let err = refused(&missing);
     assert!(err.contains(&format!("{}: No such file", missing.display())), "{err}");
+    // A name that is not UTF-8 is said as the report writes it, not lossily.
+    let odd = env.tmp.path().join(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(b"odd\xff dir"));
+    std::fs::create_dir(&odd).unwrap();
+    let mut run = env.simd();
+    let out = run.arg("similar").arg(&odd).assert().failure();
+    let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(err.contains(&format!("{}/odd\\xff dir: is a directory", env.tmp.path().display())), "{err}");
     // A device that never ends is not read; a pipe is (process substitution).
     let err = refused(std::path::Path::new("/dev/zero"));
     assert!(err.contains("/dev/zero: is a character device"), "{err}");
