@@ -960,7 +960,10 @@ const BATCH_FILES_OPEN: usize = 256;
 /// Small files read whole, waiting to be fingerprinted together.
 struct SmallFiles {
     files: Vec<(Opened, std::ops::Range<usize>)>,
+    /// The batch's bytes are `data[..used]`; past that, room kept from
+    /// earlier batches, so that reads need not zero it first.
     data: Vec<u8>,
+    used: usize,
     /// At most this many files a batch.
     max_files: usize,
 }
@@ -969,27 +972,29 @@ impl SmallFiles {
     /// The batch of one of `readers` readers.
     fn new(readers: usize) -> SmallFiles {
         let max_files = (BATCH_FILES_OPEN / readers.max(1)).clamp(1, BATCH_FILES);
-        SmallFiles { files: Vec::new(), data: Vec::new(), max_files }
+        SmallFiles { files: Vec::new(), data: Vec::new(), used: 0, max_files }
     }
 
     fn full(&self) -> bool {
-        self.files.len() >= self.max_files || self.data.len() >= BATCH_BYTES
+        self.files.len() >= self.max_files || self.used >= BATCH_BYTES
     }
 
     /// Reads an opened file's bytes in, or hands back the candidate to read
     /// on its own (a read error is met again there, and said).
     fn read(&mut self, o: Opened) -> Option<Candidate> {
         use std::io::Read;
-        let at = self.data.len();
-        let len = o.before.len() as usize;
-        self.data.resize(at + len, 0);
-        if (&o.file).read_exact(&mut self.data[at..]).is_err() {
+        let at = self.used;
+        let end = at + o.before.len() as usize;
+        if self.data.len() < end {
+            self.data.resize(end, 0);
+        }
+        if (&o.file).read_exact(&mut self.data[at..end]).is_err() {
             // Shorter than its stat said (it shrank), or a read failed:
             // the one-at-a-time read finds out which.
-            self.data.truncate(at);
             return Some(o.cand);
         }
-        self.files.push((o, at..at + len));
+        self.used = end;
+        self.files.push((o, at..end));
         None
     }
 
@@ -1025,7 +1030,7 @@ impl SmallFiles {
                 }
             })
             .collect();
-        self.data.clear();
+        self.used = 0;
         outcomes
     }
 }
