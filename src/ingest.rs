@@ -2855,7 +2855,7 @@ mod tests {
             assert_eq!(fp, &fingerprint_bytes(&std::fs::read(p).unwrap(), &params), "{}", p.display());
             assert!(unseen);
         }
-        assert!(small.files.is_empty() && small.data.is_empty());
+        assert!(small.files.is_empty() && small.used == 0);
         // All readers' batches together hold at most 256 files open.
         let open = |readers| SmallFiles::new(readers).max_files * readers;
         assert_eq!((open(2), open(8), open(64)), (64, 256, 256));
