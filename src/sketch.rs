@@ -305,15 +305,20 @@ fn code(sample: u32) -> u32 {
 }
 
 /// The sample of a [`code`], or None for a number no rounded sample has.
+#[inline]
 fn uncode(code: u32) -> Option<u32> {
     let (len, mantissa) = (code >> SAMPLE_BITS, code & ((1u32 << SAMPLE_BITS) - 1));
+    // Most samples are longer than their mantissa, and decode with two
+    // shifts (tested first: decoding and sorting call this per sample).
+    if len > SAMPLE_BITS + 1 && len <= 32 {
+        return Some((1u32 << (len - 1)) | (mantissa << (len - 1 - SAMPLE_BITS)));
+    }
     match len {
         0 => (mantissa == 0).then_some(0),
-        1..=32 if len <= SAMPLE_BITS + 1 => {
+        1..=32 => {
             let shift = SAMPLE_BITS + 1 - len;
             (mantissa & ((1u32 << shift) - 1) == 0).then(|| (1u32 << (len - 1)) | (mantissa >> shift))
         }
-        1..=32 => Some((1u32 << (len - 1)) | (mantissa << (len - 1 - SAMPLE_BITS))),
         _ => None,
     }
 }
@@ -435,14 +440,9 @@ fn rice_decode(bytes: &[u8]) -> Result<Sketch, &'static str> {
             let g = r.rice(rice_k(base, top, prev_len)).ok_or("sketch bits end early or a gap overflows")?;
             prev.checked_add(g).and_then(|x| x.checked_add(1)).ok_or("sketch sample overflow")?
         };
-        // A code's bit length is its sample's; most samples are longer
-        // than their mantissa, and decode with two shifts.
+        // A code's bit length is its sample's.
         let len = c >> SAMPLE_BITS;
-        let sample = if len > SAMPLE_BITS + 1 && len <= 32 {
-            (1u32 << (len - 1)) | ((c & ((1 << SAMPLE_BITS) - 1)) << (len - 1 - SAMPLE_BITS))
-        } else {
-            uncode(c).ok_or("not a rounded sketch sample")?
-        };
+        let sample = uncode(c).ok_or("not a rounded sketch sample")?;
         if len > top {
             return Err("sketch sample below its level");
         }
@@ -848,15 +848,8 @@ impl Shingler {
                         st.finish()
                     }
                 };
-                // Shifted by value, not with `copy_within` (a memmove call per word).
-                let w = window;
-                window = std::array::from_fn(|i| if i + 1 < WORDS { w[i + 1] } else { h });
-                words += 1;
-                if words >= WORDS as u64 {
-                    let s = shingle_hash(&window);
-                    // Rounding keeps the leading one bit, so the level is the
-                    // same before and after: most shingles of a large content
-                    // are turned down unrounded.
+                if let Some(s) = shift_in(&mut window, &mut words, h) {
+                    // As `offer` does, on the locals.
                     if level_of(s) >= level {
                         kept.push(round(s));
                         if kept.len() >= 4 * EXACT_UP_TO {
@@ -881,12 +874,7 @@ impl Shingler {
     }
 
     fn push_word(&mut self, h: u64) {
-        // Shifted by value, not with `copy_within` (a memmove call per word).
-        let w = self.window;
-        self.window = std::array::from_fn(|i| if i + 1 < WORDS { w[i + 1] } else { h });
-        self.words += 1;
-        if self.words >= WORDS as u64 {
-            let s = shingle_hash(&self.window);
+        if let Some(s) = shift_in(&mut self.window, &mut self.words, h) {
             self.offer(s);
         }
     }
@@ -995,6 +983,17 @@ impl Shingler {
     }
 }
 
+/// Takes the next word's hash into the window of the last [`WORDS`]; the
+/// hash of the shingle it completes, once there are that many words.
+#[inline]
+fn shift_in(window: &mut [u64; WORDS], words: &mut u64, h: u64) -> Option<u32> {
+    // Shifted by value, not with `copy_within` (a memmove call per word).
+    let w = *window;
+    *window = std::array::from_fn(|i| if i + 1 < WORDS { w[i + 1] } else { h });
+    *words += 1;
+    (*words >= WORDS as u64).then(|| shingle_hash(window))
+}
+
 /// Sorts rounded samples ([`round`]) by their [`code`]s, which are in the
 /// same order and fit in 22 bits: two passes of 11 bits, where sorting the
 /// samples themselves by bytes took three (a sample's top three bytes all
@@ -1037,18 +1036,7 @@ fn radix_sort(v: &mut Vec<u32>, scratch: &mut Vec<u32>) {
         std::mem::swap(v, scratch);
     }
     for x in v.iter_mut() {
-        *x = decode(*x);
-    }
-}
-
-/// [`uncode`] of a number known to be a [`code`].
-#[inline]
-fn decode(code: u32) -> u32 {
-    let (len, mantissa) = (code >> SAMPLE_BITS, code & ((1u32 << SAMPLE_BITS) - 1));
-    if len > SAMPLE_BITS + 1 {
-        (1u32 << (len - 1)) | (mantissa << (len - 1 - SAMPLE_BITS))
-    } else {
-        uncode(code).expect("a code")
+        *x = uncode(*x).expect("the code of a rounded sample");
     }
 }
 
