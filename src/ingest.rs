@@ -1284,9 +1284,33 @@ fn not_a_root(given: &Path, named: &[u8], remembered: &[Vec<u8>]) -> IngestError
     IngestError::NotARoot { path: given.to_path_buf(), hint }
 }
 
-/// Opens a file for reading without following symlinks or blocking on FIFOs.
+/// Whether an open asking to leave the access time alone was refused in
+/// this process: only a file's owner (or a process with CAP_FOWNER) may
+/// ask, and a process refused once stops asking rather than open twice.
+static NOATIME_REFUSED: AtomicBool = AtomicBool::new(false);
+
+/// Opens a file for reading without following symlinks or blocking on
+/// FIFOs, and without changing its access time (`O_NOATIME`, as tar,
+/// `rsync --open-noatime` and borg do): on a `relatime` mount the first
+/// read of a file not read since it changed writes its inode, so a first
+/// index would touch every file of the tree.
 fn open_regular(path: &Path) -> std::io::Result<File> {
-    OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY).open(path)
+    let open = |flags| {
+        OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | flags)
+            .open(path)
+    };
+    if NOATIME_REFUSED.load(Ordering::Relaxed) {
+        return open(0);
+    }
+    match open(libc::O_NOATIME) {
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+            NOATIME_REFUSED.store(true, Ordering::Relaxed);
+            open(0)
+        }
+        r => r,
+    }
 }
 
 /// A candidate opened and stat'ed, not yet read.

@@ -118,6 +118,34 @@ fn names_an_escape_could_confuse_are_shown_apart() {
     }
 }
 
+/// Indexing reads files without changing their access time. Checked
+/// where the file system updates it on a read (`relatime` does for a file
+/// whose access time is older than its change): a file read plainly shows
+/// that it does.
+#[test]
+fn indexing_leaves_access_times_alone() {
+    let env = Env::new();
+    env.write("indexed.txt", text(1, 300));
+    let control = env.tmp.path().join("control.txt");
+    std::fs::write(&control, text(2, 300)).unwrap();
+    let long_ago = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(946_684_800);
+    let age = |p: &Path| {
+        let f = std::fs::File::options().write(true).open(p).unwrap();
+        f.set_times(std::fs::FileTimes::new().set_accessed(long_ago)).unwrap();
+    };
+    let accessed = |p: &Path| std::fs::metadata(p).unwrap().accessed().unwrap();
+    age(&env.root.join("indexed.txt"));
+    age(&control);
+    std::fs::read(&control).unwrap();
+    let updates = accessed(&control) != long_ago;
+    env.index();
+    if updates {
+        assert_eq!(accessed(&env.root.join("indexed.txt")), long_ago, "the index's read changed the access time");
+    } else {
+        eprintln!("this file system does not update access times on reads: nothing to check");
+    }
+}
+
 #[test]
 fn empty_files_and_a_two_gigabyte_sparse_file_index_in_bounded_memory() {
     let env = Env::new();
