@@ -850,14 +850,11 @@ impl Shingler {
                 };
                 if let Some(s) = shift_in(&mut window, &mut words, h) {
                     // As `offer` does, on the locals.
-                    if level_of(s) >= level {
-                        kept.push(round(s));
-                        if kept.len() >= 4 * EXACT_UP_TO {
-                            self.kept = kept;
-                            self.compact();
-                            kept = std::mem::take(&mut self.kept);
-                            level = self.level;
-                        }
+                    if keep(&mut kept, level, s) {
+                        self.kept = kept;
+                        self.compact();
+                        kept = std::mem::take(&mut self.kept);
+                        level = self.level;
                     }
                 }
             }
@@ -879,15 +876,10 @@ impl Shingler {
         }
     }
 
-    /// Keeps a shingle's hash, rounded, when its level is kept (rounding
-    /// keeps the leading one bit, so the level is the same before and
-    /// after: most shingles of a large content are turned down unrounded).
+    /// Keeps a shingle's hash ([`keep`]), compacting when due.
     fn offer(&mut self, hash: u32) {
-        if level_of(hash) >= self.level {
-            self.kept.push(round(hash));
-            if self.kept.len() >= 4 * EXACT_UP_TO {
-                self.compact();
-            }
+        if keep(&mut self.kept, self.level, hash) {
+            self.compact();
         }
     }
 
@@ -981,6 +973,19 @@ impl Shingler {
         self.compact();
         Sketch { level: self.level, samples: self.kept }
     }
+}
+
+/// Keeps a shingle's hash, rounded, in `kept` when its level is kept
+/// (rounding keeps the leading one bit, so the level is the same before
+/// and after: most shingles of a large content are turned down
+/// unrounded); true when `kept` is due to be compacted.
+#[inline]
+fn keep(kept: &mut Vec<u32>, level: u8, hash: u32) -> bool {
+    if level_of(hash) < level {
+        return false;
+    }
+    kept.push(round(hash));
+    kept.len() >= 4 * EXACT_UP_TO
 }
 
 /// Takes the next word's hash into the window of the last [`WORDS`]; the
