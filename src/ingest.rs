@@ -199,7 +199,7 @@ pub fn index(store: &Store, opts: &IndexOptions) -> Result<Summary, IngestError>
 
     let progress = Progress::new(opts.progress);
     let workers = if opts.workers == 0 { available_cores() } else { opts.workers };
-    let (cand_tx, cand_rx) = bounded::<Candidate>(QUEUE);
+    let (cand_tx, cand_rx) = bounded::<Vec<Candidate>>(QUEUE / scan::WALK_BATCH);
     let (out_tx, out_rx) = bounded::<Outcome>(QUEUE);
 
     let mut summary = Summary { roots: roots.clone(), missing_roots: missing.clone(), ..Summary::default() };
@@ -445,7 +445,7 @@ pub fn prewalk(store: &Store, opts: &IndexOptions) -> Result<Prewalk, IngestErro
     let cell = std::sync::OnceLock::new();
     // Candidates are collected up to the bound; past it the receiving end
     // is dropped, and the walk stops.
-    let (tx, rx) = bounded::<Candidate>(QUEUE);
+    let (tx, rx) = bounded::<Vec<Candidate>>(QUEUE / scan::WALK_BATCH);
     let (walked, candidates, loaded) = std::thread::scope(|s| {
         let loader = s.spawn(|| {
             let known = scan::Known::load(store, files)?;
@@ -455,11 +455,11 @@ pub fn prewalk(store: &Store, opts: &IndexOptions) -> Result<Prewalk, IngestErro
         });
         let collect = s.spawn(move || {
             let mut found = Vec::new();
-            for c in rx {
-                if found.len() == PREWALK_MAX {
+            for batch in rx {
+                if found.len() + batch.len() > PREWALK_MAX {
                     return None;
                 }
-                found.push(c);
+                found.extend(batch);
             }
             Some(found)
         });
@@ -549,7 +549,7 @@ fn ingest_candidates(
 
 /// Candidates handed to the readers one at a time ([`ingest_with`]).
 pub struct Feed<'a> {
-    tx: Option<crossbeam_channel::Sender<Candidate>>,
+    tx: Option<crossbeam_channel::Sender<Vec<Candidate>>>,
     rx: crossbeam_channel::Receiver<Outcome>,
     summary: &'a mut Summary,
     progress: Progress,
@@ -566,7 +566,7 @@ impl Feed<'_> {
         if let Some(tx) = &self.tx {
             // The readers hang up only when they stop early; their outcomes
             // are drained below either way.
-            let _ = tx.send(cand);
+            let _ = tx.send(vec![cand]);
         }
         while let Ok(outcome) = self.rx.try_recv() {
             self.take(writer, outcome)?;
@@ -614,7 +614,7 @@ pub fn ingest_with<'s, T>(
     // Unbounded: the caller sends without waiting on the readers, whose
     // outcomes it writes between sends (a bounded queue could fill while it
     // is not draining them). What it sends is one batch it already holds.
-    let (cand_tx, cand_rx) = crossbeam_channel::unbounded::<Candidate>();
+    let (cand_tx, cand_rx) = crossbeam_channel::unbounded::<Vec<Candidate>>();
     let (out_tx, out_rx) = bounded::<Outcome>(QUEUE);
     let held = Held::default();
     std::thread::scope(|s| {
@@ -833,7 +833,7 @@ fn spawn_readers<'scope, 'env>(
     store: &'env Store,
     held: &'env Held,
     workers: usize,
-    rx: crossbeam_channel::Receiver<Candidate>,
+    rx: crossbeam_channel::Receiver<Vec<Candidate>>,
     tx: crossbeam_channel::Sender<Outcome>,
     rules: ReaderRules<'env>,
 ) {
@@ -886,7 +886,8 @@ fn spawn_readers<'scope, 'env>(
             // Small files read whole and waiting to be fingerprinted
             // together, their bytes one after another in `data`.
             let mut small = SmallFiles::new(workers);
-            while let Ok(cand) = rx.recv() {
+            let mut queue = Queued { rx, batch: Vec::new().into_iter() };
+            while let Some(cand) = queue.next() {
                 let opened = match open_candidate(cand) {
                     Opening::Ready(o) => o,
                     Opening::Said(outcome) => {
@@ -929,7 +930,7 @@ fn spawn_readers<'scope, 'env>(
                     }
                 }
                 // A batch waits for more files only while more are queued.
-                if (small.full() || rx.is_empty())
+                if (small.full() || !queue.more())
                     && !small.fingerprint(&params, whole_from, &mut buf, &known).into_iter().all(send)
                 {
                     break;
@@ -937,6 +938,30 @@ fn spawn_readers<'scope, 'env>(
             }
             small.fingerprint(&params, whole_from, &mut buf, &known).into_iter().all(send);
         });
+    }
+}
+
+/// A reader's candidates: the batch it took last, then the channel's.
+struct Queued {
+    rx: crossbeam_channel::Receiver<Vec<Candidate>>,
+    batch: std::vec::IntoIter<Candidate>,
+}
+
+impl Queued {
+    /// The next candidate, waiting for one; None once the channel is
+    /// closed and drained.
+    fn next(&mut self) -> Option<Candidate> {
+        loop {
+            if let Some(c) = self.batch.next() {
+                return Some(c);
+            }
+            self.batch = self.rx.recv().ok()?.into_iter();
+        }
+    }
+
+    /// Whether another candidate is there without waiting.
+    fn more(&self) -> bool {
+        self.batch.len() > 0 || !self.rx.is_empty()
     }
 }
 
