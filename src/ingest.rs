@@ -8,8 +8,7 @@
 //! crash at any moment leaves the index consistent.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::fs::{File, OpenOptions};
-use std::os::unix::fs::OpenOptionsExt;
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -1319,20 +1318,19 @@ static NOATIME_REFUSED: AtomicBool = AtomicBool::new(false);
 /// `rsync --open-noatime` and borg do): on a `relatime` mount the first
 /// read of a file not read since it changed writes its inode, so a first
 /// index would touch every file of the tree.
-fn open_regular(path: &Path) -> std::io::Result<File> {
+fn open_regular(path: &Path, root: Option<&scan::RootDir>) -> std::io::Result<File> {
+    use rustix::fs::OFlags;
     let open = |flags| {
-        OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | flags)
-            .open(path)
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | flags;
+        scan::RootDir::open(root, path, flags)
     };
     if NOATIME_REFUSED.load(Ordering::Relaxed) {
-        return open(0);
+        return open(OFlags::empty());
     }
-    match open(libc::O_NOATIME) {
+    match open(OFlags::NOATIME) {
         Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
             NOATIME_REFUSED.store(true, Ordering::Relaxed);
-            open(0)
+            open(OFlags::empty())
         }
         r => r,
     }
@@ -1355,7 +1353,7 @@ enum Opening {
 /// (vanished, skipped, or unchanged since the index's record of it).
 fn open_candidate(cand: Candidate) -> Opening {
     let skip = |cand, reason, detail: String| Opening::Said(Outcome::Skip { cand, reason, detail });
-    let file = match open_regular(&cand.path) {
+    let file = match open_regular(&cand.path, cand.root.as_deref()) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Opening::Said(Outcome::Vanished { cand }),
         // ELOOP: it became a symlink since the walk.

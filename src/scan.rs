@@ -10,11 +10,11 @@
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
-use std::fs::Metadata;
+use std::fs::{File, Metadata};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use crossbeam_channel::Sender;
 use ignore::{overrides::OverrideBuilder, WalkBuilder, WalkState};
@@ -215,11 +215,14 @@ pub struct Candidate {
     /// had its mtime set back, or two writes within one tick of the
     /// file system's clock).
     pub written: bool,
+    /// The walked root the path lies under, opened: the reader opens the
+    /// file relative to it ([`RootDir::open`]).
+    pub root: Option<Arc<RootDir>>,
 }
 
 impl Candidate {
     pub fn new(path: PathBuf, old: Option<(FileId, FileRecord)>) -> Candidate {
-        Candidate { path, old, fetch_old: false, unverified: false, written: false }
+        Candidate { path, old, fetch_old: false, unverified: false, written: false, root: None }
     }
 
     /// Whether a file with this stat needs no read: its record says the same.
@@ -293,6 +296,55 @@ pub fn bytes_path(b: &[u8]) -> PathBuf {
     PathBuf::from(OsStr::from_bytes(b))
 }
 
+/// A root directory held open for one walk, so that its files are opened
+/// relative to it: the kernel then looks up only the path's components
+/// below the root, where a full path made it walk the root's own from `/`
+/// for every file (a first index of the Django tree under
+/// `/root/corpora/django`, side by side: −1.2 %).
+pub struct RootDir {
+    path: Vec<u8>,
+    dir: File,
+}
+
+impl std::fmt::Debug for RootDir {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RootDir({})", crate::show_path(bytes_path(&self.path)))
+    }
+}
+
+impl RootDir {
+    /// The root, opened; None when it cannot be (its files are then
+    /// opened by their full paths, and any error is met there).
+    fn new(root: &Path) -> Option<Arc<RootDir>> {
+        let dir = File::open(root).ok()?;
+        Some(Arc::new(RootDir { path: path_bytes(root), dir }))
+    }
+
+    /// The root of `roots` that `path` lies under, if any.
+    fn find<'a>(roots: &'a [Arc<RootDir>], path: &Path) -> Option<&'a Arc<RootDir>> {
+        roots.iter().find(|r| r.below(path).is_some())
+    }
+
+    /// `path` relative to the root, when it lies strictly under it.
+    fn below<'p>(&self, path: &'p Path) -> Option<&'p OsStr> {
+        let p = path.as_os_str().as_bytes();
+        let root = self.path.strip_suffix(b"/").unwrap_or(&self.path);
+        let rest = p.strip_prefix(root)?.strip_prefix(b"/")?;
+        (!rest.is_empty()).then(|| OsStr::from_bytes(rest))
+    }
+
+    /// Opens `path` with `flags` (and `O_CLOEXEC`), relative to `root`
+    /// when it lies under it, else by its full path.
+    pub fn open(root: Option<&RootDir>, path: &Path, flags: rustix::fs::OFlags) -> std::io::Result<File> {
+        let flags = flags | rustix::fs::OFlags::CLOEXEC;
+        let fd = match root.and_then(|r| Some((r, r.below(path)?))) {
+            Some((r, rest)) => rustix::fs::openat(&r.dir, rest, flags, rustix::fs::Mode::empty()),
+            None => rustix::fs::open(path, flags, rustix::fs::Mode::empty()),
+        };
+        Ok(File::from(fd?))
+    }
+}
+
 /// Candidates a walker thread sends at a time ([`walk`]): one at a time,
 /// the walk (far ahead of the readers) met a full queue for every file it
 /// found, and it and the readers woke each other ~66,000 times in a first
@@ -339,6 +391,8 @@ pub fn walk(
         builder.add_custom_ignore_filename(".simdignore");
     }
 
+    let root_dirs: Vec<Arc<RootDir>> = roots.iter().filter_map(|r| RootDir::new(r)).collect();
+    let root_dirs = &root_dirs;
     let shared = Mutex::new(WalkOutcome::default());
     builder.build_parallel().run(|| {
         let shared = &shared;
@@ -397,7 +451,8 @@ pub fn walk(
                         }
                     }
                     Ok(_) => {
-                        if !local.send(Candidate::new(entry.into_path(), Some((id, rec)))) {
+                        let root = RootDir::find(root_dirs, path).cloned();
+                        if !local.send(Candidate { root, ..Candidate::new(entry.into_path(), Some((id, rec))) }) {
                             return WalkState::Quit;
                         }
                     }
@@ -406,7 +461,8 @@ pub fn walk(
                     Err(_) => {}
                 },
                 Ok(None) => {
-                    if !local.send(Candidate::new(entry.into_path(), None)) {
+                    let root = RootDir::find(root_dirs, path).cloned();
+                    if !local.send(Candidate { root, ..Candidate::new(entry.into_path(), None) }) {
                         return WalkState::Quit;
                     }
                 }
@@ -490,6 +546,32 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn a_root_dir_opens_only_what_lies_strictly_under_it() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().join("r");
+        std::fs::create_dir_all(root.join("sub")).unwrap();
+        std::fs::write(root.join("sub/f"), b"inside").unwrap();
+        std::fs::create_dir_all(t.path().join("rx")).unwrap();
+        std::fs::write(t.path().join("rx/g"), b"beside").unwrap();
+        let dir = RootDir::new(&root).unwrap();
+        assert_eq!(dir.below(&root.join("sub/f")), Some(OsStr::new("sub/f")));
+        // Not the root itself, nor a sibling sharing its name's prefix.
+        assert_eq!(dir.below(&root), None);
+        assert_eq!(dir.below(&t.path().join("rx/g")), None);
+        let flags = rustix::fs::OFlags::RDONLY;
+        let read = |p: &Path| std::io::read_to_string(RootDir::open(Some(&dir), p, flags).unwrap()).unwrap();
+        assert_eq!(read(&root.join("sub/f")), "inside");
+        // A path outside is opened by its full path.
+        assert_eq!(read(&t.path().join("rx/g")), "beside");
+        // The file is found through the directory opened, whatever its
+        // name is now.
+        std::fs::rename(&root, t.path().join("moved")).unwrap();
+        assert_eq!(read(&root.join("sub/f")), "inside");
+        let slash = RootDir::new(Path::new("/")).unwrap();
+        assert_eq!(slash.below(Path::new("/etc/hosts")), Some(OsStr::new("etc/hosts")));
+    }
 
     /// A walk that meets files before the records are loaded leaves them
     /// pending with their stat, and comparing them afterwards sorts them as

@@ -912,7 +912,14 @@ fn apply(
                             if queued.insert(path.clone()) {
                                 let fetch_old = writer.sole_name(&old.1.content);
                                 let written = written.contains(&path);
-                                let c = Candidate { path, old: Some(old), fetch_old, unverified: true, written };
+                                let c = Candidate {
+                                    path,
+                                    old: Some(old),
+                                    fetch_old,
+                                    unverified: true,
+                                    written,
+                                    root: None,
+                                };
                                 feed.send(writer, c)?;
                             }
                             continue;
@@ -1206,8 +1213,14 @@ fn examine(
     let old = writer.lookup(path)?;
     if is_file && filter.follows(path, false) {
         let m = meta.expect("is_file implies metadata");
-        let mut c =
-            Candidate { path: path.to_path_buf(), old, fetch_old: false, unverified: false, written: was_written };
+        let mut c = Candidate {
+            path: path.to_path_buf(),
+            old,
+            fetch_old: false,
+            unverified: false,
+            written: was_written,
+            root: None,
+        };
         if !c.unchanged(&Stat::of(&m)) {
             c.fetch_old = c.old.as_ref().is_some_and(|(_, rec)| writer.sole_name(&rec.content));
             cands.push(c);
@@ -1233,7 +1246,14 @@ fn examine(
                             let old = writer.lookup(&p)?;
                             if !old.as_ref().is_some_and(|(_, rec)| stat.matches(rec)) {
                                 let fetch_old = old.as_ref().is_some_and(|(_, rec)| writer.sole_name(&rec.content));
-                                cands.push(Candidate { path: p, old, fetch_old, unverified: false, written: false });
+                                cands.push(Candidate {
+                                    path: p,
+                                    old,
+                                    fetch_old,
+                                    unverified: false,
+                                    written: false,
+                                    root: None,
+                                });
                             }
                         }
                     }
