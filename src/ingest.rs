@@ -7,7 +7,9 @@
 //! entry, history) is one WriteBatch, so readers never see half a file and a
 //! crash at any moment leaves the index consistent.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
+
+use crate::scan::{HashMap, HashSet};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -746,7 +748,7 @@ impl Background {
                 }
             });
         }
-        Background { tx: Some(tx), rx, in_flight: HashMap::new(), again: HashSet::new() }
+        Background { tx: Some(tx), rx, in_flight: HashMap::default(), again: HashSet::default() }
     }
 
     /// Queues a file to read, unless it is being read already: then it is
@@ -1083,7 +1085,7 @@ struct HeldSet {
 
 impl Held {
     fn complete() -> Held {
-        Held(std::sync::Mutex::new(HeldSet { contents: HashSet::new(), complete: true }))
+        Held(std::sync::Mutex::new(HeldSet { contents: HashSet::default(), complete: true }))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HeldSet> {
@@ -1284,7 +1286,7 @@ pub fn forget(store: &Store, roots: &[PathBuf]) -> Result<Forgotten, IngestError
 
 /// The contents that history's ghosts refer to (their chunk lists stay).
 fn ghost_contents(store: &Store) -> Result<HashSet<ContentHash>, StoreError> {
-    let mut ghosts = HashSet::new();
+    let mut ghosts = HashSet::default();
     for item in store.scan::<History>() {
         if let (_, HistoryRecord::Ghost { content, .. }) = item? {
             ghosts.insert(content);
@@ -1624,10 +1626,10 @@ impl<'s> Group<'s> {
             counts,
             next_id,
             next_content,
-            names_added: HashMap::new(),
-            names_removed: HashSet::new(),
-            records: HashMap::new(),
-            paths: HashMap::new(),
+            names_added: HashMap::default(),
+            names_removed: HashSet::default(),
+            records: HashMap::default(),
+            paths: HashMap::default(),
         }
     }
 
@@ -1670,8 +1672,8 @@ impl<'s> Writer<'s> {
             group: Group::new(store, counts, next_id, next_content),
             touched: Vec::new(),
             changes: 0,
-            gained: HashSet::new(),
-            dropped: HashSet::new(),
+            gained: HashSet::default(),
+            dropped: HashSet::default(),
             fresh,
             memo_whole: true,
             publish: None,
@@ -1753,7 +1755,7 @@ impl<'s> Writer<'s> {
         let mut w = Writer::new(store)?;
         let known = scan::Known::load_for_writer(store, w.counts.files)?;
         if let scan::Known::Loaded(map) = &known {
-            let mut names: HashMap<ContentHash, u32> = HashMap::new();
+            let mut names: HashMap<ContentHash, u32> = HashMap::default();
             for (_, rec) in map.values() {
                 *names.entry(rec.content).or_default() += 1;
             }
@@ -2391,7 +2393,7 @@ impl<'s> Writer<'s> {
     /// each copy of a content goes back to the path it came from. Returns
     /// (index in `gone`, the new file's id and record).
     fn pair_moves(&self, gone: &[(FileId, FileRecord)]) -> Result<Vec<(usize, FileId, FileRecord)>, StoreError> {
-        let mut by_content: HashMap<ContentHash, Vec<usize>> = HashMap::new();
+        let mut by_content: HashMap<ContentHash, Vec<usize>> = HashMap::default();
         for (g, (_, rec)) in gone.iter().enumerate() {
             by_content.entry(rec.content).or_default().push(g);
         }
@@ -2415,7 +2417,7 @@ impl<'s> Writer<'s> {
             // (thousands of copies of one content, empty files say, moved at
             // once): then only paths that keep their file name are compared.
             let all = olds.len().saturating_mul(news.len()) <= MAX_MOVE_PAIRS;
-            let mut by_name: HashMap<Vec<u8>, Vec<usize>> = HashMap::new();
+            let mut by_name: HashMap<Vec<u8>, Vec<usize>> = HashMap::default();
             if !all {
                 for (n, (_, rec)) in news.iter().enumerate() {
                     by_name.entry(name(&rec.path)).or_default().push(n);
@@ -2444,7 +2446,7 @@ impl<'s> Writer<'s> {
                     .then_with(|| gone[a.1].1.path.cmp(&gone[b.1].1.path))
                     .then_with(|| news[a.2].1.path.cmp(&news[b.2].1.path))
             });
-            let (mut old_done, mut new_done) = (HashSet::new(), HashSet::new());
+            let (mut old_done, mut new_done) = (HashSet::default(), HashSet::default());
             for (_, g, n) in pairs {
                 if !old_done.contains(&g) && !new_done.contains(&n) {
                     old_done.insert(g);
@@ -2521,7 +2523,7 @@ impl<'s> Writer<'s> {
         let kept: HashSet<ContentHash> =
             records.iter().zip(&expire).filter(|(_, &e)| !e).filter_map(|(r, _)| r.1).collect();
         let mut batch = self.store.batch();
-        let mut dropped: HashSet<ContentHash> = HashSet::new();
+        let mut dropped: HashSet<ContentHash> = HashSet::default();
         for (r, _) in records.iter().zip(&expire).filter(|(_, &e)| e) {
             batch.delete::<History>(&r.0);
             if let Some(c) = r.1 {
@@ -2757,7 +2759,7 @@ mod tests {
                 if next() % 7 == 0 || step == 399 {
                     w.commit().unwrap();
                     w.forget_touched();
-                    let mut stored: HashMap<ContentHash, u32> = HashMap::new();
+                    let mut stored: HashMap<ContentHash, u32> = HashMap::default();
                     for item in store.scan::<ContentNames>() {
                         *stored.entry(item.unwrap().0 .0).or_default() += 1;
                     }
