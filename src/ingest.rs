@@ -218,28 +218,42 @@ pub fn index(store: &Store, opts: &IndexOptions) -> Result<Summary, IngestError>
             r
         });
         // This thread is the writer. It groups files into one write while
-        // results keep coming, and commits whenever it would otherwise wait.
+        // results keep coming, and commits whenever it would otherwise wait
+        // (a group of fewer than `SMALL_GROUP` files first waits a little
+        // for more).
         let mut failed = None;
         loop {
+            use crossbeam_channel::{RecvTimeoutError, TryRecvError};
             if opts.stopping() {
                 summary.interrupted = true;
                 break;
             }
             let outcome = match out_rx.try_recv() {
                 Ok(o) => o,
-                Err(crossbeam_channel::TryRecvError::Empty) => {
-                    if failed.is_none() {
-                        failed = writer.commit().err();
-                    }
-                    // Woken now and then to see whether to stop (a walk of
-                    // unchanged files sends nothing for a while).
-                    match out_rx.recv_timeout(Duration::from_millis(100)) {
+                Err(TryRecvError::Empty) => {
+                    let more = if writer.group.files < SMALL_GROUP {
+                        out_rx.recv_timeout(SMALL_GROUP_WAIT)
+                    } else {
+                        Err(RecvTimeoutError::Timeout)
+                    };
+                    match more {
                         Ok(o) => o,
-                        Err(crossbeam_channel::RecvTimeoutError::Timeout) => continue,
-                        Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
+                        Err(RecvTimeoutError::Disconnected) => break,
+                        Err(RecvTimeoutError::Timeout) => {
+                            if failed.is_none() {
+                                failed = writer.commit().err();
+                            }
+                            // Woken now and then to see whether to stop (a walk
+                            // of unchanged files sends nothing for a while).
+                            match out_rx.recv_timeout(Duration::from_millis(100)) {
+                                Ok(o) => o,
+                                Err(RecvTimeoutError::Timeout) => continue,
+                                Err(RecvTimeoutError::Disconnected) => break,
+                            }
+                        }
                     }
                 }
-                Err(crossbeam_channel::TryRecvError::Disconnected) => break,
+                Err(TryRecvError::Disconnected) => break,
             };
             if failed.is_some() {
                 continue; // drain so the workers finish
@@ -1474,6 +1488,16 @@ pub use crate::store::now_ns;
 /// how much a crash can undo (the next scan redoes it).
 const GROUP_FILES: usize = 512;
 const GROUP_OPS: usize = 100_000;
+
+/// A run's writer that finds no file waiting commits its group only once
+/// the group holds this many files, or once no file came for
+/// [`SMALL_GROUP_WAIT`]: every write costs a RocksDB write and the group's
+/// meta records whatever its size, and writing at every pause wrote a
+/// first index of the Django tree in ~4,600 groups of ~14 files (now ~650 of
+/// ~100; its CPU −1.2 % in one set of runs, unchanged in another:
+/// `docs/performance.md`).
+const SMALL_GROUP: usize = 64;
+const SMALL_GROUP_WAIT: Duration = Duration::from_millis(10);
 
 /// The single writer: turns file events into WriteBatches.
 ///
