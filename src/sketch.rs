@@ -668,7 +668,9 @@ pub struct Shingler {
     window: [u64; WORDS],
     words: u64,
     level: u8,
-    /// Samples of level ≥ `level`, unsorted, possibly repeated.
+    /// Samples of level ≥ `level` as their [`code`]s (in the same order,
+    /// and 22 bits: what [`radix_sort`] sorts, which then converts nothing),
+    /// unsorted, possibly repeated.
     kept: Vec<u32>,
     /// The samples [`Shingler::sort_deciding_samples`] picks and sorts.
     picked: Vec<u32>,
@@ -894,9 +896,10 @@ impl Shingler {
         }
         while self.kept.len() > MAX_SAMPLES {
             self.level += 1;
-            // Samples of the new level are a prefix: smaller numbers.
-            let bound = if self.level >= 32 { 1 } else { 1u32 << (32 - u32::from(self.level)) };
-            let n = self.kept.partition_point(|&s| s < bound);
+            // Samples of the new level are a prefix: smaller numbers, whose
+            // codes start with a bit length of at most 32 − level.
+            let bound = 33u32.saturating_sub(u32::from(self.level)) << SAMPLE_BITS;
+            let n = self.kept.partition_point(|&c| c < bound);
             self.kept.truncate(n);
         }
     }
@@ -924,11 +927,11 @@ impl Shingler {
         let mut quads = self.kept.chunks_exact(4);
         for q in quads.by_ref() {
             for (c, &s) in counts.iter_mut().zip(q) {
-                c[level_of(s) as usize] += 1;
+                c[level_of_code(s) as usize] += 1;
             }
         }
         for &s in quads.remainder() {
-            counts[0][level_of(s) as usize] += 1;
+            counts[0][level_of_code(s) as usize] += 1;
         }
         let mut at_least = 0;
         let Some(top) = (usize::from(self.level) + 1..33).rev().find(|&l| {
@@ -944,7 +947,7 @@ impl Shingler {
         let mut n = 0;
         for &s in &self.kept {
             self.picked[n] = s;
-            n += usize::from(level_of(s) as usize >= top);
+            n += usize::from(level_of_code(s) as usize >= top);
         }
         self.picked.truncate(n);
         radix_sort(&mut self.picked, &mut self.scratch);
@@ -971,20 +974,23 @@ impl Shingler {
             self.offer(s);
         }
         self.compact();
+        for c in &mut self.kept {
+            *c = uncode(*c).expect("the code of a rounded sample");
+        }
         Sketch { level: self.level, samples: self.kept }
     }
 }
 
-/// Keeps a shingle's hash, rounded, in `kept` when its level is kept
-/// (rounding keeps the leading one bit, so the level is the same before
-/// and after: most shingles of a large content are turned down
-/// unrounded); true when `kept` is due to be compacted.
+/// Keeps a shingle's hash, rounded, as its [`code`] in `kept` when its
+/// level is kept (rounding keeps the leading one bit, so the level is the
+/// same before and after: most shingles of a large content are turned
+/// down unrounded); true when `kept` is due to be compacted.
 #[inline]
 fn keep(kept: &mut Vec<u32>, level: u8, hash: u32) -> bool {
     if level_of(hash) < level {
         return false;
     }
-    kept.push(round(hash));
+    kept.push(code(hash));
     kept.len() >= 4 * EXACT_UP_TO
 }
 
@@ -999,13 +1005,14 @@ fn shift_in(window: &mut [u64; WORDS], words: &mut u64, h: u64) -> Option<u32> {
     (*words >= WORDS as u64).then(|| shingle_hash(window))
 }
 
-/// Sorts rounded samples ([`round`]) by their [`code`]s, which are in the
-/// same order and fit in 22 bits: two passes of 11 bits, where sorting the
-/// samples themselves by bytes took three (a sample's top three bytes all
-/// vary), and the counts of both passes are taken in one read. `scratch`
-/// is the second buffer. A content's samples are sorted once at least, and
-/// for the many small files of a document tree (hundreds of samples each)
-/// a comparison sort was ~45 % of their sketching.
+/// Sorts the [`code`]s of rounded samples, which fit in 22 bits: two
+/// passes of 11 bits, where sorting the samples themselves by bytes took
+/// three (a sample's top three bytes all vary), and the counts of both
+/// passes are taken in one read. `scratch` is the second buffer. A
+/// content's samples are sorted once at least, and for the many small
+/// files of a document tree (hundreds of samples each) a comparison sort
+/// was ~45 % of their sketching. (The samples are kept as codes while a
+/// sketch is made, so the sort converts nothing.)
 fn radix_sort(v: &mut Vec<u32>, scratch: &mut Vec<u32>) {
     const DIGIT: u32 = CODE_BITS / 2;
     const BUCKETS: usize = 1 << DIGIT;
@@ -1016,11 +1023,10 @@ fn radix_sort(v: &mut Vec<u32>, scratch: &mut Vec<u32>) {
         return;
     }
     let mut counts = [[0u32; BUCKETS]; 2];
-    for x in v.iter_mut() {
-        debug_assert_eq!(round(*x), *x, "only rounded samples are sorted");
-        *x = code(*x);
-        counts[0][*x as usize & (BUCKETS - 1)] += 1;
-        counts[1][(*x >> DIGIT) as usize] += 1;
+    for &x in v.iter() {
+        debug_assert!(x < 1 << CODE_BITS, "only codes are sorted");
+        counts[0][x as usize & (BUCKETS - 1)] += 1;
+        counts[1][(x >> DIGIT) as usize & (BUCKETS - 1)] += 1;
     }
     scratch.clear();
     scratch.resize(v.len(), 0);
@@ -1040,9 +1046,11 @@ fn radix_sort(v: &mut Vec<u32>, scratch: &mut Vec<u32>) {
         }
         std::mem::swap(v, scratch);
     }
-    for x in v.iter_mut() {
-        *x = uncode(*x).expect("the code of a rounded sample");
-    }
+}
+
+/// The level of the sample a [`code`] stands for: 32 less its bit length.
+fn level_of_code(code: u32) -> u8 {
+    32u32.saturating_sub(code >> SAMPLE_BITS) as u8
 }
 
 /// Odd constants weighting the words of a shingle by position, so that the
@@ -1193,6 +1201,9 @@ mod tests {
             prop_assert_eq!(uncode(code(ra)), Some(ra));
             prop_assert_eq!(ra.cmp(&rb), code(ra).cmp(&code(rb)));
             prop_assert_eq!(level_of(ra), level_of(a));
+            // A hash's code is its rounded sample's, and tells its level.
+            prop_assert_eq!(code(a), code(ra));
+            prop_assert_eq!(level_of_code(code(a)), level_of(a));
             // Rounded down, by less than one unit of the 17th bit.
             prop_assert!(ra <= a && u64::from(a - ra) << (SAMPLE_BITS + 1) < 1u64 << (32 - a.leading_zeros()), "{a:#x} to {ra:#x}");
         }
@@ -1375,7 +1386,7 @@ mod tests {
 
         #[test]
         fn radix_sort_sorts(v in proptest::collection::vec(prop_oneof![any::<u32>(), (0u32..300).prop_map(|x| x << 20), Just(7u32), 0u32..1 << 17], 0..3000)) {
-            let mut v: Vec<u32> = v.into_iter().map(round).collect();
+            let mut v: Vec<u32> = v.into_iter().map(code).collect();
             let mut scratch = Vec::new();
             let mut expected = v.clone();
             expected.sort_unstable();
