@@ -8,8 +8,6 @@
 //! crash at any moment leaves the index consistent.
 
 use std::collections::BTreeMap;
-
-use crate::scan::{HashMap, HashSet};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,7 +17,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::bounded;
 
 use crate::fingerprint::{fingerprint_file, fingerprint_many, ContentHash, Fingerprint, WholeFrom};
-use crate::scan::{self, is_under, path_bytes, Candidate, SkipReason, Stat, WalkOptions};
+use crate::scan::{self, is_under, path_bytes, Candidate, HashMap, HashSet, SkipReason, Stat, WalkOptions};
 use crate::store::{
     Batch, ChunkContents, ContentById, ContentChunks, ContentId, ContentNames, ContentRecord, Counts, FileId,
     FileRecord, Files, History, HistoryRecord, Meta, MetaKey, MetaValue, NameProbe, Paths, Posting, SketchContents,
