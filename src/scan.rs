@@ -320,9 +320,13 @@ impl std::fmt::Debug for RootDir {
 
 impl RootDir {
     /// The root, opened; None when it cannot be (its files are then
-    /// opened by their full paths, and any error is met there).
+    /// opened by their full paths, and any error is met there). Opened as
+    /// a directory only: whatever replaced it since it was checked, the
+    /// open never blocks (a FIFO would, opened as a file).
     fn new(root: &Path) -> Option<Arc<RootDir>> {
-        let dir = File::open(root).ok()?;
+        use rustix::fs::{Mode, OFlags};
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let dir = File::from(rustix::fs::open(root, flags, Mode::empty()).ok()?);
         Some(Arc::new(RootDir { path: path_bytes(root), dir }))
     }
 
@@ -575,6 +579,8 @@ mod tests {
         // name is now.
         std::fs::rename(&root, t.path().join("moved")).unwrap();
         assert_eq!(read(&root.join("sub/f")), "inside");
+        // Only a directory is held open.
+        assert!(RootDir::new(&t.path().join("rx/g")).is_none());
         let slash = RootDir::new(Path::new("/")).unwrap();
         assert_eq!(slash.below(Path::new("/etc/hosts")), Some(OsStr::new("etc/hosts")));
     }
