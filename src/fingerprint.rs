@@ -242,40 +242,35 @@ pub fn fingerprint_many(
     }
     let mut ids = vec![[0u8; 16]; chunks.len()];
     hasher().hash_many(&chunks, &mut ids);
-    // The content hashes too are MD5s of short messages, each content's
-    // (chunk id, length) sequence: computed side by side, where one at a
-    // time they were ~1 % of a first index of the Django tree.
+    // One walk over each content's chunks builds its fingerprint and the
+    // message its content hash is the MD5 of, its (chunk id, length)
+    // sequence: those are hashed side by side too, where one at a time
+    // they were ~1 % of a first index of the Django tree.
     let mut message = Vec::with_capacity(chunks.len() * 20);
     let mut start = 0;
-    let spans: Vec<std::ops::Range<usize>> = ends
+    let (builders, spans): (Vec<Builder>, Vec<std::ops::Range<usize>>) = ends
         .iter()
         .map(|&end| {
+            // The sketch is deferred to the end, as for any whole content.
+            let mut b = Builder { shingles: None, content: None, ..Builder::new(WholeFrom(u64::MAX)) };
             let from = message.len();
             for (chunk, id) in chunks[start..end].iter().zip(&ids[start..end]) {
+                b.push(chunk, ChunkId(*id));
                 message.extend_from_slice(id);
                 message.extend_from_slice(&(chunk.len() as u32).to_be_bytes());
             }
             start = end;
-            from..message.len()
+            (b, from..message.len())
         })
-        .collect();
-    let messages: Vec<&[u8]> = spans.iter().map(|r| &message[r.clone()]).collect();
+        .unzip();
+    let messages: Vec<&[u8]> = spans.into_iter().map(|r| &message[r]).collect();
     let mut hashes = vec![[0u8; 16]; contents.len()];
     hasher().hash_many(&messages, &mut hashes);
-    let mut start = 0;
-    contents
-        .iter()
-        .zip(ends)
+    builders
+        .into_iter()
+        .zip(contents)
         .zip(hashes)
-        .map(|((&data, end), hash)| {
-            // The sketch is deferred to the end, as for any whole content.
-            let mut b = Builder { shingles: None, content: None, ..Builder::new(WholeFrom(u64::MAX)) };
-            for (chunk, id) in chunks[start..end].iter().zip(&ids[start..end]) {
-                b.push(chunk, ChunkId(*id));
-            }
-            start = end;
-            b.finish_as(ContentHash(hash), data, known)
-        })
+        .map(|((b, &data), hash)| b.finish_as(ContentHash(hash), data, known))
         .collect()
 }
 
