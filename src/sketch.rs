@@ -20,10 +20,11 @@
 //! containment estimate the real ones without bias.
 //!
 //! The sketch is built in the same single read as the chunks, in bounded
-//! memory (at most 4 × [`EXACT_UP_TO`] samples are held, whatever the file's
+//! memory (at most 4 × [`EXACT_UP_TO`] samples and a batch are held, whatever the file's
 //! size), and the result depends only on the set of shingles, not on how the
 //! bytes arrived.
 
+use fearless_simd::{dispatch, u8x64, Level, Simd, SimdBase};
 use serde::{Deserialize, Serialize};
 
 /// Words per shingle (Broder used 10 on web pages; 4 suits short documents).
@@ -291,17 +292,14 @@ fn round(sample: u32) -> u32 {
 
 /// A rounded sample as a dense number, in the same order: its bit length,
 /// then its [`SAMPLE_BITS`] bits after the leading one.
+#[inline(always)]
 fn code(sample: u32) -> u32 {
-    let len = 32 - sample.leading_zeros();
-    let mask = (1u32 << SAMPLE_BITS) - 1;
-    let mantissa = if len == 0 {
-        0
-    } else if len <= SAMPLE_BITS + 1 {
-        (sample << (SAMPLE_BITS + 1 - len)) & mask
-    } else {
-        (sample >> (len - 1 - SAMPLE_BITS)) & mask
-    };
-    (len << SAMPLE_BITS) | mantissa
+    // Without a branch on the length: shifted to the top of 64 bits and
+    // past its leading one bit, the bits that follow it are the top ones
+    // (zeros past the sample's end, as rounding pads a short one).
+    let zeros = sample.leading_zeros();
+    let after = ((u64::from(sample) << 32) << zeros) << 1;
+    ((32 - zeros) << SAMPLE_BITS) | (after >> (64 - SAMPLE_BITS)) as u32
 }
 
 /// The sample of a [`code`], or None for a number no rounded sample has.
@@ -658,13 +656,18 @@ const M: u64 = 0x9e37_79b9_7f4a_7c15;
 ///
 /// This runs over every byte a reader reads, beside TTTD and MD5, so it is
 /// written for speed: whitespace is found 64 bytes at a time as a bit mask
-/// (no branch per byte), a word of under 16 bytes is hashed from two loads
-/// with no branch on its length, and samples are collected in a vector
-/// that is sorted and thinned now and then rather than kept in a hash set.
+/// (vector compares, no branch per byte), a word of under 16 bytes is
+/// hashed from two loads with no branch on its length, the shingles of a
+/// batch of words are hashed side by side, and samples are collected in a
+/// vector that is sorted and thinned now and then rather than kept in a
+/// hash set. The loops are compiled for each x86 vector instruction set
+/// and the CPU's is picked at run time (`fearless_simd`, which the MD5
+/// engine uses too); `docs/performance.md` has the figures.
 pub struct Shingler {
     /// A word cut by the end of a piece: its hash state so far.
     partial: Option<WordState>,
-    /// The last `WORDS` word hashes, oldest first once full.
+    /// The last `WORDS` words' keys ([`shingle_hash_of_keys`]), oldest
+    /// first once full.
     window: [u64; WORDS],
     words: u64,
     level: u8,
@@ -715,14 +718,22 @@ impl WordState {
         }
     }
 
+    /// The word's hash.
+    #[cfg(test)]
     fn finish(&self) -> u64 {
+        self.key().wrapping_mul(M)
+    }
+
+    /// The word's [key](shingle_hash_of_keys): its hash before the last
+    /// multiplication by `M`.
+    fn key(&self) -> u64 {
         // A block of under 8 bytes leaves its top byte free for the length,
         // so "a" and "a\0" differ in the high bits the sample is taken from.
-        (self.acc ^ self.block ^ (self.len << 56)).wrapping_mul(M)
+        self.acc ^ self.block ^ (self.len << 56)
     }
 }
 
-/// The hash of the word `data[start..end]` (any length), equal to feeding
+/// The key of the word `data[start..end]` (any length), equal to feeding
 /// its bytes to an empty [`WordState`] in any pieces. Bytes after `end` in
 /// `data` let the last partial block be read in one masked load.
 fn word_hash(data: &[u8], start: usize, end: usize) -> u64 {
@@ -742,23 +753,55 @@ fn word_hash(data: &[u8], start: usize, end: usize) -> u64 {
     } else {
         s.feed(&data[at..end]);
     }
-    s.finish()
+    s.key()
 }
 
-/// [`word_hash`] of the `n` < 16 bytes at `data[start..]`, with 16 bytes
-/// readable there: the same value without a branch on the word's length
-/// (which text makes unpredictable).
-#[inline]
-fn short_word_hash(data: &[u8], start: usize, n: usize) -> u64 {
-    let b0 = u64::from_le_bytes(data[start..start + 8].try_into().expect("8 bytes"));
-    let b1 = u64::from_le_bytes(data[start + 8..start + 16].try_into().expect("8 bytes"));
+/// [`word_hash`] of the first `n` < 16 of the 16 bytes `b`: the same
+/// value without a branch on the word's length (which text makes
+/// unpredictable).
+#[inline(always)]
+fn short_word_hash(b: &[u8; 16], n: usize) -> u64 {
+    let b0 = u64::from_le_bytes(b[..8].try_into().expect("8 bytes"));
+    let b1 = u64::from_le_bytes(b[8..].try_into().expect("8 bytes"));
     // A word with a whole first block has it mixed in as `WordState::feed`
     // does, its second block pending; a shorter one has its first pending.
     let long = n >= 8;
     let acc = std::hint::select_unpredictable(long, b0.wrapping_mul(M).rotate_left(29), 0);
     let last = std::hint::select_unpredictable(long, b1, b0);
     let block = last & ((1u64 << (8 * (n & 7))) - 1);
-    (acc ^ block ^ ((n as u64) << 56)).wrapping_mul(M)
+    acc ^ block ^ ((n as u64) << 56)
+}
+
+/// The key of the word `data[start..end]`: [`short_word_hash`] for the
+/// common word, of under 16 bytes with 16 readable, else [`word_hash`].
+#[inline(always)]
+fn hash_word(data: &[u8], start: usize, end: usize) -> u64 {
+    match data.get(start..start + 16) {
+        Some(b) if end - start < 16 => short_word_hash(b.try_into().expect("16 bytes"), end - start),
+        _ => word_hash(data, start, end),
+    }
+}
+
+/// Words found and hashed before their shingles are sampled, at most
+/// ([`Shingler::feed`]).
+const WORD_BATCH: usize = 64;
+
+/// Whitespace bits of 64 bytes, compared as vectors: a handful of
+/// instructions per 16 bytes (SSE2, which every x86-64 CPU has) or per 64
+/// (AVX-512), where [`space_bits`] takes ~15 per 8.
+#[inline(always)]
+fn space_mask64<S: Simd>(simd: S, bytes: &[u8; 64]) -> u64 {
+    let x = u8x64::from_slice(simd, bytes);
+    let space = simd.simd_eq_u8x64(x, simd.splat_u8x64(b' '));
+    // Tab to carriage return (9..=13): x − 9 is at most 4, unsigned.
+    let control = simd.simd_le_u8x64(simd.sub_u8x64(x, simd.splat_u8x64(9)), simd.splat_u8x64(4));
+    simd.to_bitmask_mask8x64(simd.or_mask8x64(space, control))
+}
+
+/// The CPU's vector instructions, detected once.
+fn simd_level() -> Level {
+    static LEVEL: std::sync::OnceLock<Level> = std::sync::OnceLock::new();
+    *LEVEL.get_or_init(Level::new)
 }
 
 /// Whitespace bits of up to 64 bytes: bit k set when `bytes[k]` is a space.
@@ -812,63 +855,128 @@ impl Shingler {
     }
 
     /// Feeds the next bytes of the content.
+    ///
+    /// In two passes over each stretch of up to [`WORD_BATCH`] words:
+    /// the words are found and hashed, then their shingles are sampled
+    /// ([`Shingler::take_words`]). Each pass is a short loop with no
+    /// branch that text makes unpredictable, where doing both per word
+    /// kept more state than there are registers.
     pub fn feed(&mut self, data: &[u8]) {
+        self.feed_at(simd_level(), data);
+    }
+
+    /// [`Shingler::feed`] with the vector instructions of `level`.
+    fn feed_at(&mut self, level: Level, data: &[u8]) {
+        dispatch!(level, simd => self.feed_with(simd, data))
+    }
+
+    /// [`Shingler::feed`] compiled for a set of vector instructions.
+    #[inline(always)]
+    fn feed_with<S: Simd>(&mut self, simd: S, data: &[u8]) {
         // Where the current word started in `data`, if it did (else it is
         // carried in `partial`, or there is no current word).
-        let mut start: Option<usize> = None;
+        let mut open: Option<usize> = None;
         let mut in_word = self.partial.is_some();
         let mut base = 0;
-        // The state each word updates, in locals: through `self` it is
-        // stored and loaded again around every sample pushed.
-        let mut window = self.window;
-        let mut words = self.words;
-        let mut level = self.level;
-        let mut kept = std::mem::take(&mut self.kept);
+        // The batch's word keys, after the last WORDS − 1 before it.
+        let mut hashes = [0u64; WORDS - 1 + 2 * WORD_BATCH];
+        hashes[..WORDS - 1].copy_from_slice(&self.window[1..]);
+        let mut n = WORDS - 1;
         for block in data.chunks(64) {
-            let space = space_mask(block);
-            let n = block.len();
-            let valid = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
-            // Bits where the byte's kind differs from the byte before it.
+            let len = block.len();
+            let space = match <&[u8; 64]>::try_from(block) {
+                Ok(b) => space_mask64(simd, b),
+                Err(_) => space_mask(block),
+            };
+            let valid = if len == 64 { u64::MAX } else { (1u64 << len) - 1 };
+            // Bit k of `prev`: the byte before byte k is whitespace (or
+            // there is none and no word runs on into this piece).
             let prev = (space << 1) | u64::from(!in_word);
-            let mut changes = (space ^ prev) & valid;
-            while changes != 0 {
-                let at = base + changes.trailing_zeros() as usize;
-                changes &= changes - 1;
-                if !in_word {
-                    start = Some(at);
-                    in_word = true;
-                    continue;
-                }
-                in_word = false;
-                let h = match start.take() {
-                    // The common case, a word of under 16 bytes inside the piece.
-                    Some(s) if at - s < 16 && s + 16 <= data.len() => short_word_hash(data, s, at - s),
-                    Some(s) => word_hash(data, s, at),
+            let mut starts = !space & prev & valid;
+            let mut ends = space & !prev & valid;
+            if in_word && ends != 0 {
+                // The first end closes a word begun before this block.
+                let at = base + ends.trailing_zeros() as usize;
+                ends &= ends - 1;
+                hashes[n] = match open.take() {
+                    Some(s) => hash_word(data, s, at),
                     None => {
                         let mut st = self.partial.take().expect("a word ends only after it began");
                         st.feed(&data[..at]);
-                        st.finish()
+                        st.key()
                     }
                 };
-                if let Some(s) = shift_in(&mut window, &mut words, h) {
-                    // As `offer` does, on the locals.
-                    if keep(&mut kept, level, s) {
-                        self.kept = kept;
-                        self.compact();
-                        kept = std::mem::take(&mut self.kept);
-                        level = self.level;
-                    }
-                }
+                n += 1;
             }
-            in_word = if n == 0 { in_word } else { space >> (n - 1) & 1 == 0 };
-            base += n;
+            // Every other end closes a word begun in this block, and
+            // starts and ends alternate: the k-th of each pair up.
+            while ends != 0 {
+                let s = base + starts.trailing_zeros() as usize;
+                let e = base + ends.trailing_zeros() as usize;
+                starts &= starts - 1;
+                ends &= ends - 1;
+                hashes[n] = hash_word(data, s, e);
+                n += 1;
+            }
+            if starts != 0 {
+                open = Some(base + starts.trailing_zeros() as usize);
+            }
+            in_word = if len == 0 { in_word } else { space >> (len - 1) & 1 == 0 };
+            base += len;
+            // A block holds at most 32 words: the next one fits.
+            if n >= WORD_BATCH {
+                self.take_words(&mut hashes, n);
+                n = WORDS - 1;
+            }
         }
-        (self.window, self.words, self.kept) = (window, words, kept);
+        self.take_words(&mut hashes, n);
         if in_word {
             // The word goes on in the next piece: keep its hash state.
             let mut st = self.partial.take().unwrap_or_default();
-            st.feed(&data[start.unwrap_or(0)..]);
+            st.feed(&data[open.unwrap_or(0)..]);
             self.partial = Some(st);
+        }
+    }
+
+    /// Takes the word keys `hashes[WORDS - 1..n]` (after the last
+    /// `WORDS − 1` before them) into the window of the last [`WORDS`], keeps
+    /// the samples of the shingles they complete ([`keep`]), and moves the
+    /// last `WORDS − 1` to the front for the next batch.
+    ///
+    /// The shingles' codes are computed in one loop with nothing carried
+    /// from one to the next, which the compiler vectorises where the CPU
+    /// multiplies 64-bit lanes (AVX-512), and kept in a second with no
+    /// branch per shingle.
+    #[inline(always)]
+    fn take_words(&mut self, hashes: &mut [u64; WORDS - 1 + 2 * WORD_BATCH], n: usize) {
+        let new = n - (WORDS - 1);
+        if new == 0 {
+            return;
+        }
+        // The content's first words complete no shingle.
+        let skip = (WORDS as u64 - 1).saturating_sub(self.words).min(new as u64) as usize;
+        let mut codes = [0u32; 2 * WORD_BATCH];
+        for (k, c) in codes[..new].iter_mut().enumerate() {
+            let w: &[u64; WORDS] = hashes[k..k + WORDS].try_into().expect("a window");
+            *c = code(shingle_hash_of_keys(w));
+        }
+        // A sample is kept when its level is, so when its bit length is at
+        // most 32 − level.
+        let bound = 33u32.saturating_sub(u32::from(self.level)) << SAMPLE_BITS;
+        let from = self.kept.len();
+        self.kept.resize(from + new, 0);
+        let out = &mut self.kept[from..];
+        let mut kept = 0;
+        for &c in &codes[skip..new] {
+            out[kept] = c;
+            kept += usize::from(c < bound);
+        }
+        self.kept.truncate(from + kept);
+        self.words += new as u64;
+        self.window.copy_from_slice(&hashes[n - WORDS..n]);
+        hashes.copy_within(n - (WORDS - 1)..n, 0);
+        if self.kept.len() >= 4 * EXACT_UP_TO {
+            self.compact();
         }
     }
 
@@ -962,7 +1070,7 @@ impl Shingler {
     /// The sketch of everything fed.
     pub fn finish(mut self) -> Sketch {
         if let Some(st) = self.partial.take() {
-            self.push_word(st.finish());
+            self.push_word(st.key());
         }
         // A content of 1..WORDS-1 words has its whole word sequence as its
         // one shingle (as the reference scorer does).
@@ -970,7 +1078,7 @@ impl Shingler {
             let n = self.words as usize;
             let mut seq = [0u64; WORDS];
             seq[..n].copy_from_slice(&self.window[WORDS - n..]);
-            let s = shingle_hash(&seq[..n]);
+            let s = shingle_hash_of_keys(&seq[..n]);
             self.offer(s);
         }
         self.compact();
@@ -1002,7 +1110,7 @@ fn shift_in(window: &mut [u64; WORDS], words: &mut u64, h: u64) -> Option<u32> {
     let w = *window;
     *window = std::array::from_fn(|i| if i + 1 < WORDS { w[i + 1] } else { h });
     *words += 1;
-    (*words >= WORDS as u64).then(|| shingle_hash(window))
+    (*words >= WORDS as u64).then(|| shingle_hash_of_keys(window))
 }
 
 /// Sorts the [`code`]s of rounded samples, which fit in 22 bits: two
@@ -1061,10 +1169,33 @@ const C: [u64; WORDS] = [0xc2b2_ae3d_27d4_eb4f, 0x1656_67b1_9e37_79f9, 0xd6e8_fe
 /// whose [`round`]ing is its sample: a position-weighted sum (the products
 /// are independent, so a CPU does them side by side) folded once more, top
 /// 32 bits.
+#[cfg(test)]
 fn shingle_hash(words: &[u64]) -> u32 {
     let mut h = words.len() as u64;
     for (w, c) in words.iter().zip(C) {
         h = h.wrapping_add(w.wrapping_mul(c));
+    }
+    ((h ^ (h >> 32)).wrapping_mul(M) >> 32) as u32
+}
+
+/// [`shingle_hash`] of the words whose *keys* are given, a word's key
+/// being its hash before the last multiplication by `M`: each key is
+/// multiplied by `C[i]·M` instead, which is the same product modulo 2^64
+/// and spares the words' pass one multiplication per word.
+#[inline(always)]
+fn shingle_hash_of_keys(keys: &[u64]) -> u32 {
+    const CM: [u64; WORDS] = {
+        let mut cm = C;
+        let mut i = 0;
+        while i < WORDS {
+            cm[i] = C[i].wrapping_mul(M);
+            i += 1;
+        }
+        cm
+    };
+    let mut h = keys.len() as u64;
+    for (k, c) in keys.iter().zip(CM) {
+        h = h.wrapping_add(k.wrapping_mul(c));
     }
     ((h ^ (h >> 32)).wrapping_mul(M) >> 32) as u32
 }
@@ -1106,6 +1237,51 @@ mod tests {
         assert_eq!(a.samples.len(), 6);
         let e = a.estimate(&b);
         assert_eq!((e.resemblance, e.a_in_b, e.b_in_a), (1.0, 1.0, 1.0));
+    }
+
+    /// The densest text, a one-letter word every two bytes (32 to a
+    /// 64-byte block), fills the shingler's batch of word hashes fastest.
+    #[test]
+    fn one_letter_words_fill_the_batch_and_are_sketched_as_defined() {
+        let data: Vec<u8> = (0..50_000u32).flat_map(|i| [b'a' + (mix(u64::from(i)) % 26) as u8, b' ']).collect();
+        for piece in [data.len(), 4096, 63] {
+            let mut s = Shingler::new();
+            for p in data.chunks(piece) {
+                s.feed(p);
+            }
+            assert_eq!(s.finish(), sketch_by_definition(&data), "pieces of {piece} bytes");
+        }
+    }
+
+    /// Every instruction set the loops are compiled for that this CPU
+    /// has, the baseline included, gives the defined sketch: bytes of every
+    /// value (those over 127 test that whitespace is compared unsigned).
+    #[test]
+    fn every_instruction_set_the_cpu_has_sketches_as_defined() {
+        let data: Vec<u8> = (0..200_000u64)
+            .map(|i| match mix(i) % 7 {
+                0 => b" \t\n\r\x0b\x0c"[(mix(i) >> 8) as usize % 6],
+                1 => (mix(i) >> 8) as u8,
+                _ => b'a' + (mix(i) >> 8) as u8 % 3,
+            })
+            .collect();
+        let expected = sketch_by_definition(&data);
+        #[allow(unused_mut)]
+        let mut levels = vec![Level::baseline()];
+        #[cfg(target_arch = "x86_64")]
+        {
+            let detected = Level::new();
+            levels.extend(detected.as_sse4_2().map(Level::Sse4_2));
+            levels.extend(detected.as_avx2().map(Level::Avx2));
+            levels.extend(detected.as_avx512().map(Level::Avx512));
+        }
+        for level in levels {
+            let mut s = Shingler::new();
+            for p in data.chunks(1000) {
+                s.feed_at(level, p);
+            }
+            assert_eq!(s.finish(), expected, "{level:?}");
+        }
     }
 
     #[test]
