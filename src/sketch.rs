@@ -637,7 +637,9 @@ impl<'de> Deserialize<'de> for GapCoded {
 }
 
 /// ASCII whitespace as Python's `bytes.split()` sees it (with vertical tab,
-/// which Rust's `is_ascii_whitespace` leaves out).
+/// which Rust's `is_ascii_whitespace` leaves out): the definition, which
+/// [`space_mask64`] computes in vectors.
+#[cfg(test)]
 const fn space_table() -> [bool; 256] {
     let mut t = [false; 256];
     t[b' ' as usize] = true;
@@ -648,6 +650,7 @@ const fn space_table() -> [bool; 256] {
     t[0x0c] = true;
     t
 }
+#[cfg(test)]
 static SPACE: [bool; 256] = space_table();
 
 const M: u64 = 0x9e37_79b9_7f4a_7c15;
@@ -786,9 +789,10 @@ fn hash_word(data: &[u8], start: usize, end: usize) -> u64 {
 /// ([`Shingler::feed`]).
 const WORD_BATCH: usize = 64;
 
-/// Whitespace bits of 64 bytes, compared as vectors: a handful of
+/// Whitespace bits of 64 bytes (bit k set when `bytes[k]` is ASCII
+/// whitespace: 32, or 9..=13), compared as vectors: a handful of
 /// instructions per 16 bytes (SSE2, which every x86-64 CPU has) or per 64
-/// (AVX-512), where [`space_bits`] takes ~15 per 8.
+/// (AVX-512), where a bit trick on 8 bytes in a `u64` took ~15 per 8.
 #[inline(always)]
 fn space_mask64<S: Simd>(simd: S, bytes: &[u8; 64]) -> u64 {
     let x = u8x64::from_slice(simd, bytes);
@@ -802,37 +806,6 @@ fn space_mask64<S: Simd>(simd: S, bytes: &[u8; 64]) -> u64 {
 fn simd_level() -> Level {
     static LEVEL: std::sync::OnceLock<Level> = std::sync::OnceLock::new();
     *LEVEL.get_or_init(Level::new)
-}
-
-/// Whitespace bits of up to 64 bytes: bit k set when `bytes[k]` is a space.
-fn space_mask(bytes: &[u8]) -> u64 {
-    let mut m = 0u64;
-    let mut words = bytes.chunks_exact(8);
-    let mut k = 0;
-    for w in words.by_ref() {
-        m |= space_bits(u64::from_le_bytes(w.try_into().expect("8 bytes"))) << k;
-        k += 8;
-    }
-    for (j, &b) in words.remainder().iter().enumerate() {
-        m |= u64::from(SPACE[b as usize]) << (k + j);
-    }
-    m
-}
-
-/// Whitespace bits of 8 bytes (little-endian), eight at a time: a byte is
-/// ASCII whitespace when it is 32 or in 9..=13. Adding to its low seven
-/// bits a constant sets its top bit exactly when it is at least some bound
-/// (no carry leaves a byte), and one multiplication gathers the top bits.
-fn space_bits(x: u64) -> u64 {
-    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
-    const TOP: u64 = 0x8080_8080_8080_8080;
-    let at_least = |n: u8| ((x & LOW7) + 0x0101_0101_0101_0101 * u64::from(0x80 - n)) & TOP;
-    let ascii = !x & TOP;
-    let tab_to_cr = at_least(9) & !at_least(14);
-    let space = at_least(32) & !at_least(33);
-    let top = (tab_to_cr | space) & ascii;
-    // The top bit of byte i (bit 8i + 7) moves to bit 56 + i.
-    (top >> 7).wrapping_mul(0x0102_0408_1020_4080) >> 56
 }
 
 impl Default for Shingler {
@@ -886,7 +859,13 @@ impl Shingler {
             let len = block.len();
             let space = match <&[u8; 64]>::try_from(block) {
                 Ok(b) => space_mask64(simd, b),
-                Err(_) => space_mask(block),
+                Err(_) => {
+                    // The piece's last block, padded (a zero byte is no
+                    // whitespace, and `valid` drops its bits anyway).
+                    let mut padded = [0u8; 64];
+                    padded[..len].copy_from_slice(block);
+                    space_mask64(simd, &padded)
+                }
             };
             let valid = if len == 64 { u64::MAX } else { (1u64 << len) - 1 };
             // Bit k of `prev`: the byte before byte k is whitespace (or
@@ -1548,16 +1527,18 @@ mod tests {
         }
 
         #[test]
-        fn space_bits_match_the_table(bytes in any::<[u8; 8]>(), pick in any::<[bool; 8]>(), ws in any::<[u8; 8]>()) {
+        fn the_space_mask_matches_the_table(bytes in any::<[u8; 64]>(), pick in any::<[bool; 64]>(), ws in any::<[u8; 64]>()) {
             // Whitespace mixed in on purpose: random bytes seldom are.
             let mut b = bytes;
-            for i in 0..8 {
+            for i in 0..64 {
                 if pick[i] {
-                    b[i] = b" \t\n\x0b\x0c\r\x1f!"[ws[i] as usize % 8];
+                    b[i] = b" \t\n\x0b\x0c\r\x1f!\x08\x0e"[ws[i] as usize % 10];
                 }
             }
-            let expected = (0..8).fold(0u64, |m, i| m | u64::from(SPACE[b[i] as usize]) << i);
-            prop_assert_eq!(space_bits(u64::from_le_bytes(b)), expected, "{:?}", b);
+            let expected = (0..64).fold(0u64, |m, i| m | u64::from(SPACE[b[i] as usize]) << i);
+            for level in [Level::baseline(), simd_level()] {
+                prop_assert_eq!(dispatch!(level, simd => space_mask64(simd, &b)), expected, "{:?}", level);
+            }
         }
 
         #[test]
