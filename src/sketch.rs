@@ -919,7 +919,7 @@ impl Shingler {
 
     /// Takes the word keys `hashes[WORDS - 1..n]` (after the last
     /// `WORDS − 1` before them) into the window of the last [`WORDS`], keeps
-    /// the samples of the shingles they complete ([`keep`]), and moves the
+    /// the samples of the shingles they complete whose level is kept, and moves the
     /// last `WORDS − 1` to the front for the next batch.
     ///
     /// The shingles' codes are computed in one loop with nothing carried
@@ -955,19 +955,6 @@ impl Shingler {
         self.window.copy_from_slice(&hashes[n - WORDS..n]);
         hashes.copy_within(n - (WORDS - 1)..n, 0);
         if self.kept.len() >= 4 * EXACT_UP_TO {
-            self.compact();
-        }
-    }
-
-    fn push_word(&mut self, h: u64) {
-        if let Some(s) = shift_in(&mut self.window, &mut self.words, h) {
-            self.offer(s);
-        }
-    }
-
-    /// Keeps a shingle's hash ([`keep`]), compacting when due.
-    fn offer(&mut self, hash: u32) {
-        if keep(&mut self.kept, self.level, hash) {
             self.compact();
         }
     }
@@ -1049,7 +1036,11 @@ impl Shingler {
     /// The sketch of everything fed.
     pub fn finish(mut self) -> Sketch {
         if let Some(st) = self.partial.take() {
-            self.push_word(st.key());
+            // The last word, taken as a batch of one.
+            let mut keys = [0u64; WORDS - 1 + 2 * WORD_BATCH];
+            keys[..WORDS - 1].copy_from_slice(&self.window[1..]);
+            keys[WORDS - 1] = st.key();
+            self.take_words(&mut keys, WORDS);
         }
         // A content of 1..WORDS-1 words has its whole word sequence as its
         // one shingle (as the reference scorer does).
@@ -1057,8 +1048,8 @@ impl Shingler {
             let n = self.words as usize;
             let mut seq = [0u64; WORDS];
             seq[..n].copy_from_slice(&self.window[WORDS - n..]);
-            let s = shingle_hash_of_keys(&seq[..n]);
-            self.offer(s);
+            // Its one sample, at level 0 (nothing else was kept).
+            self.kept.push(code(shingle_hash_of_keys(&seq[..n])));
         }
         self.compact();
         for c in &mut self.kept {
@@ -1066,30 +1057,6 @@ impl Shingler {
         }
         Sketch { level: self.level, samples: self.kept }
     }
-}
-
-/// Keeps a shingle's hash, rounded, as its [`code`] in `kept` when its
-/// level is kept (rounding keeps the leading one bit, so the level is the
-/// same before and after: most shingles of a large content are turned
-/// down unrounded); true when `kept` is due to be compacted.
-#[inline]
-fn keep(kept: &mut Vec<u32>, level: u8, hash: u32) -> bool {
-    if level_of(hash) < level {
-        return false;
-    }
-    kept.push(code(hash));
-    kept.len() >= 4 * EXACT_UP_TO
-}
-
-/// Takes the next word's hash into the window of the last [`WORDS`]; the
-/// hash of the shingle it completes, once there are that many words.
-#[inline]
-fn shift_in(window: &mut [u64; WORDS], words: &mut u64, h: u64) -> Option<u32> {
-    // Shifted by value, not with `copy_within` (a memmove call per word).
-    let w = *window;
-    *window = std::array::from_fn(|i| if i + 1 < WORDS { w[i + 1] } else { h });
-    *words += 1;
-    (*words >= WORDS as u64).then(|| shingle_hash_of_keys(window))
 }
 
 /// Sorts the [`code`]s of rounded samples, which fit in 22 bits: two
