@@ -163,8 +163,12 @@ enum Outcome {
     Unchanged {
         cand: Candidate,
     },
-    /// Large enough to be read beside the batch ([`Background`]), not in it.
-    Deferred(Opened),
+    /// Large enough to be read beside the batch ([`Background`]), not in
+    /// it. Closed again: the [`Background`] reader that takes it opens it,
+    /// so that a burst of large files waiting for their turn holds no file
+    /// descriptors (a thousand videos copied in would otherwise have run
+    /// the process out of them, under systemd's soft limit of 1,024).
+    Deferred(Candidate),
 }
 
 /// Makes roots absolute and canonical, checking each is a directory.
@@ -189,6 +193,30 @@ pub fn canonical_roots(roots: &[PathBuf]) -> Result<Vec<PathBuf>, IngestError> {
 /// Indexes `opts.roots` into `store`: reads only new or changed files, and
 /// records files that are gone as deleted.
 pub fn index(store: &Store, opts: &IndexOptions) -> Result<Summary, IngestError> {
+    let (summary, unread) = index_with(store, opts, None)?;
+    debug_assert!(unread.is_empty(), "nothing is deferred");
+    Ok(summary)
+}
+
+/// [`index`], but the files the index holds that changed and are now
+/// `defer_from` bytes or more are left unread, for a [`Background`]
+/// reader: the daemon's scans, whose events wait meanwhile (a 10 GB file
+/// changed on a network root held every local change back for as long as
+/// it took to read). What the index holds of them stands until they are
+/// read; they are not gone.
+pub fn index_deferring(
+    store: &Store,
+    opts: &IndexOptions,
+    defer_from: u64,
+) -> Result<(Summary, Vec<Deferred>), IngestError> {
+    index_with(store, opts, Some(defer_from))
+}
+
+fn index_with(
+    store: &Store,
+    opts: &IndexOptions,
+    defer_from: Option<u64>,
+) -> Result<(Summary, Vec<Deferred>), IngestError> {
     let start = Instant::now();
     let RunRoots { roots, missing, remembered, walk: walk_opts } = run_roots(store, opts)?;
 
@@ -202,12 +230,14 @@ pub fn index(store: &Store, opts: &IndexOptions) -> Result<Summary, IngestError>
     let (out_tx, out_rx) = bounded::<Outcome>(QUEUE);
 
     let mut summary = Summary { roots: roots.clone(), missing_roots: missing.clone(), ..Summary::default() };
+    let mut unread: Vec<Deferred> = Vec::new();
     // An index that held no content when the writer started: everything
     // in it from now on is written by this writer, which says what.
     let held = Arc::new(if writer.fresh { Held::complete() } else { Held::default() });
     writer.publish_to(held.clone());
     let mut walked = std::thread::scope(|s| -> Result<scan::WalkOutcome, IngestError> {
-        let rules = ReaderRules { stop: opts.interrupt.as_deref(), defer_from: None, whole_from: opts.whole_from };
+        let rules =
+            ReaderRules { stop: opts.interrupt.as_deref(), defer_from, defer_new: false, whole_from: opts.whole_from };
         spawn_readers(s, store, &held, workers, cand_rx, out_tx, rules);
         let walker = s.spawn(|| {
             let r = scan::walk(store, &roots, &walk_opts, scan::Records::Ready(&known), &cand_tx);
@@ -256,6 +286,10 @@ pub fn index(store: &Store, opts: &IndexOptions) -> Result<Summary, IngestError>
             if failed.is_some() {
                 continue; // drain so the workers finish
             }
+            if let Outcome::Deferred(cand) = outcome {
+                unread.push(Deferred(cand));
+                continue;
+            }
             if let Err(e) = writer.apply(outcome, &mut summary, &progress) {
                 failed = Some(e);
             }
@@ -284,23 +318,26 @@ pub fn index(store: &Store, opts: &IndexOptions) -> Result<Summary, IngestError>
         store.flush()?;
         end_stopped(&mut summary, &walked, start);
         progress.finish();
-        return Ok(summary);
+        return Ok((summary, unread));
     }
 
     // A missing root holds nothing now: its files are gone.
     let walked_or_missing = [roots, missing].concat();
-    end_run(&mut writer, &mut summary, walked, &walked_or_missing, opts.retention, start)?;
+    let unread_ids = unread.iter().filter_map(|d| d.0.old.as_ref().map(|(id, _)| *id)).collect();
+    end_run(&mut writer, &mut summary, walked, unread_ids, &walked_or_missing, opts.retention, start)?;
     progress.finish();
-    Ok(summary)
+    Ok((summary, unread))
 }
 
-/// The end of an index run, once every new or changed file is written:
-/// the files the walk did not see are recorded as moved or gone, history
-/// expires, and the memtables are flushed.
+/// The end of an index run, once every new or changed file is written
+/// (or left `unread` for later): the files the walk did not see are
+/// recorded as moved or gone, history expires, and the memtables are
+/// flushed.
 fn end_run(
     writer: &mut Writer<'_>,
     summary: &mut Summary,
     walked: scan::WalkOutcome,
+    unread: Vec<FileId>,
     roots: &[PathBuf],
     retention: Retention,
     start: Instant,
@@ -315,6 +352,7 @@ fn end_run(
     writer.record_devices(walked.devices)?;
     let mut seen = walked.unchanged;
     seen.append(&mut writer.touched);
+    seen.extend(unread);
     seen.sort_unstable();
     let root_bytes: Vec<Vec<u8>> = roots.iter().map(|r| path_bytes(r)).collect();
     let kept_dirs: Vec<Vec<u8>> = walked.unreadable_dirs.iter().map(|d| path_bytes(d)).collect();
@@ -537,7 +575,7 @@ pub fn index_prewalked(store: &Store, opts: &IndexOptions, pre: Prewalked) -> Re
         end_stopped(&mut summary, &walked, start);
         return Ok(summary);
     }
-    end_run(&mut writer, &mut summary, walked, &roots, opts.retention, start)?;
+    end_run(&mut writer, &mut summary, walked, Vec::new(), &roots, opts.retention, start)?;
     Ok(summary)
 }
 
@@ -601,8 +639,8 @@ impl Feed<'_> {
                 self.recheck.push(cand.path);
                 Ok(())
             }
-            Outcome::Deferred(opened) => {
-                self.deferred.push(Deferred(opened));
+            Outcome::Deferred(cand) => {
+                self.deferred.push(Deferred(cand));
                 Ok(())
             }
             outcome => writer.apply(outcome, self.summary, &self.progress),
@@ -631,7 +669,7 @@ pub fn ingest_with<'s, T>(
     let (out_tx, out_rx) = bounded::<Outcome>(QUEUE);
     let held = Held::default();
     std::thread::scope(|s| {
-        let rules = ReaderRules { stop: None, defer_from, whole_from: writer.whole_from };
+        let rules = ReaderRules { stop: None, defer_from, defer_new: true, whole_from: writer.whole_from };
         spawn_readers(s, store, &held, workers.max(1), cand_rx, out_tx, rules);
         let mut f = Feed {
             tx: Some(cand_tx),
@@ -666,12 +704,12 @@ pub struct Ingested<T> {
     pub deferred: Vec<Deferred>,
 }
 
-/// A file opened and found large, left for a [`Background`] reader.
-pub struct Deferred(Opened);
+/// A file found large, left for a [`Background`] reader.
+pub struct Deferred(Candidate);
 
 impl Deferred {
     pub fn path(&self) -> &Path {
-        &self.0.cand.path
+        &self.0.path
     }
 }
 
@@ -689,7 +727,7 @@ pub const BACKGROUND_READ: u64 = LARGE_READ;
 /// read is done. Dropping it gives up the reads in progress at their
 /// next 1 MB.
 pub struct Background {
-    tx: Option<crossbeam_channel::Sender<(Opened, Arc<AtomicBool>)>>,
+    tx: Option<crossbeam_channel::Sender<(Candidate, Arc<AtomicBool>)>>,
     rx: crossbeam_channel::Receiver<Outcome>,
     /// Sent and not yet back, each with the flag that gives its read up.
     in_flight: HashMap<PathBuf, Arc<AtomicBool>>,
@@ -713,7 +751,7 @@ impl Outcome {
             | Outcome::Skip { cand, .. }
             | Outcome::Vanished { cand }
             | Outcome::Unchanged { cand } => cand,
-            Outcome::Deferred(o) => &o.cand,
+            Outcome::Deferred(cand) => cand,
         }
     }
 
@@ -723,7 +761,7 @@ impl Outcome {
             | Outcome::Skip { cand, .. }
             | Outcome::Vanished { cand }
             | Outcome::Unchanged { cand } => cand,
-            Outcome::Deferred(o) => o.cand,
+            Outcome::Deferred(cand) => cand,
         }
     }
 }
@@ -738,7 +776,7 @@ impl Background {
         threads: usize,
         whole_from: WholeFrom,
     ) -> Background {
-        let (tx, jobs) = crossbeam_channel::unbounded::<(Opened, Arc<AtomicBool>)>();
+        let (tx, jobs) = crossbeam_channel::unbounded::<(Candidate, Arc<AtomicBool>)>();
         let (done, rx) = crossbeam_channel::unbounded::<Outcome>();
         let params = *store.params();
         for _ in 0..threads.max(1) {
@@ -747,8 +785,13 @@ impl Background {
                 let mut buf = Vec::new();
                 // No memo of known contents: large files are few.
                 let known = |c: &ContentHash| store.contains::<ContentChunks>(c).ok();
-                while let Ok((opened, given_up)) = jobs.recv() {
-                    let mut outcome = read_opened(opened, &params, whole_from, &mut buf, &known, Some(&given_up));
+                while let Ok((cand, given_up)) = jobs.recv() {
+                    let mut outcome = match open_candidate(cand) {
+                        Opening::Ready(opened) => {
+                            read_opened(opened, &params, whole_from, &mut buf, &known, Some(&given_up))
+                        }
+                        Opening::Said(outcome) => outcome,
+                    };
                     // Given up (the file was removed or renamed, or the
                     // daemon stops): what was read says nothing.
                     if given_up.load(Ordering::Relaxed) {
@@ -832,8 +875,12 @@ struct ReaderRules<'a> {
     /// Set: stop, giving up a large file being read.
     stop: Option<&'a AtomicBool>,
     /// Files of this many bytes or more are sent back unread
-    /// ([`Outcome::Deferred`]).
+    /// ([`Outcome::Deferred`])...
     defer_from: Option<u64>,
+    /// ...new paths too, not only paths the index holds. A scan reads a
+    /// new path itself: it may be a file moved, which the scan pairs with
+    /// its old name by content (events say so instead).
+    defer_new: bool,
     whole_from: WholeFrom,
 }
 
@@ -850,7 +897,7 @@ fn spawn_readers<'scope, 'env>(
     tx: crossbeam_channel::Sender<Outcome>,
     rules: ReaderRules<'env>,
 ) {
-    let ReaderRules { stop, defer_from, whole_from } = rules;
+    let ReaderRules { stop, defer_from, defer_new, whole_from } = rules;
     let params = *store.params();
     let stopped = move || stop.is_some_and(|s| s.load(Ordering::Relaxed));
     let linked = Arc::new(Linked::default());
@@ -922,8 +969,8 @@ fn spawn_readers<'scope, 'env>(
                     }
                     break;
                 }
-                if defer_from.is_some_and(|n| opened.before.len() >= n) {
-                    if send(Outcome::Deferred(opened)) {
+                if defer_from.is_some_and(|n| opened.before.len() >= n) && (defer_new || opened.cand.old.is_some()) {
+                    if send(Outcome::Deferred(opened.cand)) {
                         continue;
                     }
                     break;
@@ -1951,7 +1998,7 @@ impl<'s> Writer<'s> {
                 return Ok(Some(cand.path));
             }
             Outcome::Vanished { cand } => return Ok(Some(cand.path)),
-            Outcome::Deferred(o) => return Ok(Some(o.cand.path)),
+            Outcome::Deferred(cand) => return Ok(Some(cand.path)),
             outcome => self.apply(outcome, summary, &progress)?,
         }
         Ok(None)

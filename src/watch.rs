@@ -338,7 +338,9 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
         RecommendedCache::new(),
         config,
     )?;
-    let summary = ingest::index(store, &opts.index)?;
+    // Large files that changed while the daemon was not running are read
+    // beside the first batches, once the daemon is ready.
+    let (summary, unread_at_start) = ingest::index_deferring(store, &opts.index, ingest::BACKGROUND_READ)?;
     if summary.interrupted {
         tracing::info!(
             "stopped during the first scan: the files read so far are indexed, and the next start goes on from there"
@@ -365,12 +367,16 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
     state.missing_roots = summary.missing_roots.iter().map(crate::show_path).collect();
     note_remote_roots(&rescan_opts.roots, opts, &mut state);
     tracing::info!(
-        "watching {} ({} new, {} changed, {} moved, {} removed at start)",
+        "watching {} ({} new, {} changed, {} moved, {} removed at start{})",
         state.roots.join(", "),
         summary.new,
         summary.changed,
         summary.moved,
-        summary.removed
+        summary.removed,
+        match unread_at_start.len() {
+            0 => String::new(),
+            n => format!("; {} to read in the background", crate::cli::count(n, "large file")),
+        }
     );
     // Commands that write (template marks, a forced rescan) come in here.
     let (_control, requests) = match control::Listener::start(&dir) {
@@ -420,6 +426,9 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
         let mut holds = Holds::default();
         // Large files are read beside the batches, and written once read.
         let mut background = ingest::Background::spawn(scope, store, workers, opts.index.whole_from);
+        for d in unread_at_start {
+            background.send(d);
+        }
         // Paths to compare with the index again: a large file's read that
         // the file outdated, or a file asked for while it was being read.
         let mut look_again: BTreeSet<PathBuf> = BTreeSet::new();
@@ -570,7 +579,7 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                 // Everything pending is written first: the scan reads the index.
                 writer.commit()?;
                 tracing::info!("rescanning");
-                let s = ingest::index(store, &rescan_opts)?;
+                let (s, unread) = ingest::index_deferring(store, &rescan_opts, ingest::BACKGROUND_READ)?;
                 ignores_changed = None;
                 // The scan read whatever changed, held files too.
                 holds.waiting.clear();
@@ -601,13 +610,19 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                     }
                     skipped.push(serde_json::json!({ "reason": reason.describe(), "count": n, "examples": examples }));
                 }
+                if !unread.is_empty() {
+                    text.push_str(&format!(
+                        "\n  {} changed: being read in the background (`simd status` says when done)",
+                        crate::cli::count(unread.len(), "large file")
+                    ));
+                }
                 if s.interrupted {
                     text.push_str("\n  stopped part way: the daemon is stopping (its next start scans again)");
                 }
                 let json = serde_json::json!({
                     "new": s.new, "changed": s.changed, "moved": s.moved, "removed": s.removed,
                     "left_out": s.left_out, "unchanged": s.unchanged, "skipped": skipped,
-                    "interrupted": s.interrupted,
+                    "background": unread.len(), "interrupted": s.interrupted,
                 });
                 for reply in rescan_replies.drain(..) {
                     let _ = reply.send(Ok(control::Answer::new(text.clone(), json.clone())));
@@ -617,6 +632,9 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                 // The scan ran its own writer: start afresh from the index.
                 writer = new_writer()?;
                 filter.load_dirs_of(writer.known_paths());
+                for d in unread {
+                    background.send(d);
+                }
             } else {
                 let before = writer.changed();
                 let settle = batch.settle;
