@@ -21,6 +21,25 @@ pub mod status;
 pub mod store;
 pub mod watch;
 
+/// Raises the process's soft limit on open files to its hard limit. A
+/// reader opens every table file of the index at once (`store`: so that a
+/// writer's compaction cannot delete one from under it), and an index of
+/// a repository of a few TB (~64 MB a table file) holds more than the
+/// soft limit of 1,024 that systemd and most shells start a process with;
+/// the hard limit (524,288 under systemd) is what the administrator allows.
+/// Nothing is said when it cannot be raised: the limit then stays as it was.
+pub fn raise_open_file_limit() {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    // Linux refuses more than fs.nr_open (1,048,576 by default), and an
+    // unlimited hard limit reads as None.
+    const MOST: u64 = 1 << 20;
+    let limit = getrlimit(Resource::Nofile);
+    let want = limit.maximum.unwrap_or(MOST).min(MOST);
+    if limit.current.is_some_and(|soft| soft < want) {
+        let _ = setrlimit(Resource::Nofile, Rlimit { current: Some(want), maximum: limit.maximum });
+    }
+}
+
 /// A path's bytes for a human: UTF-8 as is, except that each byte that is
 /// not valid UTF-8, and each byte of a control character, shows as `\xNN`,
 /// and a backslash as `\\` (as `ls -b` does). Nothing is lost or silently

@@ -16,6 +16,7 @@ static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.verbose, cli.quiet);
+    simd::raise_open_file_limit();
     match cli::run(cli) {
         Ok(Exit::Ok) => ExitCode::SUCCESS,
         Ok(Exit::Inconsistent) => ExitCode::from(3),

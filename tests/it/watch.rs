@@ -913,16 +913,8 @@ fn a_burst_of_large_files_does_not_run_the_daemon_out_of_descriptors() {
     env.write("a.txt", text(1, 300));
     env.index();
     let log = env.tmp.path().join("daemon.log");
-    let d = {
-        let _starting = LIMITS.read().unwrap_or_else(|p| p.into_inner());
-        let mut cmd = Command::new("sh");
-        cmd.args(["-c", "ulimit -n 64 && exec \"$0\" \"$@\""]).arg(assert_cmd::cargo::cargo_bin("simd"));
-        cmd.arg("--db").arg(&env.db).arg("watch").arg(&env.root);
-        cmd.env_remove("SIMD_LOG").stderr(std::fs::File::create(&log).unwrap());
-        let d = Daemon(cmd.spawn().unwrap());
-        wait_ready(&env, Some(&log));
-        d
-    };
+    // Soft and hard: the daemon cannot raise it.
+    let d = spawn_under_ulimit(&env, "-n 64", &log);
     for i in 0..100u64 {
         // Zeros but for a first line of their own: 100 contents.
         let mut f = std::fs::File::create(env.root.join(format!("video-{i}.bin"))).unwrap();
@@ -935,6 +927,39 @@ fn a_burst_of_large_files_does_not_run_the_daemon_out_of_descriptors() {
     drop(s);
     let said = std::fs::read_to_string(&log).unwrap();
     assert!(!said.contains("Too many open files"), "{said}");
+    stop_with_sigterm(d);
+}
+
+/// Starts the daemon of `env` under `ulimit ARGS` (a shell's), its log in `log`.
+fn spawn_under_ulimit(env: &Env, args: &str, log: &std::path::Path) -> Daemon {
+    let _starting = LIMITS.read().unwrap_or_else(|p| p.into_inner());
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", &format!("ulimit {args} && exec \"$0\" \"$@\"")]).arg(assert_cmd::cargo::cargo_bin("simd"));
+    cmd.arg("--db").arg(&env.db).arg("watch").arg(&env.root);
+    cmd.env_remove("SIMD_LOG").stderr(std::fs::File::create(log).unwrap());
+    let d = Daemon(cmd.spawn().unwrap());
+    wait_ready(env, Some(log));
+    d
+}
+
+/// simd raises its soft limit on open files to the hard one: a reader
+/// opens every table file of the index, more than the 1,024 a process
+/// starts with for an index of a few TB.
+#[test]
+fn the_soft_limit_on_open_files_is_raised_to_the_hard_one() {
+    let env = Env::new();
+    env.write("a.txt", text(1, 300));
+    let log = env.tmp.path().join("daemon.log");
+    let d = spawn_under_ulimit(&env, "-S -n 64", &log);
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", d.0.id())).unwrap();
+    let line = limits.lines().find(|l| l.starts_with("Max open files")).unwrap();
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    // "Max open files <soft> <hard> files"
+    let (soft, hard) = (fields[3], fields[4]);
+    assert_ne!(soft, "64", "{line}");
+    if hard != "unlimited" {
+        assert_eq!(soft, hard, "{line}");
+    }
     stop_with_sigterm(d);
 }
 
