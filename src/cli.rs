@@ -407,10 +407,17 @@ pub fn run(cli: Cli) -> Result<Exit> {
                 // A character device (/dev/zero, a terminal, a tape) may never
                 // end, or do something when opened: it is not opened.
                 use std::os::unix::fs::FileTypeExt;
-                if std::fs::metadata(&file).is_ok_and(|m| m.file_type().is_char_device()) {
+                // A socket cannot be opened as a file (ENXIO, "No such
+                // device or address"): said as what it is.
+                let kind = std::fs::metadata(&file).ok().map(|m| m.file_type()).and_then(|t| {
+                    (t.is_char_device().then_some("a character device"))
+                        .or(t.is_block_device().then_some("a block device"))
+                        .or(t.is_socket().then_some("a socket"))
+                });
+                if let Some(kind) = kind {
                     anyhow::bail!(
-                        "{}: is a character device; `simd similar` reads a file or a pipe (or - for stdin)",
-                        file.display()
+                        "{}: is {kind}; `simd similar` reads a file or a pipe (or - for stdin)",
+                        crate::show_path(&file)
                     );
                 }
                 let f = std::fs::File::open(&file).with_context(|| crate::show_path(&file))?;

@@ -539,6 +539,11 @@ fn similar_answers_for_unindexed_files_and_stdin_identical_first() {
     // A device that never ends is not read; a pipe is (process substitution).
     let err = refused(std::path::Path::new("/dev/zero"));
     assert!(err.contains("/dev/zero: is a character device"), "{err}");
+    // A socket cannot be opened at all: said as what it is.
+    let socket = env.tmp.path().join("control.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let err = refused(&socket);
+    assert!(err.contains(&format!("{}: is a socket", socket.display())), "{err}");
     let out = env.simd().args(["--format", "json", "similar", "/dev/stdin"]).write_stdin(doc).assert().success();
     let r: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
     assert_eq!(r["hits"][0]["kind"], "identical", "{r:#}");
