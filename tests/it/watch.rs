@@ -73,7 +73,7 @@ fn start_with(env: &Env, debounce_ms: u64) -> Daemon {
 fn spawn(env: &Env, args: &[&str], log: Option<&std::path::Path>, as_nobody: bool) -> Daemon {
     use std::os::unix::fs::PermissionsExt;
     let bin = assert_cmd::cargo::cargo_bin("simd");
-    let mut cmd = if as_nobody {
+    let cmd = if as_nobody {
         for p in [env.tmp.path(), env.root.as_path()] {
             std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o777)).unwrap();
         }
@@ -83,6 +83,13 @@ fn spawn(env: &Env, args: &[&str], log: Option<&std::path::Path>, as_nobody: boo
     } else {
         Command::new(bin)
     };
+    start_command(env, cmd, args, log)
+}
+
+/// Runs `CMD --db DB watch ARGS` for `env` (CMD is simd, or a command that
+/// runs it) and waits until the daemon is ready, its log in `log` (else
+/// inherited).
+fn start_command(env: &Env, mut cmd: Command, args: &[&str], log: Option<&std::path::Path>) -> Daemon {
     cmd.arg("--db").arg(&env.db).arg("watch").args(args);
     if let Some(log) = log {
         cmd.env_remove("SIMD_LOG").stderr(std::fs::File::create(log).unwrap());
@@ -935,11 +942,7 @@ fn spawn_under_ulimit(env: &Env, args: &str, log: &std::path::Path) -> Daemon {
     let _starting = LIMITS.read().unwrap_or_else(|p| p.into_inner());
     let mut cmd = Command::new("sh");
     cmd.args(["-c", &format!("ulimit {args} && exec \"$0\" \"$@\"")]).arg(assert_cmd::cargo::cargo_bin("simd"));
-    cmd.arg("--db").arg(&env.db).arg("watch").arg(&env.root);
-    cmd.env_remove("SIMD_LOG").stderr(std::fs::File::create(log).unwrap());
-    let d = Daemon(cmd.spawn().unwrap());
-    wait_ready(env, Some(log));
-    d
+    start_command(env, cmd, &[env.root.to_str().unwrap()], Some(log))
 }
 
 /// simd raises its soft limit on open files to the hard one: a reader
@@ -979,16 +982,11 @@ fn a_root_on_a_network_file_system_is_rescanned_periodically() {
     )
     .unwrap();
     let log = env.tmp.path().join("daemon.log");
-    let bin = assert_cmd::cargo::cargo_bin("simd");
     let d = {
         let _starting = LIMITS.read().unwrap_or_else(|p| p.into_inner());
-        let mut cmd = Command::new(bin);
-        cmd.arg("--db").arg(&env.db).args(["watch", "--rescan-every", "1"]).arg(&env.root);
-        cmd.env("SIMD_TEST_MOUNTINFO", &mountinfo).env_remove("SIMD_LOG");
-        cmd.stderr(std::fs::File::create(&log).unwrap());
-        let d = Daemon(cmd.spawn().unwrap());
-        wait_ready(&env, Some(&log));
-        d
+        let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("simd"));
+        cmd.env("SIMD_TEST_MOUNTINFO", &mountinfo);
+        start_command(&env, cmd, &["--rescan-every", "1", env.root.to_str().unwrap()], Some(&log))
     };
     let said = std::fs::read_to_string(&log).unwrap();
     assert!(said.contains(&format!("{} (nfs4): a network or FUSE file system", env.root.display())), "{said}");
