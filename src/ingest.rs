@@ -201,9 +201,9 @@ pub fn index(store: &Store, opts: &IndexOptions) -> Result<Summary, IngestError>
 /// [`index`], but the files the index holds that changed and are now
 /// `defer_from` bytes or more are left unread, for a [`Background`]
 /// reader: the daemon's scans, whose events wait meanwhile (a 10 GB file
-/// changed on a network root held every local change back for as long as
-/// it took to read). What the index holds of them stands until they are
-/// read; they are not gone.
+/// changed on a network root would hold every local change back for as
+/// long as it takes to read). What the index holds of them stands until
+/// they are read; they are not gone.
 pub fn index_deferring(
     store: &Store,
     opts: &IndexOptions,

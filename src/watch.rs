@@ -581,7 +581,8 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                 tracing::info!("rescanning");
                 let (s, unread) = ingest::index_deferring(store, &rescan_opts, ingest::BACKGROUND_READ)?;
                 ignores_changed = None;
-                // The scan read whatever changed, held files too.
+                // The scan read whatever changed, held files too (or left
+                // the large ones to the background readers).
                 holds.waiting.clear();
                 state.rescans += 1;
                 state.changed_files += s.new + s.changed + s.moved + s.removed + s.left_out;
