@@ -912,7 +912,7 @@ fn a_large_file_a_rescan_finds_changed_is_read_beside_the_batches() {
 /// A burst of large files (a directory of videos copied in) waits for the
 /// background readers without holding a file descriptor each: under a
 /// limit of 64 descriptors, 100 new files of 16 MiB are all indexed (each
-/// held one while it waited, and the 40-odd past the limit were skipped as
+/// held one while it waited before, and 60 of them were skipped as
 /// unreadable).
 #[test]
 fn a_burst_of_large_files_does_not_run_the_daemon_out_of_descriptors() {
