@@ -19,9 +19,9 @@ use crossbeam_channel::bounded;
 use crate::fingerprint::{fingerprint_file, fingerprint_many, ContentHash, Fingerprint, WholeFrom};
 use crate::scan::{self, is_under, path_bytes, Candidate, HashMap, HashSet, SkipReason, Stat, WalkOptions};
 use crate::store::{
-    Batch, ChunkContents, ContentById, ContentChunks, ContentId, ContentNames, ContentRecord, Counts, FileId,
-    FileRecord, Files, History, HistoryRecord, Meta, MetaKey, MetaValue, NameProbe, Paths, Posting, SketchContents,
-    Store, StoreError, TimeNs,
+    Batch, ChunkContents, ContentById, ContentChunks, ContentId, ContentNames, ContentPostings, ContentRecord, Counts,
+    FileId, FileRecord, Files, History, HistoryRecord, Meta, MetaKey, MetaValue, NameProbe, Paths, Posting,
+    SketchContents, Store, StoreError, TimeNs,
 };
 
 /// How many times a file that changes while being read is read again.
@@ -137,9 +137,9 @@ enum Outcome {
     /// `unseen`: the reader asked the index for the content's record and it
     /// had none (a content streamed through is sketched without asking).
     ///
-    /// `old_record`: the record of the file's former content, fetched when
-    /// the candidate asked for it ([`Candidate::fetch_old`]) and the
-    /// content changed.
+    /// `old_record`: what taking the postings of the file's former content
+    /// out needs of its record, fetched when the candidate asked for it
+    /// ([`Candidate::fetch_old`]) and the content changed.
     ///
     /// `shared`: the fingerprint is another name's of the same file, read
     /// in this run ([`Linked`]): this name was not read.
@@ -148,7 +148,7 @@ enum Outcome {
         stat: Stat,
         fp: Fingerprint,
         unseen: bool,
-        old_record: Option<Box<ContentRecord>>,
+        old_record: Option<Box<ContentPostings>>,
         shared: bool,
     },
     Skip {
@@ -928,7 +928,7 @@ fn spawn_readers<'scope, 'env>(
                         // expire between runs and batches, so the one
                         // read now is the one the writer would read. A
                         // failed read leaves the lookup to the writer.
-                        *old_record = store.get::<ContentChunks>(&old.content).ok().flatten().map(Box::new);
+                        *old_record = store.get_postings(&old.content).ok().flatten().map(Box::new);
                     }
                 }
                 let keep = match &outcome {
@@ -1600,7 +1600,7 @@ pub struct Writer<'s> {
     /// The record of the content a file being written had before, as its
     /// reader fetched it ([`Candidate::fetch_old`]), with that content's
     /// hash: [`Writer::drop_name`] takes it instead of a lookup.
-    prefetched: Option<(Box<ContentRecord>, ContentHash)>,
+    prefetched: Option<(Box<ContentPostings>, ContentHash)>,
     /// The daemon's writer hands full groups to this thread and goes on
     /// with the next files while RocksDB inserts the group's keys (the
     /// write was ~25 % of the daemon's main thread in a burst).
@@ -2208,9 +2208,9 @@ impl<'s> Writer<'s> {
         self.group.batch.delete::<Files>(&id);
         self.group.batch.delete::<Paths>(&rec.path);
         self.group.counts.files -= 1;
-        if let Some(record) = self.drop_name(id, rec, false)? {
+        if let Some(content_id) = self.drop_name(id, rec, false)? {
             if !ghosts.contains(&rec.content) {
-                self.group.batch.delete::<ContentById>(&record.id);
+                self.group.batch.delete::<ContentById>(&content_id);
                 self.group.batch.delete::<ContentChunks>(&rec.content);
                 self.group.records.remove(&rec.content);
             }
@@ -2311,28 +2311,28 @@ impl<'s> Writer<'s> {
     /// `version_ghost` (an in-place change; a removal writes its own ghost), a
     /// ghost keeps its chunk list reachable for lost-and-found.
     ///
-    /// Returns the content's record when this was its last name.
+    /// Returns the content's id when this was its last name.
     fn drop_name(
         &mut self,
         id: FileId,
         rec: &FileRecord,
         version_ghost: bool,
-    ) -> Result<Option<Arc<ContentRecord>>, StoreError> {
+    ) -> Result<Option<ContentId>, StoreError> {
         self.remove_name(rec.content, id);
         self.dropped.insert(rec.content);
         let mut last = None;
         if !self.has_names(&rec.content, Some(id))? {
             self.group.counts.contents -= 1;
-            let prefetched = self.prefetched.take().filter(|(_, c)| *c == rec.content).map(|(r, _)| Arc::new(*r));
+            let prefetched = self.prefetched.take().filter(|(_, c)| *c == rec.content).map(|(r, _)| *r);
             let record = match prefetched {
                 Some(r) => Some(r),
-                None => self.record(&rec.content)?,
+                None => self.postings(&rec.content)?,
             };
             if let Some(record) = &record {
                 for (chunk, _, _) in record.chunk_counts() {
                     self.group.batch.delete::<ChunkContents>(&(chunk, record.id));
                 }
-                for &sample in record.sketch.posted() {
+                for &sample in &record.posted {
                     self.group.batch.delete::<SketchContents>(&(sample, record.id));
                 }
             }
@@ -2341,9 +2341,20 @@ impl<'s> Writer<'s> {
                     HistoryRecord::Ghost { content: rec.content, size: rec.size, since: FileId(self.pass_start) };
                 self.group.batch.put::<History>(&(rec.path.clone(), self.stamp()), &ghost);
             }
-            last = record;
+            last = record.map(|r| r.id);
         }
         Ok(last)
+    }
+
+    /// What taking `content`'s postings out needs of its record, from the
+    /// group or the index ([`Writer::record`]).
+    fn postings(&self, content: &ContentHash) -> Result<Option<ContentPostings>, StoreError> {
+        let inflight = self.inflight.as_ref().and_then(|f| f.records.get(content));
+        match self.group.records.get(content).or(inflight) {
+            Some(r) => Ok(Some(ContentPostings::of(r))),
+            None if self.fresh && !self.gained.contains(content) => Ok(None),
+            None => self.store.get_postings(content),
+        }
     }
 
     /// A content's chunk list, from the group or the index.
@@ -2597,7 +2608,7 @@ impl<'s> Writer<'s> {
             batch.delete::<History>(&r.0);
             if let Some(c) = r.1 {
                 if !kept.contains(&c) && dropped.insert(c) && !self.has_names(&c, None)? {
-                    if let Some(rec) = self.store.get::<ContentChunks>(&c)? {
+                    if let Some(rec) = self.store.get_postings(&c)? {
                         batch.delete::<ContentById>(&rec.id);
                     }
                     batch.delete::<ContentChunks>(&c);

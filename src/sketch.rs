@@ -406,6 +406,20 @@ fn rice_encode(sketch: &Sketch) -> Vec<u8> {
 
 /// The sketch of [`rice_encode`]'s bytes, refusing any that no sketch makes.
 fn rice_decode(bytes: &[u8]) -> Result<Sketch, &'static str> {
+    rice_decode_first(bytes, usize::MAX)
+}
+
+/// The posted samples ([`Sketch::posted`]) of a sketch's stored bytes:
+/// the first [`POSTED`] decoded, the rest not read (a sketch of ~1,000
+/// samples is decoded for its 16 when a changed file's old content loses
+/// its postings: ~4 % of the daemon's CPU in a burst).
+pub fn posted_of_bytes(bytes: &[u8]) -> Result<Vec<u32>, &'static str> {
+    Ok(rice_decode_first(bytes, POSTED)?.samples)
+}
+
+/// [`rice_decode`] of the first `limit` samples: the level and those
+/// samples, the bits after them not read (nor checked).
+fn rice_decode_first(bytes: &[u8], limit: usize) -> Result<Sketch, &'static str> {
     let [level, base, rest @ ..] = bytes else { return Err("sketch header cut short") };
     let (level, base) = (*level, *base);
     let mut n = 0u32;
@@ -429,6 +443,7 @@ fn rice_decode(bytes: &[u8]) -> Result<Sketch, &'static str> {
     }
     let top = top_len(level);
     let mut r = BitReader::new(bits);
+    let n = n.min(u32::try_from(limit).unwrap_or(u32::MAX));
     let mut samples = Vec::with_capacity(n as usize);
     let (mut prev, mut prev_len) = (0u32, 0u32);
     for i in 0..n {
@@ -1391,8 +1406,9 @@ mod tests {
     }
 
     #[test]
-    fn posted_samples_are_the_smallest() {
+    fn posted_samples_are_the_smallest_and_decode_alone() {
         let s = sketch_bytes(&words(50_000, 5));
+        assert_eq!(posted_of_bytes(&rice_encode(&s)).unwrap(), s.posted());
         let posted = s.posted();
         assert_eq!(posted.len(), POSTED);
         let max = *posted.last().unwrap();

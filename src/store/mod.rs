@@ -477,6 +477,21 @@ impl Store {
         }
     }
 
+    /// Reads a content's record as far as taking its postings out needs
+    /// ([`ContentPostings`]).
+    pub fn get_postings(&self, content: &ContentHash) -> Result<Option<ContentPostings>> {
+        match self
+            .db
+            .get_pinned_cf(self.cf(ContentChunks::NAME), ContentChunks::encode_key(content))
+            .map_err(|e| self.rocks(e))?
+        {
+            None => Ok(None),
+            Some(v) => {
+                ContentChunks::decode_postings(&v).map(Some).map_err(|e| self.corrupt::<ContentChunks>(content, e))
+            }
+        }
+    }
+
     /// Whether a key is present.
     pub fn contains<T: Table>(&self, key: &T::Key) -> Result<bool> {
         Ok(self.db.get_pinned_cf(self.cf(T::NAME), T::encode_key(key)).map_err(|e| self.rocks(e))?.is_some())

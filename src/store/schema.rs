@@ -483,21 +483,79 @@ impl From<OldRun> for ChunkRun {
 impl ContentRecord {
     /// Each distinct chunk with its number of occurrences, sorted by chunk key.
     pub fn chunk_counts(&self) -> Vec<(ChunkKey, u32, u32)> {
-        let mut v: Vec<(ChunkKey, u32, u32)> = self.runs.iter().map(|r| (r.key, r.len, r.count)).collect();
-        v.sort_unstable_by_key(|&(key, _, _)| key);
-        v.dedup_by(|b, a| {
-            if a.0 == b.0 {
-                a.2 = a.2.saturating_add(b.2);
-                true
-            } else {
-                false
-            }
-        });
-        v
+        chunk_counts(&self.runs)
     }
 
     pub fn chunk_count(&self) -> u64 {
         self.runs.iter().map(|r| u64::from(r.count)).sum()
+    }
+}
+
+/// Each distinct chunk of `runs` with its number of occurrences, sorted by
+/// chunk key.
+fn chunk_counts(runs: &[ChunkRun]) -> Vec<(ChunkKey, u32, u32)> {
+    let mut v: Vec<(ChunkKey, u32, u32)> = runs.iter().map(|r| (r.key, r.len, r.count)).collect();
+    v.sort_unstable_by_key(|&(key, _, _)| key);
+    v.dedup_by(|b, a| {
+        if a.0 == b.0 {
+            a.2 = a.2.saturating_add(b.2);
+            true
+        } else {
+            false
+        }
+    });
+    v
+}
+
+/// What taking a content's postings out needs of its record: its id, its
+/// chunk list and its posted samples ([`Sketch::posted`]), not the whole
+/// sketch. Read only ([`ContentChunks::decode_postings`]), never written,
+/// so a record is never stored with its sketch cut short.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ContentPostings {
+    pub id: ContentId,
+    pub runs: Vec<ChunkRun>,
+    pub posted: Vec<u32>,
+}
+
+impl ContentPostings {
+    pub fn of(record: &ContentRecord) -> ContentPostings {
+        ContentPostings { id: record.id, runs: record.runs.clone(), posted: record.sketch.posted().to_vec() }
+    }
+
+    /// [`ContentRecord::chunk_counts`].
+    pub fn chunk_counts(&self) -> Vec<(ChunkKey, u32, u32)> {
+        chunk_counts(&self.runs)
+    }
+}
+
+/// A [`ContentRecord`] of the current value version read as
+/// [`ContentPostings`]: the same fields, the sketch decoded only as far as
+/// its posted samples.
+#[derive(Deserialize)]
+struct PostingsOfRecord {
+    id: ContentId,
+    _size: u64,
+    #[serde(with = "packed_runs")]
+    runs: Vec<ChunkRun>,
+    posted: PostedSamples,
+}
+
+struct PostedSamples(Vec<u32>);
+
+impl<'de> Deserialize<'de> for PostedSamples {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = PostedSamples;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a sketch's bytes")
+            }
+            fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<PostedSamples, E> {
+                crate::sketch::posted_of_bytes(v).map(PostedSamples).map_err(E::custom)
+            }
+        }
+        d.deserialize_bytes(V)
     }
 }
 
@@ -564,6 +622,20 @@ impl Table for ContentChunks {
 
     fn decode_key(bytes: &[u8]) -> Result<ContentHash, DecodeError> {
         Ok(ContentHash(fixed(bytes, "16")?))
+    }
+}
+
+impl ContentChunks {
+    /// A value read as [`ContentPostings`] ([`Store::get_postings`](super::Store::get_postings)).
+    pub fn decode_postings(bytes: &[u8]) -> Result<ContentPostings, DecodeError> {
+        match bytes.split_first() {
+            Some((&Self::VALUE_VERSION, rest)) => {
+                let r: PostingsOfRecord = postcard::from_bytes(rest)?;
+                Ok(ContentPostings { id: r.id, runs: r.runs, posted: r.posted.0 })
+            }
+            // Older versions are rare (an index upgraded in place): whole.
+            _ => Self::decode_value(bytes).map(|r| ContentPostings::of(&r)),
+        }
     }
 }
 
@@ -859,6 +931,7 @@ mod tests {
             let _ = Paths::decode_value(&bytes);
             let _ = ContentChunks::decode_key(&bytes);
             let _ = ContentChunks::decode_value(&bytes);
+            let _ = ContentChunks::decode_postings(&bytes);
             let _ = ChunkContents::decode_key(&bytes);
             let _ = SketchContents::decode_key(&bytes);
             let _ = ContentById::decode_key(&bytes);
@@ -941,7 +1014,9 @@ mod tests {
             let runs: Vec<ChunkRun> = runs.into_iter().map(|(id, len, count)| ChunkRun { key: ChunkKey(id), len, count }).collect();
             let text: String = (0..words).map(|i| format!("w{} ", i % 97)).collect();
             let rec = ContentRecord { id: ContentId(7), size: 12345, runs, sketch: crate::sketch::sketch_bytes(text.as_bytes()) };
-            prop_assert_eq!(ContentChunks::decode_value(&ContentChunks::encode_value(&rec)).unwrap(), rec);
+            let bytes = ContentChunks::encode_value(&rec);
+            prop_assert_eq!(ContentChunks::decode_postings(&bytes).unwrap(), ContentPostings::of(&rec));
+            prop_assert_eq!(ContentChunks::decode_value(&bytes).unwrap(), rec);
         }
     }
 
@@ -989,6 +1064,7 @@ mod tests {
             ]
         );
         assert_eq!(rec.sketch.samples, [0x0400_8000, 0x1000_0000, 0x8000_0000]);
+        assert_eq!(ContentChunks::decode_postings(&bytes).unwrap(), ContentPostings::of(&rec));
     }
 
     #[test]
