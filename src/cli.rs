@@ -61,6 +61,10 @@ pub struct ScanArgs {
     /// Do not honour .gitignore, .ignore and .simdignore files
     #[arg(long)]
     pub no_ignore: bool,
+    /// Do not enter directories on another file system than their root's
+    /// (mount points: network shares, removable disks, /proc)
+    #[arg(long, short = 'x')]
+    pub one_file_system: bool,
     /// Chunk workers [default: one per core]
     #[arg(long, value_name = "N", default_value_t = 0, hide_default_value = true)]
     pub threads: usize,
@@ -112,6 +116,7 @@ impl ScanArgs {
                 no_ignore: self.no_ignore,
                 threads: self.threads,
                 skip_dirs: Vec::new(),
+                one_file_system: self.one_file_system,
             },
             workers: self.threads,
             progress,

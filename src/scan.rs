@@ -38,6 +38,10 @@ pub struct WalkOptions {
     pub threads: usize,
     /// Directories never entered (the index itself).
     pub skip_dirs: Vec<PathBuf>,
+    /// Stay on each root's file system: a directory on another (a mount
+    /// point: a network share, a USB disk, `/proc` under `/`) is not
+    /// entered, as `find -xdev` or `du -x`.
+    pub one_file_system: bool,
 }
 
 /// The index's file records as the walk looks them up.
@@ -391,6 +395,7 @@ pub fn walk(
         .ignore(!opts.no_ignore)
         .require_git(false)
         .follow_links(false)
+        .same_file_system(opts.one_file_system)
         .threads(opts.threads)
         .overrides(overrides.build()?)
         .filter_entry(move |e| {

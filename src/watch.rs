@@ -10,6 +10,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -131,6 +132,9 @@ struct Filter {
     roots: Vec<PathBuf>,
     /// `roots` as bytes, made once: finding a path's root allocates nothing.
     root_bytes: Vec<Vec<u8>>,
+    /// With `--one-file-system`, each root's device (None for a root that
+    /// could not be looked at: nothing under it is refused for its device).
+    root_devices: Option<Vec<Option<u64>>>,
     /// By directory: the matchers of its ignore files and of its parents'
     /// up to its root, loaded on first use. A path's check is then one
     /// lookup of its parent, where a lookup per parent was ~8 % of the
@@ -162,8 +166,23 @@ impl Filter {
             no_ignore: opts.walk.no_ignore,
             roots: roots.to_vec(),
             root_bytes: roots.iter().map(|r| path_bytes(r)).collect(),
+            root_devices: opts
+                .walk
+                .one_file_system
+                .then(|| roots.iter().map(|r| std::fs::symlink_metadata(r).ok().map(|m| m.dev())).collect()),
             ignores: HashMap::new(),
         })
+    }
+
+    /// Whether `path` (whose `lstat` is `meta`) is on its root's file
+    /// system, or need not be (no `--one-file-system`). The walk checks
+    /// directories only; events name files too, and notify's recursive
+    /// watch does go into mount points, so a file is checked here as well.
+    fn on_root_device(&self, path: &Path, meta: &std::fs::Metadata) -> bool {
+        let Some(devices) = &self.root_devices else { return true };
+        let pb = path_bytes(path);
+        let Some(r) = self.root_bytes.iter().position(|r| is_under(&pb, r)) else { return false };
+        devices[r].is_none_or(|d| d == meta.dev())
     }
 
     fn follows(&mut self, path: &Path, is_dir: bool) -> bool {
@@ -788,7 +807,6 @@ struct WatchedRoot {
 
 /// The (device, inode) of the directory at `path`, if there is one.
 fn root_id(path: &Path) -> Option<(u64, u64)> {
-    use std::os::unix::fs::MetadataExt;
     std::fs::metadata(path).ok().filter(|m| m.is_dir()).map(|m| (m.dev(), m.ino()))
 }
 
@@ -1229,6 +1247,10 @@ fn examine(
         // still there are compared below, as any file of a new directory.)
         remove_under(store, writer, path, true)?;
     }
+    // A path on another file system than its root's (`--one-file-system`)
+    // is taken as not there: out of the index, and not walked.
+    let elsewhere = meta.as_ref().is_ok_and(|m| !filter.on_root_device(path, m));
+    let (is_dir, is_file) = (is_dir && !elsewhere, is_file && !elsewhere);
     let old = writer.lookup(path)?;
     if is_file && filter.follows(path, false) {
         let m = meta.expect("is_file implies metadata");
@@ -1257,7 +1279,16 @@ fn examine(
             for e in entries.flatten() {
                 let p = e.path();
                 match e.file_type() {
-                    Ok(t) if t.is_dir() && filter.follows(&p, true) => stack.push(p),
+                    // (With `--one-file-system`, a directory on another
+                    // file system is not entered.)
+                    Ok(t)
+                        if t.is_dir()
+                            && filter.follows(&p, true)
+                            && (filter.root_devices.is_none()
+                                || e.metadata().is_ok_and(|m| filter.on_root_device(&p, &m))) =>
+                    {
+                        stack.push(p)
+                    }
                     Ok(t) if t.is_dir() => {}
                     Ok(t) if t.is_file() => {
                         if let (true, Ok(m)) = (filter.follows(&p, false), e.metadata()) {

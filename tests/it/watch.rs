@@ -1000,3 +1000,83 @@ fn a_root_on_a_network_file_system_is_rescanned_periodically() {
     assert!(status.contains("network or FUSE roots, also rescanned periodically"), "{status}");
     stop_with_sigterm(d);
 }
+
+/// `--one-file-system` (`-x`): a file system mounted inside a root (here a
+/// tmpfs, mounted in a mount namespace of its own by `unshare`, so that
+/// the test needs no privileges beyond user namespaces) is left out by
+/// `simd index -x`, which forgets what a run without it indexed there, and
+/// by `simd watch -x`, whose recursive inotify watch does see the files
+/// written there.
+#[test]
+fn one_file_system_leaves_out_a_file_system_mounted_inside_a_root() {
+    let env = Env::new();
+    let probe = Command::new("unshare").args(["-rm", "true"]).status();
+    assert!(probe.is_ok_and(|s| s.success()), "this test needs `unshare -rm` (user and mount namespaces)");
+    env.write("a.txt", text(1, 300));
+    env.write("mnt/hidden.txt", text(2, 300)); // on the root's file system, under the mount
+    let stage = env.tmp.path().join("stage");
+    std::fs::create_dir(&stage).unwrap();
+    std::fs::write(stage.join("other.txt"), text(3, 300)).unwrap();
+    std::fs::write(stage.join("b.txt"), text(4, 300)).unwrap();
+    let log = env.tmp.path().join("daemon.log");
+    let script = r#"
+        set -e
+        mount -t tmpfs none "$ROOT/mnt"
+        cp "$STAGE/other.txt" "$ROOT/mnt/other.txt"
+        "$SIMD" --db "$DB" --format json index "$ROOT" > "$STAGE/without.json"
+        "$SIMD" --db "$DB" --format json index -x "$ROOT" > "$STAGE/with.json"
+        "$SIMD" --db "$DB" watch -x --debounce-ms 50 "$ROOT" 2> "$LOG" &
+        pid=$!
+        while [ ! -e "$STAGE/go" ]; do sleep 0.02; done
+        mkdir "$ROOT/mnt/new"
+        cp "$STAGE/other.txt" "$ROOT/mnt/new/x.txt"
+        cp "$STAGE/b.txt" "$ROOT/mnt/b.txt"
+        cp "$STAGE/b.txt" "$ROOT/b.txt"
+        while [ ! -e "$STAGE/stop" ]; do sleep 0.02; done
+        kill -TERM $pid
+        wait $pid
+    "#;
+    let mut child = Daemon(
+        Command::new("unshare")
+            .args(["-rm", "sh", "-c", script])
+            .env("SIMD", assert_cmd::cargo::cargo_bin("simd"))
+            .env("DB", &env.db)
+            .env("ROOT", &env.root)
+            .env("STAGE", &stage)
+            .env("LOG", &log)
+            .env_remove("SIMD_LOG")
+            .env_remove("SIMD_DB")
+            .spawn()
+            .unwrap(),
+    );
+    wait_ready(&env, Some(&log));
+    let names = |v: &serde_json::Value| v.to_string();
+    let without: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(stage.join("without.json")).unwrap()).unwrap();
+    let with: serde_json::Value = serde_json::from_slice(&std::fs::read(stage.join("with.json")).unwrap()).unwrap();
+    assert_eq!(
+        (without["new"].as_u64(), with["removed"].as_u64()),
+        (Some(2), Some(0)),
+        "{} / {}",
+        names(&without),
+        names(&with)
+    );
+    let paths = || -> Vec<String> { env.files().into_iter().map(|(p, _)| String::from_utf8(p).unwrap()).collect() };
+    let root = env.root.to_str().unwrap();
+    assert_eq!(paths(), [format!("{root}/a.txt")], "`index -x` forgot the file on the tmpfs");
+
+    std::fs::write(stage.join("go"), b"").unwrap();
+    let until = Instant::now() + Duration::from_secs(30);
+    while !paths().contains(&format!("{root}/b.txt")) {
+        assert!(Instant::now() < until, "b.txt was never indexed: {:?}", std::fs::read_to_string(&log));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The files on the tmpfs were written first; give their events time
+    // to be handled (many debounce periods) before looking for them.
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(paths(), [format!("{root}/a.txt"), format!("{root}/b.txt")], "the daemon indexed files on the tmpfs");
+    std::fs::write(stage.join("stop"), b"").unwrap();
+    let status = child.0.wait().unwrap();
+    assert!(status.success(), "{:?}", std::fs::read_to_string(&log));
+    env.check();
+}
