@@ -889,12 +889,18 @@ fn check_roots<W: notify::Watcher, C: notify_debouncer_full::FileIdCache>(
     Ok(rescan)
 }
 
-/// Applies history retention, then flushes the memtables (the writer's
-/// group is committed: the daemon commits after every batch).
+/// How long the daemon goes at most without applying history retention
+/// ([`Writer::expiry_due`]).
+const EXPIRE_EVERY: Duration = Duration::from_secs(600);
+
+/// Applies history retention when it is due, then flushes the memtables
+/// (the writer's group is committed: the daemon commits after every batch).
 fn expire_and_flush(store: &Store, writer: &mut Writer<'_>, opts: &WatchOptions) -> Result<(), StoreError> {
-    let expired = writer.expire_history(opts.index.retention, ingest::now_ns())?;
-    if expired > 0 {
-        tracing::info!("{expired} lost-and-found records expired");
+    if writer.expiry_due(opts.index.retention, EXPIRE_EVERY) {
+        let expired = writer.expire_history(opts.index.retention, ingest::now_ns())?;
+        if expired > 0 {
+            tracing::info!("{expired} lost-and-found records expired");
+        }
     }
     store.flush()
 }

@@ -1080,3 +1080,30 @@ fn one_file_system_leaves_out_a_file_system_mounted_inside_a_root() {
     assert!(status.success(), "{:?}", std::fs::read_to_string(&log));
     env.check();
 }
+
+/// The daemon applies history retention as `simd index` does (when
+/// records written since it last did reach 1 % of the cap; here the cap is
+/// 2, so every record counts): deleting four files leaves two ghosts.
+#[test]
+fn the_daemon_keeps_history_within_its_cap() {
+    let env = Env::new();
+    for n in 0..5 {
+        env.write(&format!("f{n}.txt"), text(n, 300));
+    }
+    let _daemon = {
+        let _starting = LIMITS.read().unwrap_or_else(|p| p.into_inner());
+        spawn(&env, &["--debounce-ms", "50", "--keep-history", "2", env.root.to_str().unwrap()], None, false)
+    };
+    converges(&env, "start");
+    for n in 0..4 {
+        std::fs::remove_file(env.root.join(format!("f{n}.txt"))).unwrap();
+    }
+    converges(&env, "four deletions");
+    let ghosts = || Store::open(&env.db, Access::Read, None).unwrap().scan::<History>().count();
+    let until = Instant::now() + Duration::from_secs(30);
+    while ghosts() > 2 {
+        assert!(Instant::now() < until, "history still holds {} records", ghosts());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(ghosts(), 2);
+}
