@@ -545,17 +545,9 @@ struct PostedSamples(Vec<u32>);
 
 impl<'de> Deserialize<'de> for PostedSamples {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl serde::de::Visitor<'_> for V {
-            type Value = PostedSamples;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a sketch's bytes")
-            }
-            fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<PostedSamples, E> {
-                crate::sketch::posted_of_bytes(v).map(PostedSamples).map_err(E::custom)
-            }
-        }
-        d.deserialize_bytes(V)
+        // Borrowed: values are decoded from a slice ([`ContentChunks::decode_postings`]).
+        let bytes = <&'de [u8]>::deserialize(d)?;
+        crate::sketch::posted_of_bytes(bytes).map(PostedSamples).map_err(serde::de::Error::custom)
     }
 }
 
