@@ -2369,23 +2369,32 @@ impl<'s> Writer<'s> {
     }
 
     /// What taking `content`'s postings out needs of its record, from the
-    /// group or the index ([`Writer::record`]).
+    /// group or the index (as [`Writer::record`]).
     fn postings(&self, content: &ContentHash) -> Result<Option<ContentPostings>, StoreError> {
-        let inflight = self.inflight.as_ref().and_then(|f| f.records.get(content));
-        match self.group.records.get(content).or(inflight) {
-            Some(r) => Ok(Some(ContentPostings::of(r))),
-            None if self.fresh && !self.gained.contains(content) => Ok(None),
+        match self.held_record(content) {
+            Some(r) => Ok(r.map(|r| ContentPostings::of(r))),
             None => self.store.get_postings(content),
         }
     }
 
     /// A content's chunk list, from the group or the index.
     fn record(&self, content: &ContentHash) -> Result<Option<Arc<ContentRecord>>, StoreError> {
+        match self.held_record(content) {
+            Some(r) => Ok(r.cloned()),
+            None => Ok(self.store.get::<ContentChunks>(content)?.map(Arc::new)),
+        }
+    }
+
+    /// A content's record as this writer knows it without the index: the
+    /// group's (or the one in flight), or none at all when the index is
+    /// fresh and the writer never gave it one; None when the index must
+    /// be asked.
+    fn held_record(&self, content: &ContentHash) -> Option<Option<&Arc<ContentRecord>>> {
         let inflight = self.inflight.as_ref().and_then(|f| f.records.get(content));
         match self.group.records.get(content).or(inflight) {
-            Some(r) => Ok(Some(r.clone())),
-            None if self.fresh && !self.gained.contains(content) => Ok(None),
-            None => Ok(self.store.get::<ContentChunks>(content)?.map(Arc::new)),
+            Some(r) => Some(Some(r)),
+            None if self.fresh && !self.gained.contains(content) => Some(None),
+            None => None,
         }
     }
 

@@ -471,24 +471,24 @@ impl Store {
 
     /// Reads one value.
     pub fn get<T: Table>(&self, key: &T::Key) -> Result<Option<T::Value>> {
-        match self.db.get_pinned_cf(self.cf(T::NAME), T::encode_key(key)).map_err(|e| self.rocks(e))? {
-            None => Ok(None),
-            Some(v) => T::decode_value(&v).map(Some).map_err(|e| self.corrupt::<T>(key, e)),
-        }
+        self.get_as::<T, _>(key, T::decode_value)
     }
 
     /// Reads a content's record as far as taking its postings out needs
     /// ([`ContentPostings`]).
     pub fn get_postings(&self, content: &ContentHash) -> Result<Option<ContentPostings>> {
-        match self
-            .db
-            .get_pinned_cf(self.cf(ContentChunks::NAME), ContentChunks::encode_key(content))
-            .map_err(|e| self.rocks(e))?
-        {
+        self.get_as::<ContentChunks, _>(content, ContentChunks::decode_postings)
+    }
+
+    /// Reads one value of `T`'s column family with `decode`.
+    fn get_as<T: Table, V>(
+        &self,
+        key: &T::Key,
+        decode: impl FnOnce(&[u8]) -> std::result::Result<V, DecodeError>,
+    ) -> Result<Option<V>> {
+        match self.db.get_pinned_cf(self.cf(T::NAME), T::encode_key(key)).map_err(|e| self.rocks(e))? {
             None => Ok(None),
-            Some(v) => {
-                ContentChunks::decode_postings(&v).map(Some).map_err(|e| self.corrupt::<ContentChunks>(content, e))
-            }
+            Some(v) => decode(&v).map(Some).map_err(|e| self.corrupt::<T>(key, e)),
         }
     }
 
