@@ -969,7 +969,7 @@ fn print_status(out: &mut impl Write, s: &crate::status::Status) -> std::io::Res
     if let Some(d) = s.daemon.as_ref().filter(|d| !d.remote_roots.is_empty()) {
         writeln!(
             out,
-            "             network or FUSE roots, also rescanned periodically (other machines' changes raise no event): {}",
+            "             network or FUSE file systems, also rescanned periodically (other machines' changes raise no event): {}",
             d.remote_roots.join(", ")
         )?;
     }

@@ -4,7 +4,9 @@
 //!
 //! **Invariants**: a change is never silently missed (a queue overflow or a
 //! rescan notice triggers a full reconcile; hitting the inotify watch limit
-//! is logged with the sysctl to raise and falls back to periodic rescans);
+//! is logged with the sysctl to raise and falls back to periodic rescans; a
+//! file system mounted or unmounted inside a root, which raises no event,
+//! has the root watched again and rescanned);
 //! a rename whose content did not change is recorded as a move without
 //! re-reading the file; SIGINT/SIGTERM stop after committing and flushing.
 
@@ -92,9 +94,10 @@ pub struct DaemonState {
     /// every second and watched again once back.
     #[serde(default)]
     pub missing_roots: Vec<String>,
-    /// Roots on a network or FUSE file system, with its type: changes made
-    /// there by other machines raise no inotify event, so they are also
-    /// rescanned every `--rescan-every` seconds.
+    /// Roots on a network or FUSE file system, and such file systems
+    /// mounted inside roots, with their type: changes made there by other
+    /// machines raise no inotify event, so they are also rescanned every
+    /// `--rescan-every` seconds.
     #[serde(default)]
     pub remote_roots: Vec<String>,
 }
@@ -357,6 +360,9 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
         RecommendedCache::new(),
         config,
     )?;
+    // Mounts and unmounts from here on are seen (the roots' watches are
+    // compared with the table the scan below walked, or a later one).
+    let mut mounts = Mounts::open();
     // Large files that changed while the daemon was not running are read
     // beside the first batches, once the daemon is ready.
     let (summary, unread_at_start) = ingest::index_deferring(store, &opts.index, ingest::BACKGROUND_READ)?;
@@ -375,16 +381,12 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
         ..opts.index.clone()
     };
     state.roots = rescan_opts.roots.iter().map(crate::show_path).collect();
-    let mut watched: Vec<WatchedRoot> =
-        rescan_opts.roots.iter().map(|r| WatchedRoot { path: r.clone(), id: None }).collect();
-    for w in &mut watched {
-        w.id = root_id(&w.path);
-        if w.id.is_some() {
-            watch_root(&mut debouncer, &w.path, opts, &mut state)?;
-        }
+    let mut watched: Vec<WatchedRoot> = rescan_opts.roots.iter().map(|r| WatchedRoot::new(r, &mounts)).collect();
+    for w in watched.iter().filter(|w| w.id.is_some()) {
+        watch_root(&mut debouncer, &w.path, opts, &mut state)?;
     }
     state.missing_roots = summary.missing_roots.iter().map(crate::show_path).collect();
-    note_remote_roots(&rescan_opts.roots, opts, &mut state);
+    note_remote_roots(&rescan_opts.roots, &mounts.text, opts, &mut state);
     tracing::info!(
         "watching {} ({} new, {} changed, {} moved, {} removed at start{})",
         state.roots.join(", "),
@@ -458,7 +460,7 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                 forced = true;
             }
             if !root_touched.is_empty() || last_root_check.elapsed() >= ROOT_CHECK {
-                if check_roots(&mut watched, &root_touched, &mut debouncer, opts, &mut state)? {
+                if check_roots(&mut watched, &root_touched, &mut mounts, &mut debouncer, opts, &mut state)? {
                     forced = true;
                 }
                 last_root_check = Instant::now();
@@ -479,6 +481,7 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                             filter: &mut filter,
                             debouncer: &mut debouncer,
                             state: &mut state,
+                            mounts: &mounts,
                         };
                         let (answer, rescan) = forget(store, &gone, &mut daemon, opts, &dir)?;
                         forced |= rescan;
@@ -731,6 +734,7 @@ struct Roots<'a, W: notify::Watcher, C: notify_debouncer_full::FileIdCache> {
     filter: &'a mut Filter,
     debouncer: &'a mut notify_debouncer_full::Debouncer<W, C>,
     state: &'a mut DaemonState,
+    mounts: &'a Mounts,
 }
 
 /// `simd forget` while the daemon runs: the index forgets the roots, and
@@ -769,22 +773,25 @@ fn forget<W: notify::Watcher, C: notify_debouncer_full::FileIdCache>(
         Err(e) => return Ok((Err(e.to_string()), false)),
     };
     for w in daemon.watched.iter().filter(|w| gone.contains(&w.path) && w.id.is_some()) {
+        for (_, point) in &w.mounts {
+            let _ = daemon.debouncer.unwatch(point);
+        }
         let _ = daemon.debouncer.unwatch(&w.path);
     }
     daemon.watched.retain(|w| !gone.contains(&w.path));
     for r in &added {
-        let id = root_id(r);
-        if id.is_some() {
+        let root = WatchedRoot::new(r, daemon.mounts);
+        if root.id.is_some() {
             watch_root(daemon.debouncer, r, opts, daemon.state)?;
         }
-        daemon.watched.push(WatchedRoot { path: r.clone(), id });
+        daemon.watched.push(root);
     }
     tracing::info!("forgot {}; watching {}", show(&f.roots), show(&roots));
     daemon.state.roots = roots.iter().map(crate::show_path).collect();
     daemon.state.missing_roots =
         daemon.watched.iter().filter(|w| w.id.is_none()).map(|w| crate::show_path(&w.path)).collect();
     *daemon.filter = Filter::new(&roots, &opts.index, dir)?;
-    note_remote_roots(&roots, opts, daemon.state);
+    note_remote_roots(&roots, &daemon.mounts.text, opts, daemon.state);
     daemon.opts.roots = roots;
     Ok((Ok(control::forgotten(&f)), !added.is_empty()))
 }
@@ -803,6 +810,89 @@ const ROOT_CHECK: Duration = Duration::from_secs(1);
 struct WatchedRoot {
     path: PathBuf,
     id: Option<(u64, u64)>,
+    /// The mounts strictly inside it when it was last watched.
+    mounts: Vec<Mount>,
+}
+
+impl WatchedRoot {
+    /// The root at `path` as it is now (not yet watched).
+    fn new(path: &Path, mounts: &Mounts) -> WatchedRoot {
+        WatchedRoot { path: path.to_path_buf(), id: root_id(path), mounts: mounts_inside(&mounts.text, path) }
+    }
+}
+
+/// A mount in the mount table: its id and its mount point.
+type Mount = (u64, PathBuf);
+
+/// The mount table (`/proc/self/mountinfo`, or the file that
+/// `SIMD_TEST_MOUNTINFO` names), watched for mounts and unmounts.
+///
+/// A file system mounted inside a root raises no inotify event: its files
+/// appear and the covered directory's vanish at once, and the watch stays
+/// on the covered directory, so nothing written on the new file system is
+/// seen either; an unmount is the same the other way. The kernel marks
+/// the table's file (POLLPRI) when it changes (`proc_pid_mountinfo(5)`),
+/// so one `poll` a [`ROOT_CHECK`] tells whether anything was (un)mounted.
+struct Mounts {
+    /// The table's file, open for `poll`; None where it cannot be opened.
+    file: Option<std::fs::File>,
+    path: PathBuf,
+    /// The table as last read.
+    text: String,
+}
+
+impl Mounts {
+    fn open() -> Mounts {
+        let path = std::env::var_os("SIMD_TEST_MOUNTINFO")
+            .map_or_else(|| PathBuf::from("/proc/self/mountinfo"), PathBuf::from);
+        // Opened before it is read: a change in between is then both read
+        // and flagged, and the flag finds nothing new (better than missed).
+        let file = std::fs::File::open(&path).ok();
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        Mounts { file, path, text }
+    }
+
+    /// Whether the table changed since the last look; if so it is read again.
+    fn changed(&mut self) -> bool {
+        use rustix::event::{poll, PollFd, PollFlags, Timespec};
+        let Some(file) = &self.file else { return false };
+        let mut fds = [PollFd::new(file, PollFlags::PRI)];
+        let flagged = poll(&mut fds, Some(&Timespec { tv_sec: 0, tv_nsec: 0 })).is_ok_and(|n| n > 0)
+            && fds[0].revents().intersects(PollFlags::PRI | PollFlags::ERR);
+        if flagged {
+            match std::fs::read_to_string(&self.path) {
+                Ok(text) => self.text = text,
+                Err(e) => tracing::warn!("{}: {e}", crate::show_path(&self.path)),
+            }
+        }
+        flagged
+    }
+}
+
+/// The mounts whose mount point is strictly inside `root`, in the order
+/// of the table (the order they were mounted in).
+fn mounts_inside(mountinfo: &str, root: &Path) -> Vec<Mount> {
+    mountinfo
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.split(' ');
+            let id = fields.next()?.parse().ok()?;
+            let point = unescape_mount(fields.nth(3)?);
+            (point.starts_with(root) && point != root).then_some((id, point))
+        })
+        .collect()
+}
+
+/// "mounted at /a, unmounted from /b": what changed between two lists of
+/// mounts, for the log.
+fn mount_changes(before: &[Mount], after: &[Mount]) -> String {
+    let show = |verb: &str, ms: Vec<&Mount>| {
+        (!ms.is_empty())
+            .then(|| format!("{verb} {}", ms.iter().map(|(_, p)| crate::show_path(p)).collect::<Vec<_>>().join(", ")))
+    };
+    let mounted = show("mounted at", after.iter().filter(|m| !before.contains(m)).collect());
+    let unmounted = show("unmounted from", before.iter().filter(|m| !after.contains(m)).collect());
+    [mounted, unmounted].into_iter().flatten().collect::<Vec<_>>().join("; ")
 }
 
 /// The (device, inode) of the directory at `path`, if there is one.
@@ -842,24 +932,42 @@ fn watch_root<W: notify::Watcher, C: notify_debouncer_full::FileIdCache>(
 }
 
 /// Looks at each root: one gone is said so (its files go with a rescan),
-/// one back or replaced by a new directory is watched again and rescanned.
-/// The watch of a root in `renew` (named by an event) is renewed if it is
-/// there. Returns whether a rescan is due.
+/// one back or replaced by a new directory is watched again and rescanned,
+/// and so is one inside which a file system was mounted or unmounted
+/// ([`Mounts`]). The watch of a root in `renew` (named by an event) is
+/// renewed if it is there. Returns whether a rescan is due.
 fn check_roots<W: notify::Watcher, C: notify_debouncer_full::FileIdCache>(
     roots: &mut [WatchedRoot],
     renew: &[PathBuf],
+    mounts: &mut Mounts,
     debouncer: &mut notify_debouncer_full::Debouncer<W, C>,
     opts: &WatchOptions,
     state: &mut DaemonState,
 ) -> Result<bool, WatchError> {
+    let remounted = mounts.changed();
     let mut rescan = false;
     for root in roots.iter_mut() {
         let now = root_id(&root.path);
+        let inside = if remounted { mounts_inside(&mounts.text, &root.path) } else { root.mounts.clone() };
         if now == root.id && !(now.is_some() && renew.contains(&root.path)) {
+            if inside != root.mounts {
+                tracing::warn!(
+                    "{}: a file system was {}: watching there again and rescanning the root",
+                    crate::show_path(&root.path),
+                    mount_changes(&root.mounts, &inside)
+                );
+                watch_mount_points(debouncer, &root.mounts, &inside, opts, state)?;
+                root.mounts = inside;
+                rescan = true;
+            }
             continue;
         }
         if root.id.is_some() {
-            // The old directory's watch, if the kernel has not dropped it.
+            // The old directory's watch, if the kernel has not dropped it,
+            // and those of mount points inside it, which notify keeps apart.
+            for (_, point) in &root.mounts {
+                let _ = debouncer.unwatch(point);
+            }
             let _ = debouncer.unwatch(&root.path);
         }
         match now {
@@ -878,15 +986,45 @@ fn check_roots<W: notify::Watcher, C: notify_debouncer_full::FileIdCache>(
             ),
         }
         root.id = now;
+        root.mounts = inside;
         rescan = true;
     }
-    if rescan {
+    if rescan || remounted {
         state.missing_roots = roots.iter().filter(|r| r.id.is_none()).map(|r| crate::show_path(&r.path)).collect();
-        // One back may be a mount now (a share mounted again).
+        // One back may be a mount now (a share mounted again), or hold one.
         let paths: Vec<PathBuf> = roots.iter().map(|r| r.path.clone()).collect();
-        note_remote_roots(&paths, opts, state);
+        note_remote_roots(&paths, &mounts.text, opts, state);
     }
     Ok(rescan)
+}
+
+/// Watches again where file systems were mounted or unmounted inside a
+/// root (`before` → `after`). An inotify watch is on a directory's inode:
+/// a directory a mount covers keeps its watch, unseen, the mounted file
+/// system's directories have none, and after an unmount the uncovered
+/// directory has one only if it had one before the mount. So each mount
+/// point that changed is unwatched and watched again (a new mount not
+/// with `--one-file-system`, whose files are not followed). Only those
+/// subtrees: watching the whole root again removes a watch per directory,
+/// and on a large tree (Django's 31,746 directories) the kernel's queue
+/// overflowed with their IN_IGNORED events, which cost a second rescan.
+fn watch_mount_points<W: notify::Watcher, C: notify_debouncer_full::FileIdCache>(
+    debouncer: &mut notify_debouncer_full::Debouncer<W, C>,
+    before: &[Mount],
+    after: &[Mount],
+    opts: &WatchOptions,
+    state: &mut DaemonState,
+) -> Result<(), WatchError> {
+    let came: BTreeSet<&PathBuf> = after.iter().filter(|m| !before.contains(m)).map(|(_, p)| p).collect();
+    let gone: BTreeSet<&PathBuf> = before.iter().filter(|m| !after.contains(m)).map(|(_, p)| p).collect();
+    for point in came.union(&gone) {
+        let _ = debouncer.unwatch(point);
+        let followed = gone.contains(point) || !opts.index.walk.one_file_system;
+        if followed && std::fs::metadata(point).is_ok_and(|m| m.is_dir()) {
+            watch_root(debouncer, point, opts, state)?;
+        }
+    }
+    Ok(())
 }
 
 /// How long the daemon goes at most without applying history retention
@@ -1075,14 +1213,12 @@ impl Holds {
     }
 }
 
-/// Finds the daemon's roots on network or FUSE file systems, says so once
-/// for each, and keeps them in `state` (periodic rescans follow them).
-fn note_remote_roots(roots: &[PathBuf], opts: &WatchOptions, state: &mut DaemonState) {
-    let mounts =
-        std::env::var_os("SIMD_TEST_MOUNTINFO").map_or_else(|| PathBuf::from("/proc/self/mountinfo"), PathBuf::from);
-    let mounts = std::fs::read_to_string(&mounts).unwrap_or_default();
-    let remote: Vec<String> =
-        roots.iter().filter_map(|r| remote_fs(&mounts, r).map(|t| format!("{} ({t})", crate::show_path(r)))).collect();
+/// Finds the daemon's roots on network or FUSE file systems, and such
+/// file systems mounted inside its roots (unless `--one-file-system` leaves
+/// them out), says so once for each, and keeps them in `state` (periodic
+/// rescans follow them).
+fn note_remote_roots(roots: &[PathBuf], mountinfo: &str, opts: &WatchOptions, state: &mut DaemonState) {
+    let remote = remote_mounts(mountinfo, roots, opts.index.walk.one_file_system);
     for r in remote.iter().filter(|r| !state.remote_roots.contains(r)) {
         tracing::warn!(
             "{r}: a network or FUSE file system: changes made there by other machines raise no inotify event, so \
@@ -1091,6 +1227,24 @@ fn note_remote_roots(roots: &[PathBuf], opts: &WatchOptions, state: &mut DaemonS
         );
     }
     state.remote_roots = remote;
+}
+
+/// "PATH (TYPE)" for each root on a network or FUSE file system
+/// ([`remote_fs`]), and for each such file system mounted inside a root
+/// unless `one_file_system` leaves it out.
+fn remote_mounts(mountinfo: &str, roots: &[PathBuf], one_file_system: bool) -> Vec<String> {
+    let mut remote = Vec::new();
+    for r in roots {
+        if let Some(t) = remote_fs(mountinfo, r) {
+            remote.push(format!("{} ({t})", crate::show_path(r)));
+        } else if !one_file_system {
+            for (_, point) in mounts_inside(mountinfo, r) {
+                let entry = remote_fs(mountinfo, &point).map(|t| format!("{} ({t})", crate::show_path(&point)));
+                remote.extend(entry.filter(|e| !remote.contains(e)));
+            }
+        }
+    }
+    remote
 }
 
 /// The type of the file system holding `path`, from `mountinfo`'s text
@@ -1371,6 +1525,33 @@ mod tests {
         assert_eq!(remote("/mnt/stack/a"), None);
         assert_eq!(remote("/var/docs"), None);
         assert_eq!(remote_fs("", Path::new("/srv/share")), None);
+    }
+
+    #[test]
+    fn the_mounts_inside_a_root_and_the_remote_ones_among_them_are_found() {
+        let inside = |r: &str| mounts_inside(MOUNTINFO, Path::new(r));
+        assert_eq!(inside("/srv"), [(40, PathBuf::from("/srv/share")), (41, PathBuf::from("/srv/share/local"))]);
+        // Strictly inside: a root's own mount is not one.
+        assert_eq!(inside("/srv/share"), [(41, PathBuf::from("/srv/share/local"))]);
+        assert_eq!(inside("/mnt"), [(43, "/mnt/usb".into()), (44, "/mnt/stack".into()), (45, "/mnt/stack".into())]);
+        assert_eq!(inside("/srv/shared"), []);
+        let remote =
+            |roots: &[&str], x: bool| remote_mounts(MOUNTINFO, &roots.iter().map(PathBuf::from).collect::<Vec<_>>(), x);
+        // A root on a share is listed, not the local disk inside it.
+        assert_eq!(remote(&["/srv/share"], false), ["/srv/share (nfs4)"]);
+        // A share inside a root is listed, unless `-x` leaves it out; a
+        // share mounted over by a local disk is not.
+        assert_eq!(remote(&["/srv", "/home", "/mnt"], false), ["/srv/share (nfs4)", "/home/a/my drive (fuse.rclone)"]);
+        assert_eq!(remote(&["/srv", "/home", "/mnt"], true), Vec::<String>::new());
+    }
+
+    #[test]
+    fn mount_changes_are_described() {
+        let m = |id: u64, p: &str| (id, PathBuf::from(p));
+        assert_eq!(mount_changes(&[m(1, "/r/a")], &[m(1, "/r/a"), m(2, "/r/b")]), "mounted at /r/b");
+        assert_eq!(mount_changes(&[m(1, "/r/a"), m(2, "/r/b")], &[m(2, "/r/b")]), "unmounted from /r/a");
+        // Another file system at the same point: both said.
+        assert_eq!(mount_changes(&[m(1, "/r/a")], &[m(3, "/r/a")]), "mounted at /r/a; unmounted from /r/a");
     }
 
     #[test]

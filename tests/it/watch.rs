@@ -997,7 +997,7 @@ fn a_root_on_a_network_file_system_is_rescanned_periodically() {
     }
     let out = env.simd().arg("status").assert().success();
     let status = String::from_utf8_lossy(&out.get_output().stdout);
-    assert!(status.contains("network or FUSE roots, also rescanned periodically"), "{status}");
+    assert!(status.contains("network or FUSE file systems, also rescanned periodically"), "{status}");
     stop_with_sigterm(d);
 }
 
@@ -1078,6 +1078,114 @@ fn one_file_system_leaves_out_a_file_system_mounted_inside_a_root() {
     std::fs::write(stage.join("stop"), b"").unwrap();
     let status = child.0.wait().unwrap();
     assert!(status.success(), "{:?}", std::fs::read_to_string(&log));
+    env.check();
+}
+
+/// A file system mounted inside a root while the daemon runs (a tmpfs, in
+/// a mount namespace of its own, as above) raises no inotify event: its
+/// files appear and the covered ones vanish at once, and the watch stays
+/// on the covered directory. The daemon sees the mount table change,
+/// watches the root again and rescans it; after the unmount the same the
+/// other way. Each time, and after files written since on the new file
+/// system and then in the uncovered directory (which only a new watch
+/// sees), the live index equals a fresh index of the tree as the
+/// namespace sees it.
+#[test]
+fn mounts_and_unmounts_inside_a_root_are_followed() {
+    let env = Env::new();
+    let probe = Command::new("unshare").args(["-rm", "true"]).status();
+    assert!(probe.is_ok_and(|s| s.success()), "this test needs `unshare -rm` (user and mount namespaces)");
+    env.write("a.txt", text(1, 300));
+    env.write("mnt/covered.txt", text(2, 300));
+    env.index();
+    let stage = env.tmp.path().join("stage");
+    std::fs::create_dir(&stage).unwrap();
+    for (n, name) in ["b.txt", "c.txt", "d.txt"].iter().enumerate() {
+        std::fs::write(stage.join(name), text(3 + n as u64, 300)).unwrap();
+    }
+    let log = env.tmp.path().join("daemon.log");
+    // Step N waits for goN, changes the tree, indexes it afresh into
+    // freshN (as the namespace sees it), then says doneN.
+    let script = r#"
+        set -e
+        "$SIMD" --db "$DB" watch --debounce-ms 50 "$ROOT" 2> "$LOG" &
+        pid=$!
+        step() {
+            while [ ! -e "$STAGE/go$1" ]; do sleep 0.02; done
+            eval "$2"
+            "$SIMD" --db "$STAGE/fresh$1" --quiet index "$ROOT"
+            touch "$STAGE/done$1"
+        }
+        step 1 'mount -t tmpfs none "$ROOT/mnt" && cp "$STAGE/b.txt" "$ROOT/mnt/b.txt"'
+        step 2 'cp "$STAGE/c.txt" "$ROOT/mnt/c.txt"'
+        step 3 'umount "$ROOT/mnt"'
+        step 4 'cp "$STAGE/d.txt" "$ROOT/mnt/d.txt"'
+        while [ ! -e "$STAGE/stop" ]; do sleep 0.02; done
+        kill -TERM $pid
+        wait $pid
+    "#;
+    let mut child = Daemon(
+        Command::new("unshare")
+            .args(["-rm", "sh", "-c", script])
+            .env("SIMD", assert_cmd::cargo::cargo_bin("simd"))
+            .env("DB", &env.db)
+            .env("ROOT", &env.root)
+            .env("STAGE", &stage)
+            .env("LOG", &log)
+            .env_remove("SIMD_LOG")
+            .env_remove("SIMD_DB")
+            .spawn()
+            .unwrap(),
+    );
+    wait_ready(&env, Some(&log));
+    let root = env.root.to_str().unwrap();
+    let steps = [
+        ("a tmpfs mounted over mnt/, with a file", vec!["a.txt", "mnt/b.txt"]),
+        ("a file written on the tmpfs after", vec!["a.txt", "mnt/b.txt", "mnt/c.txt"]),
+        ("the tmpfs unmounted", vec!["a.txt", "mnt/covered.txt"]),
+        ("a file written in the uncovered directory", vec!["a.txt", "mnt/covered.txt", "mnt/d.txt"]),
+    ];
+    for (n, (what, names)) in steps.iter().enumerate() {
+        let step = n + 1;
+        std::fs::write(stage.join(format!("go{step}")), b"").unwrap();
+        let until = Instant::now() + Duration::from_secs(60);
+        while !stage.join(format!("done{step}")).exists() {
+            assert!(Instant::now() < until, "step {step} never ran: {:?}", std::fs::read_to_string(&log));
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let want = state(&stage.join(format!("fresh{step}"))).unwrap();
+        let paths: Vec<String> = want.0.iter().map(|(p, _)| String::from_utf8(p.clone()).unwrap()).collect();
+        assert_eq!(paths, names.iter().map(|n| format!("{root}/{n}")).collect::<Vec<_>>(), "the tree after {what}");
+        let until = Instant::now() + Duration::from_secs(60);
+        while state(&env.db).as_ref() != Some(&want) {
+            assert!(
+                Instant::now() < until,
+                "after {what}: the live index never matched a fresh one: {:?} against {:?}\n{}",
+                state(&env.db).map(|s| s
+                    .0
+                    .iter()
+                    .map(|(p, _)| String::from_utf8_lossy(p).into_owned())
+                    .collect::<Vec<_>>()),
+                paths,
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if step == 1 {
+            // The covered file vanished as a deletion would: `simd lost` has it.
+            let out = env.simd().args(["lost", &format!("{root}/mnt/covered.txt")]).assert().success();
+            assert!(String::from_utf8_lossy(&out.get_output().stdout).contains(": last seen"), "{out:?}");
+        }
+    }
+    std::fs::write(stage.join("stop"), b"").unwrap();
+    let status = child.0.wait().unwrap();
+    assert!(status.success(), "{:?}", std::fs::read_to_string(&log));
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert!(said.contains(&format!("{root}: a file system was mounted at {root}/mnt: watching there again")), "{said}");
+    assert!(
+        said.contains(&format!("{root}: a file system was unmounted from {root}/mnt: watching there again")),
+        "{said}"
+    );
     env.check();
 }
 
