@@ -486,10 +486,12 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                         let (answer, rescan) = forget(store, &gone, &mut daemon, opts, &dir)?;
                         forced |= rescan;
                         background.give_up_where(|p| !filter.follows(p, false), "its root forgotten");
+                        // Saved before the reply goes: whoever asked reads
+                        // the roots without the forgotten one.
+                        state.save(&dir);
                         let _ = incoming.reply.send(answer);
                         writer = new_writer()?;
                         filter.load_dirs_of(writer.known_paths());
-                        state.save(&dir);
                     }
                     request => {
                         // The request reads the index: write what is pending first.
