@@ -471,7 +471,6 @@ pub fn run(cli: Cli) -> Result<Exit> {
         Command::Template(cmd) => template(&db, cmd, cli.format, &mut out)?,
         Command::Watch { roots, debounce_ms, rescan_every, scan } => {
             roots_for_new_index(&db, &roots)?;
-            let store = Store::open(&db, Access::Write, None)?;
             let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
             for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
                 signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
@@ -486,7 +485,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
                 rescan_every: std::time::Duration::from_secs(rescan_every),
                 ..Default::default()
             };
-            crate::watch::watch(&store, &opts, stop)?;
+            crate::watch::serve(&db, &opts, stop)?;
         }
         Command::Rescan => {
             if DaemonState::running(&db).is_none() {
@@ -952,7 +951,11 @@ fn print_status(out: &mut impl Write, s: &crate::status::Status) -> std::io::Res
             out,
             "daemon       pid {}, {}, {} pending{}, {}, {} changed, {}{}, last event {}",
             d.pid,
-            if d.ready { "watching" } else { "starting (reconcile scan)" },
+            match (d.ready, d.disk_full_since) {
+                (_, Some(_)) => "PAUSED: the index's file system is full",
+                (true, None) => "watching",
+                (false, None) => "starting (reconcile scan)",
+            },
             d.pending,
             if d.reading > 0 { format!(", {} being read", count(d.reading, "large file")) } else { String::new() },
             count(d.batches, "batch"),
@@ -962,6 +965,14 @@ fn print_status(out: &mut impl Write, s: &crate::status::Status) -> std::io::Res
             d.last_event.map_or("none".into(), format_time)
         )?,
         None => writeln!(out, "daemon       not running")?,
+    }
+    if let Some(since) = s.daemon.as_ref().and_then(|d| d.disk_full_since) {
+        writeln!(
+            out,
+            "             waiting since {} for {} MiB free beside the index, then rescanning: make room there",
+            format_time(since),
+            crate::watch::ROOM_TO_RESUME >> 20
+        )?;
     }
     if let Some(d) = s.daemon.as_ref().filter(|d| !d.missing_roots.is_empty()) {
         writeln!(out, "             MISSING roots, looked for every second: {}", d.missing_roots.join(", "))?;

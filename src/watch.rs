@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use crate::control;
 use crate::ingest::{self, IndexOptions, IngestError, Summary, Writer};
 use crate::scan::{is_under, path_bytes, Candidate, Stat};
-use crate::store::{Store, StoreError};
+use crate::store::{Access, Store, StoreError};
 
 /// What `simd watch` is told.
 #[derive(Clone, Debug)]
@@ -69,6 +69,16 @@ pub enum WatchError {
     Signals(std::io::Error),
 }
 
+impl WatchError {
+    /// The index's file system filled up ([`StoreError::is_no_space`]).
+    pub fn is_no_space(&self) -> bool {
+        match self {
+            WatchError::Store(e) | WatchError::Ingest(IngestError::Store(e)) => e.is_no_space(),
+            _ => false,
+        }
+    }
+}
+
 /// The daemon's state, for `simd status` (written to `daemon.json` in the
 /// index directory after every batch).
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -100,6 +110,10 @@ pub struct DaemonState {
     /// `--rescan-every` seconds.
     #[serde(default)]
     pub remote_roots: Vec<String>,
+    /// Since when the daemon waits for room on the index's full file
+    /// system ([`serve`]), if it does.
+    #[serde(default)]
+    pub disk_full_since: Option<i64>,
 }
 
 pub fn state_path(dir: &Path) -> PathBuf {
@@ -337,6 +351,79 @@ fn classify(events: Vec<notify_debouncer_full::DebouncedEvent>) -> Batch {
         }
     }
     b
+}
+
+/// Free space the daemon waits for on a full file system before it opens
+/// the index again: what RocksDB itself asks for before it recovers from a
+/// full disk on its own (its `SstFileManager`'s "required disk buffer"),
+/// so that the rescan that follows does not fill it again at once.
+pub const ROOM_TO_RESUME: u64 = 64 << 20;
+
+/// How often the daemon looks at the free space while it waits for it.
+const SPACE_CHECK: Duration = Duration::from_secs(2);
+
+/// Runs the daemon ([`watch`]) on the index at `db` until `stop` is set,
+/// through full disks: when the index's file system fills up, the index
+/// stays as last committed, the daemon closes it, says so, waits until
+/// [`ROOM_TO_RESUME`] is free, and starts again, its first scan catching
+/// up with every change made meanwhile. (Left to a service manager, a full
+/// disk was a restart every few seconds, each with a scan of the tree
+/// that failed at its first write.)
+pub fn serve(db: &Path, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Result<(), WatchError> {
+    loop {
+        // Opening writes too (a new write-ahead log, an options file).
+        let run = Store::open(db, Access::Write, None).map_err(WatchError::from);
+        match run.and_then(|store| watch(&store, opts, stop.clone())) {
+            Err(e) if e.is_no_space() && !stop.load(Ordering::Relaxed) => {
+                // The error's first line: its hint is for commands run by hand.
+                tracing::error!(
+                    "{}\n  the index's file system is full: the daemon waits until {} MiB are free (looked at every \
+                     {} s), then starts again with a scan that catches up with every change made meanwhile",
+                    e.to_string().lines().next().unwrap_or_default(),
+                    ROOM_TO_RESUME >> 20,
+                    SPACE_CHECK.as_secs()
+                );
+                if !wait_for_room(db, &stop) {
+                    let _ = std::fs::remove_file(state_path(db));
+                    return Ok(());
+                }
+            }
+            result => return result,
+        }
+    }
+}
+
+/// Waits until the file system of the index at `dir` has
+/// [`ROOM_TO_RESUME`] free (true), or `stop` is set (false). `simd status`
+/// says so meanwhile.
+fn wait_for_room(dir: &Path, stop: &AtomicBool) -> bool {
+    let mut state: DaemonState = std::fs::read(state_path(dir))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_else(|| DaemonState { pid: std::process::id(), ..DaemonState::default() });
+    state.ready = false;
+    state.disk_full_since = Some(ingest::now_ns());
+    state.save(dir);
+    let mut last_look: Option<Instant> = None;
+    while !stop.load(Ordering::Relaxed) {
+        if last_look.is_none_or(|t| t.elapsed() >= SPACE_CHECK) {
+            last_look = Some(Instant::now());
+            match rustix::fs::statvfs(dir) {
+                Ok(fs) if fs.f_bavail.saturating_mul(fs.f_frsize) >= ROOM_TO_RESUME => {
+                    tracing::warn!(
+                        "{}: {} MiB free: opening the index again",
+                        crate::show_path(dir),
+                        fs.f_bavail.saturating_mul(fs.f_frsize) >> 20
+                    );
+                    return true;
+                }
+                Ok(_) => {}
+                Err(e) => tracing::debug!("{}: {e}", crate::show_path(dir)),
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    false
 }
 
 /// Runs the daemon until `stop` is set (SIGINT/SIGTERM in the binary).

@@ -64,12 +64,36 @@ impl StoreError {
             _ => false,
         }
     }
+
+    /// The index's file system is full: nothing is wrong with the index,
+    /// and the same write succeeds once there is room.
+    pub fn is_no_space(&self) -> bool {
+        match self {
+            StoreError::Rocks { source, .. } => is_no_space(source),
+            StoreError::Io { source, .. } => {
+                source.raw_os_error() == Some(libc::ENOSPC) || source.kind() == std::io::ErrorKind::StorageFull
+            }
+            _ => false,
+        }
+    }
+}
+
+/// RocksDB says ENOSPC only in its message (its status's `kNoSpace`
+/// subcode is not exposed): "IO error: No space left on device: While
+/// appending to file: ...", from the C library's `strerror`, which a Rust
+/// program leaves in the C locale.
+fn is_no_space(e: &rocksdb::Error) -> bool {
+    e.kind() == rocksdb::ErrorKind::IOError && e.to_string().contains("No space left on device")
 }
 
 /// What to do about a RocksDB error, where there is something to do: a
 /// corrupt index (a disk fault, a file removed by hand) cannot be repaired
 /// in place, but it is a cache of the files and can be built again.
 fn rocks_hint(e: &rocksdb::Error) -> &'static str {
+    if is_no_space(e) {
+        return "\n  the index's file system is full: make room there (or move the index elsewhere and give --db) \
+                and run the command again; the index is as last committed, and the next run goes on from there";
+    }
     match e.kind() {
         rocksdb::ErrorKind::Corruption => {
             "\n  the index cannot be read as it is. It is a cache of your files: move it aside \

@@ -1189,6 +1189,81 @@ fn mounts_and_unmounts_inside_a_root_are_followed() {
     env.check();
 }
 
+/// The index's file system fills up under the daemon (a 1 MiB tmpfs,
+/// mounted in a mount namespace of its own as above, under a burst of
+/// 27 MB of new text): the daemon does not exit, says it waits for room
+/// (in its log and in `simd status`), and once the tmpfs is made larger it
+/// opens the index again and catches up: the index then equals a fresh
+/// index of the tree and is consistent.
+#[test]
+fn a_full_disk_pauses_the_daemon_until_there_is_room() {
+    let env = Env::new();
+    let probe = Command::new("unshare").args(["-rm", "true"]).status();
+    assert!(probe.is_ok_and(|s| s.success()), "this test needs `unshare -rm` (user and mount namespaces)");
+    env.write("a.txt", text(1, 300));
+    let stage = env.tmp.path().join("stage");
+    let burst = stage.join("burst");
+    std::fs::create_dir_all(&burst).unwrap();
+    let files = 1000;
+    for n in 0..files {
+        std::fs::write(burst.join(format!("f{n}.txt")), text(100 + n, 3000)).unwrap();
+    }
+    let small = env.tmp.path().join("small");
+    std::fs::create_dir(&small).unwrap();
+    let log = env.tmp.path().join("daemon.log");
+    // Each wait gives up after 60 s (the daemon is stopped, the script fails).
+    let script = r#"
+        set -e
+        wait_for() {
+            n=0
+            while ! eval "$1"; do
+                n=$((n + 1))
+                if [ $n -gt 1200 ]; then echo "timed out: $1" >&2; kill -TERM $pid; exit 1; fi
+                sleep 0.05
+            done
+        }
+        mount -t tmpfs -o size=1m none "$SMALL"
+        "$SIMD" --db "$SMALL/idx" --quiet index "$ROOT"
+        "$SIMD" --db "$SMALL/idx" watch --debounce-ms 50 "$ROOT" 2> "$LOG" &
+        pid=$!
+        wait_for 'grep -q "\"ready\": true" "$SMALL/idx/daemon.json" 2>/dev/null'
+        cp "$STAGE"/burst/* "$ROOT/"
+        wait_for 'grep -q "\"disk_full_since\": [0-9]" "$SMALL/idx/daemon.json"'
+        "$SIMD" --db "$SMALL/idx" status > "$STAGE/paused.txt"
+        kill -0 $pid
+        mount -o remount,size=200m "$SMALL"
+        wait_for '"$SIMD" --db "$SMALL/idx" --format json status | grep -q "\"files\": $FILES,"'
+        wait_for 'grep -q "\"ready\": true" "$SMALL/idx/daemon.json"'
+        kill -TERM $pid
+        wait $pid
+        cp -a "$SMALL/idx" "$STAGE/idx"
+    "#;
+    let status = Command::new("unshare")
+        .args(["-rm", "sh", "-c", script])
+        .env("SIMD", assert_cmd::cargo::cargo_bin("simd"))
+        .env("SMALL", &small)
+        .env("ROOT", &env.root)
+        .env("STAGE", &stage)
+        .env("LOG", &log)
+        .env("FILES", (files + 1).to_string())
+        .env_remove("SIMD_LOG")
+        .env_remove("SIMD_DB")
+        .status()
+        .unwrap();
+    let said = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(status.success(), "{said}");
+    assert!(said.contains("No space left on device"), "{said}");
+    assert!(said.contains("the index's file system is full: the daemon waits until 64 MiB are free"), "{said}");
+    assert!(said.contains("opening the index again"), "{said}");
+    let paused = std::fs::read_to_string(stage.join("paused.txt")).unwrap();
+    assert!(paused.contains("PAUSED: the index's file system is full"), "{paused}");
+    let fresh = env.tmp.path().join("fresh");
+    env.simd().arg("--db").arg(&fresh).args(["--quiet", "index"]).arg(&env.root).assert().success();
+    let copy = stage.join("idx");
+    assert_eq!(state(&copy).unwrap(), state(&fresh).unwrap(), "the index after the pause");
+    env.simd().arg("--db").arg(&copy).arg("check").assert().success();
+}
+
 /// The daemon applies history retention as `simd index` does (when
 /// records written since it last did reach 1 % of the cap; here the cap is
 /// 2, so every record counts): deleting four files leaves two ghosts.
