@@ -1001,6 +1001,25 @@ fn a_root_on_a_network_file_system_is_rescanned_periodically() {
     stop_with_sigterm(d);
 }
 
+/// `sh -c SCRIPT` as root of a user and mount namespace of its own
+/// (`unshare -rm`), where it may mount file systems without privileges,
+/// with `$SIMD` (the binary), `$DB`, `$ROOT`, `$STAGE` and `$LOG` (for the
+/// daemon's log) set.
+fn in_mount_namespace(env: &Env, script: &str, stage: &std::path::Path, log: &std::path::Path) -> Command {
+    let probe = Command::new("unshare").args(["-rm", "true"]).status();
+    assert!(probe.is_ok_and(|s| s.success()), "this test needs `unshare -rm` (user and mount namespaces)");
+    let mut cmd = Command::new("unshare");
+    cmd.args(["-rm", "sh", "-c", script])
+        .env("SIMD", assert_cmd::cargo::cargo_bin("simd"))
+        .env("DB", &env.db)
+        .env("ROOT", &env.root)
+        .env("STAGE", stage)
+        .env("LOG", log)
+        .env_remove("SIMD_LOG")
+        .env_remove("SIMD_DB");
+    cmd
+}
+
 /// `--one-file-system` (`-x`): a file system mounted inside a root (here a
 /// tmpfs, mounted in a mount namespace of its own by `unshare`, so that
 /// the test needs no privileges beyond user namespaces) is left out by
@@ -1010,8 +1029,6 @@ fn a_root_on_a_network_file_system_is_rescanned_periodically() {
 #[test]
 fn one_file_system_leaves_out_a_file_system_mounted_inside_a_root() {
     let env = Env::new();
-    let probe = Command::new("unshare").args(["-rm", "true"]).status();
-    assert!(probe.is_ok_and(|s| s.success()), "this test needs `unshare -rm` (user and mount namespaces)");
     env.write("a.txt", text(1, 300));
     env.write("mnt/hidden.txt", text(2, 300)); // on the root's file system, under the mount
     let stage = env.tmp.path().join("stage");
@@ -1036,19 +1053,7 @@ fn one_file_system_leaves_out_a_file_system_mounted_inside_a_root() {
         kill -TERM $pid
         wait $pid
     "#;
-    let mut child = Daemon(
-        Command::new("unshare")
-            .args(["-rm", "sh", "-c", script])
-            .env("SIMD", assert_cmd::cargo::cargo_bin("simd"))
-            .env("DB", &env.db)
-            .env("ROOT", &env.root)
-            .env("STAGE", &stage)
-            .env("LOG", &log)
-            .env_remove("SIMD_LOG")
-            .env_remove("SIMD_DB")
-            .spawn()
-            .unwrap(),
-    );
+    let mut child = Daemon(in_mount_namespace(&env, script, &stage, &log).spawn().unwrap());
     wait_ready(&env, Some(&log));
     let names = |v: &serde_json::Value| v.to_string();
     let without: serde_json::Value =
@@ -1093,8 +1098,6 @@ fn one_file_system_leaves_out_a_file_system_mounted_inside_a_root() {
 #[test]
 fn mounts_and_unmounts_inside_a_root_are_followed() {
     let env = Env::new();
-    let probe = Command::new("unshare").args(["-rm", "true"]).status();
-    assert!(probe.is_ok_and(|s| s.success()), "this test needs `unshare -rm` (user and mount namespaces)");
     env.write("a.txt", text(1, 300));
     env.write("mnt/covered.txt", text(2, 300));
     env.index();
@@ -1124,19 +1127,7 @@ fn mounts_and_unmounts_inside_a_root_are_followed() {
         kill -TERM $pid
         wait $pid
     "#;
-    let mut child = Daemon(
-        Command::new("unshare")
-            .args(["-rm", "sh", "-c", script])
-            .env("SIMD", assert_cmd::cargo::cargo_bin("simd"))
-            .env("DB", &env.db)
-            .env("ROOT", &env.root)
-            .env("STAGE", &stage)
-            .env("LOG", &log)
-            .env_remove("SIMD_LOG")
-            .env_remove("SIMD_DB")
-            .spawn()
-            .unwrap(),
-    );
+    let mut child = Daemon(in_mount_namespace(&env, script, &stage, &log).spawn().unwrap());
     wait_ready(&env, Some(&log));
     let root = env.root.to_str().unwrap();
     let steps = [
@@ -1198,8 +1189,6 @@ fn mounts_and_unmounts_inside_a_root_are_followed() {
 #[test]
 fn a_full_disk_pauses_the_daemon_until_there_is_room() {
     let env = Env::new();
-    let probe = Command::new("unshare").args(["-rm", "true"]).status();
-    assert!(probe.is_ok_and(|s| s.success()), "this test needs `unshare -rm` (user and mount namespaces)");
     env.write("a.txt", text(1, 300));
     let stage = env.tmp.path().join("stage");
     let burst = stage.join("burst");
@@ -1238,16 +1227,9 @@ fn a_full_disk_pauses_the_daemon_until_there_is_room() {
         wait $pid
         cp -a "$SMALL/idx" "$STAGE/idx"
     "#;
-    let status = Command::new("unshare")
-        .args(["-rm", "sh", "-c", script])
-        .env("SIMD", assert_cmd::cargo::cargo_bin("simd"))
+    let status = in_mount_namespace(&env, script, &stage, &log)
         .env("SMALL", &small)
-        .env("ROOT", &env.root)
-        .env("STAGE", &stage)
-        .env("LOG", &log)
         .env("FILES", (files + 1).to_string())
-        .env_remove("SIMD_LOG")
-        .env_remove("SIMD_DB")
         .status()
         .unwrap();
     let said = std::fs::read_to_string(&log).unwrap_or_default();
