@@ -1037,9 +1037,10 @@ fn check_roots<W: notify::Watcher, C: notify_debouncer_full::FileIdCache>(
     let mut rescan = false;
     for root in roots.iter_mut() {
         let now = root_id(&root.path);
-        let inside = if remounted { mounts_inside(&mounts.text, &root.path) } else { root.mounts.clone() };
+        // The mounts inside it now, if they changed.
+        let new_mounts = remounted.then(|| mounts_inside(&mounts.text, &root.path)).filter(|m| *m != root.mounts);
         if now == root.id && !(now.is_some() && renew.contains(&root.path)) {
-            if inside != root.mounts {
+            if let Some(inside) = new_mounts {
                 tracing::warn!(
                     "{}: a file system was {}: watching there again and rescanning the root",
                     crate::show_path(&root.path),
@@ -1075,7 +1076,9 @@ fn check_roots<W: notify::Watcher, C: notify_debouncer_full::FileIdCache>(
             ),
         }
         root.id = now;
-        root.mounts = inside;
+        if let Some(inside) = new_mounts {
+            root.mounts = inside;
+        }
         rescan = true;
     }
     if rescan || remounted {

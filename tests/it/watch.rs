@@ -1090,8 +1090,8 @@ fn one_file_system_leaves_out_a_file_system_mounted_inside_a_root() {
 /// a mount namespace of its own, as above) raises no inotify event: its
 /// files appear and the covered ones vanish at once, and the watch stays
 /// on the covered directory. The daemon sees the mount table change,
-/// watches the root again and rescans it; after the unmount the same the
-/// other way. Each time, and after files written since on the new file
+/// watches the mount point again and rescans the root; after the unmount
+/// the same the other way. Each time, and after files written since on the new file
 /// system and then in the uncovered directory (which only a new watch
 /// sees), the live index equals a fresh index of the tree as the
 /// namespace sees it.
