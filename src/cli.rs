@@ -81,6 +81,22 @@ pub struct ScanArgs {
     pub whole_from: WholeFrom,
 }
 
+impl ScanArgs {
+    /// Whether an option that shapes what a run indexes or keeps is given
+    /// (all but `--threads`): a running daemon has its own.
+    fn shapes_the_run(&self) -> bool {
+        let ScanArgs { exclude, no_ignore, one_file_system, threads: _, keep_history_days, keep_history, whole_from } =
+            self;
+        let kept = ingest::Retention::default();
+        !exclude.is_empty()
+            || *no_ignore
+            || *one_file_system
+            || *keep_history_days != kept.max_age_days
+            || *keep_history != kept.max_records
+            || *whole_from != WholeFrom::default()
+    }
+}
+
 /// A size in bytes with an optional binary suffix (K, M, G, T, with or
 /// without `iB`/`B`, any case): 1GiB, 512M, 16777216.
 fn parse_size(s: &str) -> Result<u64, String> {
@@ -304,6 +320,23 @@ pub fn run(cli: Cli) -> Result<Exit> {
         Command::Index { roots, avg_chunk, scan } => {
             let params = avg_chunk.map(ChunkParams::for_average).transpose()?;
             roots_for_new_index(&db, &roots)?;
+            // A daemon holds the index: it rescans, and adds the roots
+            // given, rather than failing with "index in use". Options of
+            // the run (what to leave out, history limits...) are the
+            // daemon's own; given, they get that error and what to do.
+            if avg_chunk.is_none() && !scan.shapes_the_run() && DaemonState::running(&db).is_some() {
+                let request = if roots.is_empty() {
+                    Request::Rescan
+                } else {
+                    let roots = ingest::canonical_roots(&roots)?;
+                    Request::Add { roots: roots.iter().map(|r| crate::scan::path_bytes(r)).collect() }
+                };
+                let answer = control::request(&db, &request)?.map_err(|e| anyhow::anyhow!(e))?;
+                if !cli.quiet {
+                    print_answer(&mut out, cli.format, &answer)?;
+                }
+                return Ok(Exit::Ok);
+            }
             let mut opts = scan.index_options(roots, !cli.quiet && std::io::stderr().is_terminal());
             // Ctrl-C (or SIGTERM) stops a long first index with what it read
             // so far written, for the next run to go on from; a second one

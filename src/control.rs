@@ -1,5 +1,5 @@
 //! The control channel of a running daemon: commands that write the index
-//! (template marks, a forced rescan, forgetting a root) while `simd watch` holds it reach the
+//! (template marks, a forced rescan, adding or forgetting a root) while `simd watch` holds it reach the
 //! daemon over a Unix socket in the index directory (`control.sock`, mode
 //! 0600), one JSON line each way. The daemon does the work between batches,
 //! with the writer's pending group committed first.
@@ -30,6 +30,11 @@ pub enum Request {
     /// Stop indexing these roots (absolute paths, as bytes: resolved by the
     /// client, whose working directory they may be relative to).
     Forget {
+        roots: Vec<Vec<u8>>,
+    },
+    /// Index these roots too, and watch them (canonical paths, as bytes):
+    /// `simd index ROOT...` while the daemon runs.
+    Add {
         roots: Vec<Vec<u8>>,
     },
 }
@@ -227,6 +232,9 @@ pub fn perform(store: &crate::store::Store, request: Request, threads: usize) ->
             Ok(forgotten(&f))
         }
         Request::Rescan => Err("only a running `simd watch` rescans on request; `simd index` rescans the roots".into()),
+        Request::Add { .. } => {
+            Err("only a running `simd watch` adds roots on request; `simd index ROOT` indexes them".into())
+        }
     }
 }
 

@@ -1239,6 +1239,29 @@ pub fn available_cores() -> usize {
     std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
 }
 
+/// Adds `roots` (canonical) to those the index remembers, as a run given
+/// them does (the daemon, asked to add roots, before it rescans).
+pub fn remember(store: &Store, roots: &[PathBuf]) -> Result<(), StoreError> {
+    remember_beside(store, roots, remembered_roots(store)?)
+}
+
+/// Writes `known` (the remembered roots) with `roots` added, if any is new.
+fn remember_beside(store: &Store, roots: &[PathBuf], mut known: Vec<Vec<u8>>) -> Result<(), StoreError> {
+    let before = known.len();
+    for r in roots {
+        let b = path_bytes(r);
+        if !known.contains(&b) {
+            known.push(b);
+        }
+    }
+    if known.len() != before {
+        let mut batch = store.batch();
+        batch.put::<Meta>(&MetaKey::Roots, &MetaValue::Roots(known));
+        store.write(batch)?;
+    }
+    Ok(())
+}
+
 /// The roots the index remembers.
 pub fn remembered(store: &Store) -> Result<Vec<PathBuf>, StoreError> {
     Ok(remembered_roots(store)?.iter().map(|r| scan::bytes_path(r)).collect())
@@ -1887,20 +1910,8 @@ impl<'s> Writer<'s> {
         self.pass_start = self.group.next_id;
     }
 
-    fn remember_roots(&mut self, roots: &[PathBuf], mut known: Vec<Vec<u8>>) -> Result<(), StoreError> {
-        let before = known.len();
-        for r in roots {
-            let b = path_bytes(r);
-            if !known.contains(&b) {
-                known.push(b);
-            }
-        }
-        if known.len() != before {
-            let mut batch = self.store.batch();
-            batch.put::<Meta>(&MetaKey::Roots, &MetaValue::Roots(known));
-            self.store.write(batch)?;
-        }
-        Ok(())
+    fn remember_roots(&mut self, roots: &[PathBuf], known: Vec<Vec<u8>>) -> Result<(), StoreError> {
+        remember_beside(self.store, roots, known)
     }
 
     fn apply(&mut self, outcome: Outcome, summary: &mut Summary, progress: &Progress) -> Result<(), StoreError> {

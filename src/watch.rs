@@ -497,7 +497,8 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
             (None, crossbeam_channel::never())
         }
     };
-    let mut rescan_replies: Vec<crossbeam_channel::Sender<control::Response>> = Vec::new();
+    // Who waits for the next rescan's answer, and the roots each had added.
+    let mut rescan_replies: Vec<(crossbeam_channel::Sender<control::Response>, Vec<PathBuf>)> = Vec::new();
     let mut filter = Filter::new(&rescan_opts.roots, &opts.index, &dir)?;
     // Full groups are written by a thread of their own while the next
     // files are read and staged (ingest::Committer).
@@ -557,7 +558,38 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                 match incoming.request {
                     control::Request::Rescan => {
                         forced = true;
-                        rescan_replies.push(incoming.reply);
+                        rescan_replies.push((incoming.reply, Vec::new()));
+                    }
+                    control::Request::Add { roots } => {
+                        // `simd index ROOT...`: the roots are remembered and
+                        // watched, and the rescan that follows indexes them
+                        // before it answers.
+                        writer.commit()?;
+                        let added: Vec<PathBuf> = roots
+                            .iter()
+                            .map(|r| crate::scan::bytes_path(r))
+                            .filter(|r| !rescan_opts.roots.contains(r))
+                            .collect();
+                        if let Err(e) = ingest::remember(store, &added) {
+                            let _ = incoming.reply.send(Err(e.to_string()));
+                            continue;
+                        }
+                        for r in &added {
+                            let root = WatchedRoot::new(r, &mounts);
+                            if root.id.is_some() {
+                                watch_root(&mut debouncer, r, opts, &mut state)?;
+                            }
+                            watched.push(root);
+                            rescan_opts.roots.push(r.clone());
+                        }
+                        if !added.is_empty() {
+                            tracing::info!("watching {} too, as asked", show(&added));
+                            filter = Filter::new(&rescan_opts.roots, &opts.index, &dir)?;
+                            state.roots = rescan_opts.roots.iter().map(crate::show_path).collect();
+                            note_remote_roots(&rescan_opts.roots, &mounts.text, opts, &mut state);
+                        }
+                        forced = true;
+                        rescan_replies.push((incoming.reply, added));
                     }
                     control::Request::Forget { roots } => {
                         writer.commit()?;
@@ -736,8 +768,21 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                     "left_out": s.left_out, "unchanged": s.unchanged, "skipped": skipped,
                     "background": unread.len(), "interrupted": s.interrupted,
                 });
-                for reply in rescan_replies.drain(..) {
-                    let _ = reply.send(Ok(control::Answer::new(text.clone(), json.clone())));
+                for (reply, added) in rescan_replies.drain(..) {
+                    let (mut text, mut json) = (text.clone(), json.clone());
+                    if !added.is_empty() {
+                        text = format!("watching {} from now on; {text}", show(&added));
+                        json["added"] = added.iter().map(|r| control::json_path(r)).collect();
+                        if !opts.index.roots.is_empty() {
+                            // Its next start watches only the roots it is given.
+                            text.push_str(
+                                "\n  this daemon was started with its roots named (`simd watch ROOT...`): name the \
+                                 new ones there too (in the unit file), or start it with no roots to watch every \
+                                 root the index remembers",
+                            );
+                        }
+                    }
+                    let _ = reply.send(Ok(control::Answer::new(text, json)));
                 }
                 last_rescan = Instant::now();
                 filter.reset();

@@ -26,7 +26,7 @@ pub use schema::*;
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error(
-        "{dir}: index in use by pid {pid}; if that is `simd watch`, it keeps the index current already (`simd rescan` asks it to rescan now, and `simd template` reaches it too): to run this command, stop it (kill -TERM {pid}), then start it again"
+        "{dir}: index in use by pid {pid}; if that is `simd watch`, it keeps the index current already (`simd rescan` asks it to rescan now, `simd index ROOT` without options has it add a root, and `simd template` reaches it too): to run this command, stop it (kill -TERM {pid}), then start it again"
     )]
     InUse { dir: PathBuf, pid: String },
     #[error("{dir}: not a simd index ({reason}); give --db an empty or new directory")]

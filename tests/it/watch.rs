@@ -113,12 +113,18 @@ fn converges(env: &Env, what: &str) {
     converges_to(env, &[&env.root], what)
 }
 
-/// Waits until the live index equals a fresh index of `roots`.
-fn converges_to(env: &Env, roots: &[&std::path::Path], what: &str) {
+/// The state of a fresh index of `roots`.
+fn state_of_fresh(env: &Env, roots: &[&std::path::Path]) -> IndexState {
     let fresh = env.tmp.path().join("fresh");
     let _ = std::fs::remove_dir_all(&fresh);
     env.simd().arg("--db").arg(&fresh).args(["--quiet", "index"]).args(roots).assert().success();
-    let want = state(&fresh).unwrap();
+    state(&fresh).unwrap()
+}
+
+/// Waits until the live index equals a fresh index of `roots`.
+fn converges_to(env: &Env, roots: &[&std::path::Path], what: &str) {
+    let want = state_of_fresh(env, roots);
+    let fresh = env.tmp.path().join("fresh");
     // Generous: CI machines can be slow; a converged index returns at once.
     let until = Instant::now() + Duration::from_secs(60);
     let mut got = None;
@@ -470,10 +476,12 @@ fn kill_9_and_restart_catches_up_and_readers_work_meanwhile() {
         env.write(&format!("f{i}.txt"), text(i, 500));
     }
     let mut daemon = start(&env);
-    // Readers work while the daemon holds the index; a writer is told who holds it.
+    // Readers work while the daemon holds the index; a writer is told who
+    // holds it (`simd index` with options of its own: without, the daemon
+    // takes the request, `simd_index_of_a_new_root_is_handed_to_the_daemon`).
     env.simd().arg("status").assert().success();
     env.simd().arg("report").assert().success();
-    let out = env.simd().arg("index").arg(&env.root).assert().failure();
+    let out = env.simd().args(["index", "--exclude", "*.tmp"]).arg(&env.root).assert().failure();
     let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
     assert!(err.contains(&format!("in use by pid {}", daemon.0.id())) && err.contains("kill -TERM"), "{err}");
     let status = env.simd().arg("status").assert().success();
@@ -773,6 +781,58 @@ fn a_root_forgotten_under_the_daemon_is_no_longer_followed() {
     let err = String::from_utf8_lossy(&out.get_output().stderr);
     assert!(err.contains("would have no root left to watch: stop it first"), "{err}");
     converges_to(&env, &[&b, &sub], "a refused forget");
+    stop_with_sigterm(d);
+    env.check();
+}
+
+/// `simd index ROOT` while the daemon runs: rather than "index in use",
+/// the daemon remembers the root, watches it and rescans, and answers once
+/// the root is indexed; a file written there later arrives by events.
+/// `simd index` alone asks for a rescan. With an option that shapes the
+/// run (`-x`), the daemon's own options would not be the ones asked for:
+/// refused, with what to do.
+#[test]
+fn simd_index_of_a_new_root_is_handed_to_the_daemon() {
+    let env = Env::new();
+    let (a, b) = (env.root.join("a"), env.root.join("b"));
+    env.write("a/one.txt", text(1, 400));
+    env.write("b/two.txt", text(2, 400));
+    env.simd().args(["--quiet", "index"]).arg(&a).assert().success();
+    let d = {
+        let _starting = LIMITS.read().unwrap_or_else(|p| p.into_inner());
+        spawn(&env, &["--debounce-ms", "50"], None, false)
+    };
+    let out = env.simd().args(["--format", "json", "index"]).arg(&b).assert().success();
+    let answer: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!((answer["added"][0]["path"].as_str(), answer["new"].as_u64()), (b.to_str(), Some(1)), "{answer}");
+    // Answered after the rescan: the root's file is in the index already.
+    assert_eq!(state(&env.db).unwrap(), state_of_fresh(&env, &[&a, &b]), "right after the answer");
+    let roots = simd::watch::DaemonState::running(&env.db).unwrap().roots;
+    assert_eq!(roots, [a.display().to_string(), b.display().to_string()]);
+    env.write("b/three.txt", text(3, 400));
+    converges_to(&env, &[&a, &b], "a file written in the added root");
+    // `simd index` alone: a rescan of both roots.
+    let out = env.simd().arg("index").assert().success();
+    assert!(String::from_utf8_lossy(&out.get_output().stdout).starts_with("rescanned: 0 new"), "{out:?}");
+    let out = env.simd().args(["index", "-x"]).arg(&b).assert().failure();
+    let err = String::from_utf8_lossy(&out.get_output().stderr);
+    assert!(err.contains("index in use by pid"), "{err}");
+    stop_with_sigterm(d);
+    // Remembered, for the next start and for `simd index` without a daemon.
+    let s = Store::open(&env.db, Access::Read, None).unwrap();
+    assert_eq!(simd::ingest::remembered(&s).unwrap(), [a.clone(), b.clone()]);
+    drop(s);
+    // A daemon started with its roots named watches only those at its
+    // next start: the answer says so.
+    let c = env.root.join("c");
+    env.write("c/four.txt", text(4, 400));
+    let d = {
+        let _starting = LIMITS.read().unwrap_or_else(|p| p.into_inner());
+        spawn(&env, &["--debounce-ms", "50", a.to_str().unwrap()], None, false)
+    };
+    let out = env.simd().arg("index").arg(&c).assert().success();
+    let said = String::from_utf8_lossy(&out.get_output().stdout);
+    assert!(said.contains("started with its roots named (`simd watch ROOT...`)"), "{said}");
     stop_with_sigterm(d);
     env.check();
 }
