@@ -221,7 +221,7 @@ fn index_with(
     let RunRoots { roots, missing, remembered, walk: walk_opts } = run_roots(store, opts)?;
 
     let mut writer = Writer::new(store)?.whole_from(opts.whole_from);
-    writer.remember_roots(&roots, remembered)?;
+    remember_beside(store, &roots, remembered)?;
     let known = scan::Known::load(store, writer.counts.files)?;
 
     let progress = Progress::new(opts.progress);
@@ -1908,10 +1908,6 @@ impl<'s> Writer<'s> {
     /// as appeared after the files this pass finds gone.
     pub fn begin_pass(&mut self) {
         self.pass_start = self.group.next_id;
-    }
-
-    fn remember_roots(&mut self, roots: &[PathBuf], known: Vec<Vec<u8>>) -> Result<(), StoreError> {
-        remember_beside(self.store, roots, known)
     }
 
     fn apply(&mut self, outcome: Outcome, summary: &mut Summary, progress: &Progress) -> Result<(), StoreError> {
