@@ -468,9 +468,9 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
         ..opts.index.clone()
     };
     state.roots = rescan_opts.roots.iter().map(crate::show_path).collect();
-    let mut watched: Vec<WatchedRoot> = rescan_opts.roots.iter().map(|r| WatchedRoot::new(r, &mounts)).collect();
-    for w in watched.iter().filter(|w| w.id.is_some()) {
-        watch_root(&mut debouncer, &w.path, opts, &mut state)?;
+    let mut watched = Vec::new();
+    for r in &rescan_opts.roots {
+        watched.push(WatchedRoot::watch(r, &mounts, &mut debouncer, opts, &mut state)?);
     }
     state.missing_roots = summary.missing_roots.iter().map(crate::show_path).collect();
     note_remote_roots(&rescan_opts.roots, &mounts.text, opts, &mut state);
@@ -575,11 +575,7 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                             continue;
                         }
                         for r in &added {
-                            let root = WatchedRoot::new(r, &mounts);
-                            if root.id.is_some() {
-                                watch_root(&mut debouncer, r, opts, &mut state)?;
-                            }
-                            watched.push(root);
+                            watched.push(WatchedRoot::watch(r, &mounts, &mut debouncer, opts, &mut state)?);
                             rescan_opts.roots.push(r.clone());
                         }
                         if !added.is_empty() {
@@ -907,18 +903,11 @@ fn forget<W: notify::Watcher, C: notify_debouncer_full::FileIdCache>(
         Err(e) => return Ok((Err(e.to_string()), false)),
     };
     for w in daemon.watched.iter().filter(|w| gone.contains(&w.path) && w.id.is_some()) {
-        for (_, point) in &w.mounts {
-            let _ = daemon.debouncer.unwatch(point);
-        }
-        let _ = daemon.debouncer.unwatch(&w.path);
+        w.unwatch(daemon.debouncer);
     }
     daemon.watched.retain(|w| !gone.contains(&w.path));
     for r in &added {
-        let root = WatchedRoot::new(r, daemon.mounts);
-        if root.id.is_some() {
-            watch_root(daemon.debouncer, r, opts, daemon.state)?;
-        }
-        daemon.watched.push(root);
+        daemon.watched.push(WatchedRoot::watch(r, daemon.mounts, daemon.debouncer, opts, daemon.state)?);
     }
     tracing::info!("forgot {}; watching {}", show(&f.roots), show(&roots));
     daemon.state.roots = roots.iter().map(crate::show_path).collect();
@@ -949,9 +938,32 @@ struct WatchedRoot {
 }
 
 impl WatchedRoot {
-    /// The root at `path` as it is now (not yet watched).
-    fn new(path: &Path, mounts: &Mounts) -> WatchedRoot {
-        WatchedRoot { path: path.to_path_buf(), id: root_id(path), mounts: mounts_inside(&mounts.text, path) }
+    /// The root at `path` as it is now, watched if it is there.
+    fn watch<W: notify::Watcher, C: notify_debouncer_full::FileIdCache>(
+        path: &Path,
+        mounts: &Mounts,
+        debouncer: &mut notify_debouncer_full::Debouncer<W, C>,
+        opts: &WatchOptions,
+        state: &mut DaemonState,
+    ) -> Result<WatchedRoot, WatchError> {
+        let root =
+            WatchedRoot { path: path.to_path_buf(), id: root_id(path), mounts: mounts_inside(&mounts.text, path) };
+        if root.id.is_some() {
+            watch_root(debouncer, path, opts, state)?;
+        }
+        Ok(root)
+    }
+
+    /// Drops its watch, and those of mount points inside it, which notify
+    /// keeps apart (if the kernel has not dropped them already).
+    fn unwatch<W: notify::Watcher, C: notify_debouncer_full::FileIdCache>(
+        &self,
+        debouncer: &mut notify_debouncer_full::Debouncer<W, C>,
+    ) {
+        for (_, point) in &self.mounts {
+            let _ = debouncer.unwatch(point);
+        }
+        let _ = debouncer.unwatch(&self.path);
     }
 }
 
@@ -1006,15 +1018,22 @@ impl Mounts {
 /// The mounts whose mount point is strictly inside `root`, in the order
 /// of the table (the order they were mounted in).
 fn mounts_inside(mountinfo: &str, root: &Path) -> Vec<Mount> {
-    mountinfo
-        .lines()
-        .filter_map(|line| {
-            let mut fields = line.split(' ');
-            let id = fields.next()?.parse().ok()?;
-            let point = unescape_mount(fields.nth(3)?);
-            (point.starts_with(root) && point != root).then_some((id, point))
-        })
+    mount_table(mountinfo)
+        .filter(|(_, point, _)| point.starts_with(root) && point != root)
+        .map(|(id, point, _)| (id, point))
         .collect()
+}
+
+/// The lines of `mountinfo`'s text (`proc_pid_mountinfo(5)`) as (mount
+/// id, mount point, file system type), in the table's order; a line
+/// without those fields is skipped.
+fn mount_table(mountinfo: &str) -> impl Iterator<Item = (u64, PathBuf, &str)> {
+    mountinfo.lines().filter_map(|line| {
+        let fields: Vec<&str> = line.split(' ').collect();
+        let sep = fields.iter().position(|&f| f == "-")?;
+        let id = fields.first()?.parse().ok()?;
+        Some((id, unescape_mount(fields.get(4)?), *fields.get(sep + 1)?))
+    })
 }
 
 /// "mounted at /a, unmounted from /b": what changed between two lists of
@@ -1098,12 +1117,8 @@ fn check_roots<W: notify::Watcher, C: notify_debouncer_full::FileIdCache>(
             continue;
         }
         if root.id.is_some() {
-            // The old directory's watch, if the kernel has not dropped it,
-            // and those of mount points inside it, which notify keeps apart.
-            for (_, point) in &root.mounts {
-                let _ = debouncer.unwatch(point);
-            }
-            let _ = debouncer.unwatch(&root.path);
+            // The old directory's watch.
+            root.unwatch(debouncer);
         }
         match now {
             Some(_) => {
@@ -1391,11 +1406,7 @@ fn remote_mounts(mountinfo: &str, roots: &[PathBuf], one_file_system: bool) -> V
 /// it; of two at one point, the later (mounted on top).
 fn remote_fs(mountinfo: &str, path: &Path) -> Option<String> {
     let mut best: Option<(usize, &str)> = None;
-    for line in mountinfo.lines() {
-        let fields: Vec<&str> = line.split(' ').collect();
-        let Some(sep) = fields.iter().position(|&f| f == "-") else { continue };
-        let (Some(point), Some(fstype)) = (fields.get(4), fields.get(sep + 1)) else { continue };
-        let point = unescape_mount(point);
+    for (_, point, fstype) in mount_table(mountinfo) {
         let depth = point.components().count();
         if path.starts_with(&point) && best.is_none_or(|(d, _)| depth >= d) {
             best = Some((depth, fstype));
