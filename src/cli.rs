@@ -566,6 +566,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
                     "contents": r.contents,
                     "postings": r.postings,
                     "history_records": r.ghosts,
+                    "postings_pending": r.postings_pending,
                     "problems": r.problems,
                 });
                 writeln!(out, "{}", serde_json::to_string_pretty(&json)?)?;
@@ -583,6 +584,13 @@ pub fn run(cli: Cli) -> Result<Exit> {
                     count(r.ghosts, "history record"),
                     if r.is_consistent() { "consistent".to_string() } else { count(r.problems.len(), "problem") }
                 )?;
+                if r.postings_pending {
+                    writeln!(
+                        out,
+                        "(the index's first run is still going and writes its postings at its end: they were not \
+                         checked)"
+                    )?;
+                }
             }
             if !r.is_consistent() {
                 out.flush()?;

@@ -21,7 +21,7 @@ use crate::scan::{self, is_under, path_bytes, Candidate, HashMap, HashSet, SkipR
 use crate::store::{
     Batch, ChunkContents, ContentById, ContentChunks, ContentId, ContentNames, ContentPostings, ContentRecord, Counts,
     FileId, FileRecord, Files, History, HistoryRecord, Meta, MetaKey, MetaValue, NameProbe, Paths, Posting,
-    SketchContents, Store, StoreError, TimeNs,
+    PostingSpill, SketchContents, Store, StoreError, TimeNs,
 };
 
 /// How many times a file that changes while being read is read again.
@@ -1646,6 +1646,9 @@ pub struct Writer<'s> {
     /// see [`Writer::expiry_due`].
     history_written: std::cell::Cell<u64>,
     last_expiry: Option<(u64, Instant)>,
+    /// A bulk load's postings, written as table files and ingested at its
+    /// end ([`store::PostingSpill`]).
+    spill: Option<PostingSpill>,
 }
 
 /// Files from this size on are reported by [`Writer::take_large_reads`].
@@ -1786,6 +1789,7 @@ impl<'s> Writer<'s> {
             whole_from: WholeFrom::default(),
             history_written: std::cell::Cell::new(0),
             last_expiry: None,
+            spill: store.posting_spill()?,
         })
     }
 
@@ -2179,7 +2183,13 @@ impl<'s> Writer<'s> {
                         r
                     }
                 };
-                put_postings(&mut self.group.batch, &record);
+                match &mut self.spill {
+                    Some(spill) => {
+                        spill.add(&record);
+                        spill.spill_if_full()?;
+                    }
+                    None => put_postings(&mut self.group.batch, &record),
+                }
             }
             self.add_name(fp.content, id);
             if self.gained.len() >= MEMO_MAX {
@@ -2357,13 +2367,17 @@ impl<'s> Writer<'s> {
                 Some(r) => Some(r),
                 None => self.postings(&rec.content)?,
             };
-            if let Some(record) = &record {
-                for (chunk, _, _) in record.chunk_counts() {
-                    self.group.batch.delete::<ChunkContents>(&(chunk, record.id));
+            match (&record, &mut self.spill) {
+                (Some(record), Some(spill)) => spill.remove(record.clone()),
+                (Some(record), None) => {
+                    for (chunk, _, _) in record.chunk_counts() {
+                        self.group.batch.delete::<ChunkContents>(&(chunk, record.id));
+                    }
+                    for &sample in &record.posted {
+                        self.group.batch.delete::<SketchContents>(&(sample, record.id));
+                    }
                 }
-                for &sample in &record.posted {
-                    self.group.batch.delete::<SketchContents>(&(sample, record.id));
-                }
+                (None, _) => {}
             }
             if version_ghost {
                 let ghost =
@@ -2602,6 +2616,14 @@ impl<'s> Writer<'s> {
     /// and flushes the memtables (see [`Store::flush`]).
     pub fn finish(&mut self, retention: Retention) -> Result<(), StoreError> {
         self.commit()?;
+        self.settle()?;
+        if let Some(spill) = &mut self.spill {
+            // The last run is written while everything else is flushed:
+            // that flush was the end of a bulk load, a single thread's work.
+            spill.spill()?;
+            self.store.flush()?;
+            self.store.ingest_postings(spill)?;
+        }
         // A bulk load has written its roots at least, and without a WAL.
         if self.changes > 0 || self.store.is_bulk() {
             let expired = self.expire_history(retention, now_ns())?;
@@ -2721,6 +2743,44 @@ mod tests {
         let stat = Stat { size: data.len() as u64, mtime: 1, inode: 1, links: 1, dev: 1 };
         let old = w.lookup(Path::new(path)).unwrap();
         w.upsert(Path::new(path), stat, fp, old, unseen).unwrap().0
+    }
+
+    /// A first index keeps its postings out of the memtables and ingests
+    /// them at its end (`store::PostingSpill`): a content that loses its
+    /// last name after its postings were written out must lose them, and
+    /// one that gains a name again must have them.
+    #[test]
+    fn a_bulk_load_ends_with_the_postings_of_the_contents_named_then() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::open_build(&tmp.path().join("idx"), None).unwrap();
+        assert!(store.is_bulk());
+        let text = |n: u32| (0..400).map(|i| format!("w{} ", (i * 7 + n) % 97)).collect::<String>().into_bytes();
+        let (a, b, c, d) = (text(1), text(2), text(3), text(4));
+        let mut w = Writer::new(&store).unwrap();
+        let step = |w: &mut Writer<'_>, path: &str, data: &[u8], unseen: bool| {
+            upsert_bytes(w, path, data, unseen);
+            w.commit().unwrap();
+            // Each step's postings written out as a run of their own.
+            w.spill.as_mut().expect("a bulk load's spill").spill().unwrap();
+        };
+        step(&mut w, "/r/a", &a, true);
+        step(&mut w, "/r/b", &b, true);
+        step(&mut w, "/r/a", &c, true); // a's content loses its only name
+        step(&mut w, "/r/c", &a, false); // and gains one again
+        step(&mut w, "/r/b", &d, true); // b's content loses its only name
+        w.finish(Retention::default()).unwrap();
+        drop(w);
+        assert!(!store.postings_pending().unwrap());
+        let report = crate::check::check(&store).unwrap();
+        assert!(report.is_consistent(), "{:?}", report.problems);
+        let posted: HashSet<ContentId> = store.scan::<ChunkContents>().map(|i| i.unwrap().0 .1).collect();
+        let id = |data: &[u8]| store.get_postings(&fingerprint_bytes(data, &ChunkParams::default()).content).unwrap();
+        assert!(posted.contains(&id(&a).unwrap().id));
+        assert!(posted.contains(&id(&c).unwrap().id));
+        assert!(posted.contains(&id(&d).unwrap().id));
+        assert!(!posted.contains(&id(&b).unwrap().id), "a content with no name kept its postings");
+        assert_eq!(posted.len(), 3);
+        assert!(!tmp.path().join("idx/postings.tmp").exists());
     }
 
     #[test]

@@ -9,6 +9,7 @@
 pub mod schema;
 mod upgrade;
 
+use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
@@ -294,63 +295,8 @@ impl Store {
             // stays readable through an open descriptor).
             opts.set_max_open_files(-1);
         }
-        let cfs = || {
-            ALL_CFS.iter().map(|&name| {
-                let mut cf = Options::default();
-                let mut table = BlockBasedOptions::default();
-                table.set_block_cache(&cache);
-                // Whole-key Bloom filters serve point lookups only, so the CFs
-                // read by prefix scans have none. The postings are looked up by
-                // their prefix (a chunk key, a sample) a thousand at a time by a
-                // query, most of them absent: a filter on the prefix spares
-                // reading and decompressing a block for those (`simd similar`
-                // with no similar file, ten Django releases: 26.7 → 17.0 ms;
-                // one release 14.3 → 11.6 ms). 6 bits a prefix (~5 % false
-                // positives) cost as little as the index's size allows.
-                // Whole-CF scans ask for total order ([`Store::scan`]).
-                if let Some(len) = posting_prefix(name) {
-                    cf.set_prefix_extractor(rocksdb::SliceTransform::create_fixed_prefix(len));
-                    table.set_bloom_filter(6.0, false);
-                    table.set_whole_key_filtering(false);
-                } else if !PREFIX_SCANNED_CFS.contains(&name) {
-                    table.set_bloom_filter(10.0, false);
-                }
-                table.set_cache_index_and_filter_blocks(true);
-                cf.set_block_based_table_factory(&table);
-                // The postings are written in hash order and never read by the
-                // writer while they are in its memtable: a vector memtable
-                // appends them and sorts once at flush, where a skiplist pays a
-                // search per insert (~12 % of a first index's CPU). Readers
-                // replay the WAL into the default skiplist, which serves their
-                // prefix scans.
-                if access == Access::Write && POSTINGS_CFS.contains(&name) || bulk && BULK_VECTOR_CFS.contains(&name) {
-                    cf.set_memtable_factory(rocksdb::MemtableFactory::Vector);
-                }
-                cf.set_write_buffer_size(write_buffer_per_cf());
-                // Three: a memtable being flushed when a run ends does not hold
-                // up the switch of the next one (RocksDB waits for it rather than
-                // stall writes); the 32 MB total still bounds them all.
-                cf.set_max_write_buffer_number(3);
-                // zstd: 6.4 % of the file bytes on the Django tree against 7.1 %
-                // with LZ4, for ~3 % of a first index's time (`docs/performance.md`;
-                // dictionaries saved more but cost 9-14 %). Chunk lists are MD5s
-                // and gap-coded sketches, which zstd does not shrink (10.15 MiB
-                // either way on Django): trying cost ~2 % of a first index.
-                cf.set_compression_type(if name == ContentChunks::NAME {
-                    DBCompressionType::None
-                } else {
-                    DBCompressionType::Zstd
-                });
-                // Level 1, not zstd's default 3: the tables are small keys
-                // (hashes, ids, paths) that level 3's longer search barely
-                // shrinks more. Side by side: the scale-10 corpus's first
-                // index −6 % for 4.9 → 5.0 % of its bytes; Django −1 %, 5.3 %
-                // either way (session 22, `docs/performance.md`).
-                cf.set_compression_options(-14, 1, 0, 0);
-                cf.set_level_compaction_dynamic_level_bytes(true);
-                ColumnFamilyDescriptor::new(name, cf)
-            })
-        };
+        let cfs =
+            || ALL_CFS.iter().map(|&name| ColumnFamilyDescriptor::new(name, cf_options(name, &cache, access, bulk)));
         let rocks = |source| StoreError::Rocks { dir: dir.to_path_buf(), source };
         let db = match access {
             Access::Write => DB::open_cf_descriptors(&opts, &db_dir, cfs()).map_err(rocks)?,
@@ -440,6 +386,34 @@ impl Store {
                     dir: dir.to_path_buf(),
                     reason: "RocksDB database without simd's format record".into(),
                 })
+            }
+        }
+        if bulk {
+            // In the memtable with everything the load writes, so every
+            // flush that holds a content also holds the mark.
+            let mut b = store.batch();
+            b.put::<Meta>(&MetaKey::PostingsPending, &MetaValue::PostingsPending);
+            store.write(b)?;
+        } else if store.postings_pending()? {
+            match access {
+                Access::Write => {
+                    let posted = store.rebuild_postings()?;
+                    tracing::warn!(
+                        "{}: the index's first run was stopped before it wrote its postings: rebuilt them for \
+                         {posted} contents",
+                        dir.display()
+                    );
+                }
+                // Killed: a writer's open repairs it, and the lock is free
+                // for one (a bulk load still running holds it: its reader
+                // sees it as it was at its last flush, postings still to come).
+                Access::Read => {
+                    if let Ok(lock) = lock_writer(dir) {
+                        drop(store);
+                        drop(Store::open_with(dir, Access::Write, params, Some(lock), false)?);
+                        return Store::open_with(dir, Access::Read, params, None, false);
+                    }
+                }
             }
         }
         Ok(store)
@@ -711,6 +685,92 @@ impl Store {
         self.db.flush_cfs_opt(&cfs, &fo).map_err(|e| self.rocks(e))
     }
 
+    /// A bulk load's postings spill (None unless [`Store::is_bulk`]).
+    pub fn posting_spill(&self) -> Result<Option<PostingSpill>> {
+        if !self.bulk {
+            return Ok(None);
+        }
+        let dir = self.dir.join(SPILL_DIR);
+        fs::create_dir_all(&dir).map_err(|source| StoreError::Io { path: dir.clone(), source })?;
+        Ok(Some(PostingSpill::new(dir)))
+    }
+
+    /// Moves a bulk load's postings into their column families: what
+    /// `spill` still holds is written, every run's table file ingested,
+    /// the postings of contents dropped since they were added deleted, and
+    /// `postings_pending` taken out of `meta` (all reach disk with the
+    /// run's last flush).
+    pub fn ingest_postings(&self, spill: &mut PostingSpill) -> Result<()> {
+        spill.spill()?;
+        spill.wait()?;
+        let mut io = rocksdb::IngestExternalFileOptions::default();
+        io.set_move_files(true);
+        for name in POSTINGS_CFS {
+            let files: Vec<&PathBuf> = spill.files.iter().filter(|(n, _)| *n == name).map(|(_, p)| p).collect();
+            if files.is_empty() {
+                continue;
+            }
+            self.db.ingest_external_file_cf_opts(self.cf(name), &io, files.clone()).map_err(|e| self.rocks(e))?;
+            if files.len() > MAX_RUNS {
+                let mut co = rocksdb::CompactOptions::default();
+                co.set_bottommost_level_compaction(rocksdb::BottommostLevelCompaction::Force);
+                self.db.compact_range_cf_opt(self.cf(name), None::<&[u8]>, None::<&[u8]>, &co);
+            }
+        }
+        spill.files.clear();
+        let mut b = self.batch();
+        for record in std::mem::take(&mut spill.dropped).into_values() {
+            for (chunk, _, _) in record.chunk_counts() {
+                b.delete::<ChunkContents>(&(chunk, record.id));
+            }
+            for &sample in &record.posted {
+                b.delete::<SketchContents>(&(sample, record.id));
+            }
+        }
+        b.delete::<Meta>(&MetaKey::PostingsPending);
+        self.write(b)?;
+        let _ = fs::remove_dir(&spill.dir);
+        Ok(())
+    }
+
+    /// Whether a bulk load's postings are still to come: it is running,
+    /// or it was killed and no writer has opened the index since.
+    pub fn postings_pending(&self) -> Result<bool> {
+        Ok(self.get::<Meta>(&MetaKey::PostingsPending)?.is_some())
+    }
+
+    /// Writes the postings of every content that has a name, from its chunk
+    /// list, in place of whatever the postings hold: the repair of a bulk
+    /// load killed before its end ([`PostingSpill`]). Returns how many
+    /// contents it posted.
+    fn rebuild_postings(&mut self) -> Result<u64> {
+        let mut named: std::collections::HashSet<ContentHash> = Default::default();
+        for item in self.scan::<ContentNames>() {
+            named.insert(item?.0 .0);
+        }
+        // Past every key of both (13 and 9 bytes).
+        let (first, last): (&[u8], &[u8]) = (&[], &[0xff; 16]);
+        for name in POSTINGS_CFS {
+            self.db.delete_range_cf(self.cf(name), first, last).map_err(|e| self.rocks(e))?;
+        }
+        let dir = self.dir.join(SPILL_DIR);
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).map_err(|source| StoreError::Io { path: dir.clone(), source })?;
+        let mut spill = PostingSpill::new(dir);
+        let mut posted = 0;
+        for item in self.scan::<ContentChunks>() {
+            let (hash, record) = item?;
+            if named.contains(&hash) {
+                spill.add(&record);
+                spill.spill_if_full()?;
+                posted += 1;
+            }
+        }
+        self.ingest_postings(&mut spill)?;
+        self.flush()?;
+        Ok(posted)
+    }
+
     /// The sequence number of the last write: changes whenever the index does.
     pub fn sequence(&self) -> u64 {
         self.db.latest_sequence_number()
@@ -783,7 +843,14 @@ fn rocksdb_logger() -> rocksdb::InfoLogger {
         // A write stall while flushes catch up (a bulk load on two cores
         // meets one now and then) slows a run and loses nothing: news for
         // whoever tunes the store, not a warning on a user's terminal.
-        rocksdb::LogLevel::Warn if msg.contains("Stopping writes") || msg.contains("Stalling writes") => {
+        // Ingesting a bulk load's postings ([`PostingSpill`]) opens table
+        // files made outside the database, which RocksDB says at warn level.
+        rocksdb::LogLevel::Warn
+            if msg.contains("Stopping writes")
+                || msg.contains("Stalling writes")
+                || msg.contains("Tail prefetch size")
+                || msg.contains("opened without unique ID") =>
+        {
             tracing::debug!(target: "rocksdb", "rocksdb: {}", msg.trim_end())
         }
         rocksdb::LogLevel::Warn => tracing::warn!(target: "rocksdb", "rocksdb: {}", msg.trim_end()),
@@ -793,6 +860,65 @@ fn rocksdb_logger() -> rocksdb::InfoLogger {
         // The header (the options dump every open writes) and anything below warnings.
         _ => {}
     })
+}
+
+/// A column family's options: its table format, filters, memtable and
+/// compression (what an SST file written for it outside RocksDB must
+/// match too: [`Store::ingest_postings`]).
+fn cf_options(name: &str, cache: &Cache, access: Access, bulk: bool) -> Options {
+    let mut cf = Options::default();
+    let mut table = BlockBasedOptions::default();
+    table.set_block_cache(cache);
+    // Whole-key Bloom filters serve point lookups only, so the CFs
+    // read by prefix scans have none. The postings are looked up by
+    // their prefix (a chunk key, a sample) a thousand at a time by a
+    // query, most of them absent: a filter on the prefix spares
+    // reading and decompressing a block for those (`simd similar`
+    // with no similar file, ten Django releases: 26.7 → 17.0 ms;
+    // one release 14.3 → 11.6 ms). 6 bits a prefix (~5 % false
+    // positives) cost as little as the index's size allows.
+    // Whole-CF scans ask for total order ([`Store::scan`]).
+    if let Some(len) = posting_prefix(name) {
+        cf.set_prefix_extractor(rocksdb::SliceTransform::create_fixed_prefix(len));
+        table.set_bloom_filter(6.0, false);
+        table.set_whole_key_filtering(false);
+    } else if !PREFIX_SCANNED_CFS.contains(&name) {
+        table.set_bloom_filter(10.0, false);
+    }
+    table.set_cache_index_and_filter_blocks(true);
+    cf.set_block_based_table_factory(&table);
+    // The postings are written in hash order and never read by the
+    // writer while they are in its memtable: a vector memtable
+    // appends them and sorts once at flush, where a skiplist pays a
+    // search per insert (~12 % of a first index's CPU). Readers
+    // replay the WAL into the default skiplist, which serves their
+    // prefix scans.
+    if access == Access::Write && POSTINGS_CFS.contains(&name) || bulk && BULK_VECTOR_CFS.contains(&name) {
+        cf.set_memtable_factory(rocksdb::MemtableFactory::Vector);
+    }
+    cf.set_write_buffer_size(write_buffer_per_cf());
+    // Three: a memtable being flushed when a run ends does not hold
+    // up the switch of the next one (RocksDB waits for it rather than
+    // stall writes); the 32 MB total still bounds them all.
+    cf.set_max_write_buffer_number(3);
+    // zstd: 6.4 % of the file bytes on the Django tree against 7.1 %
+    // with LZ4, for ~3 % of a first index's time (`docs/performance.md`;
+    // dictionaries saved more but cost 9-14 %). Chunk lists are MD5s
+    // and gap-coded sketches, which zstd does not shrink (10.15 MiB
+    // either way on Django): trying cost ~2 % of a first index.
+    cf.set_compression_type(if name == ContentChunks::NAME {
+        DBCompressionType::None
+    } else {
+        DBCompressionType::Zstd
+    });
+    // Level 1, not zstd's default 3: the tables are small keys
+    // (hashes, ids, paths) that level 3's longer search barely
+    // shrinks more. Side by side: the scale-10 corpus's first
+    // index −6 % for 4.9 → 5.0 % of its bytes; Django −1 %, 5.3 %
+    // either way (session 22, `docs/performance.md`).
+    cf.set_compression_options(-14, 1, 0, 0);
+    cf.set_level_compaction_dynamic_level_bytes(true);
+    cf
 }
 
 fn create(dir: &Path, params: ChunkParams) -> Result<()> {
@@ -1004,6 +1130,177 @@ fn posting_prefix(name: &str) -> Option<usize> {
 /// than a vector's sort at the flush (a first index −1 to −2 % CPU,
 /// session 22).
 const BULK_VECTOR_CFS: [&str; 2] = [Paths::NAME, ContentNames::NAME];
+
+/// Where a bulk load's postings wait, as table files, until the run ends.
+const SPILL_DIR: &str = "postings.tmp";
+
+/// Bytes of postings a bulk load holds in memory before a thread writes
+/// them out as table files (24 bytes a chunk posting, 16 a sample's):
+/// each run becomes a table file of level 0 once ingested, which queries
+/// look into one by one until a compaction merges them.
+const SPILL_BYTES: usize = 8 << 20;
+
+/// Runs of one column family past which the end of a bulk load compacts
+/// them into one sorted level (a tree of ~600k files at [`SPILL_BYTES`]).
+const MAX_RUNS: usize = 8;
+
+/// A run's table file, with the column family it is for.
+type RunFile = (&'static str, PathBuf);
+
+/// The postings of a bulk load ([`Store::is_bulk`]), kept out of the
+/// memtables. They come in no key order: a vector memtable sorted them at
+/// each flush, and those flushes and the last one, which a run waits for,
+/// were about a quarter of a first index of mostly distinct files. Here
+/// they are sorted as plain numbers, and a thread writes each run as a
+/// table file while the run goes on; its end ingests them
+/// ([`Store::ingest_postings`]).
+///
+/// Until then the index records `postings_pending` in `meta`: a bulk load
+/// killed before its end leaves contents without their postings, and
+/// whoever opens the index next rebuilds them from the chunk lists
+/// ([`Store::rebuild_postings`]).
+pub struct PostingSpill {
+    dir: PathBuf,
+    /// (chunk key, content id, count, length).
+    chunks: Vec<(u64, u64, u32, u32)>,
+    /// (sample, content id).
+    samples: Vec<(u32, u64)>,
+    /// Contents added, then dropped (their last name went in the same
+    /// run): their postings are deleted once the runs are in.
+    dropped: HashMap<u64, ContentPostings>,
+    /// Table files written, with their column family.
+    files: Vec<RunFile>,
+    /// Runs started.
+    runs: usize,
+    /// The run being written.
+    writing: Option<std::thread::JoinHandle<Result<Vec<RunFile>>>>,
+    /// Bytes held before a run is written: [`SPILL_BYTES`], unless the
+    /// environment sets `SIMD_TEST_SPILL_KB` (the crash tests make runs
+    /// small, so that kills land while some are on disk).
+    limit: usize,
+}
+
+impl PostingSpill {
+    fn new(dir: PathBuf) -> PostingSpill {
+        PostingSpill {
+            dir,
+            chunks: Vec::new(),
+            samples: Vec::new(),
+            dropped: HashMap::default(),
+            files: Vec::new(),
+            runs: 0,
+            writing: None,
+            limit: std::env::var("SIMD_TEST_SPILL_KB")
+                .ok()
+                .and_then(|v| v.parse::<usize>().ok())
+                .map_or(SPILL_BYTES, |kb| kb << 10),
+        }
+    }
+
+    /// Adds a content's postings.
+    pub fn add(&mut self, record: &ContentRecord) {
+        let id = record.id.0;
+        self.dropped.remove(&id);
+        for (chunk, len, count) in record.chunk_counts() {
+            self.chunks.push((chunk.0, id, count, len));
+        }
+        for &s in record.sketch.posted() {
+            self.samples.push((s, id));
+        }
+    }
+
+    /// Takes out the postings of a content added before.
+    pub fn remove(&mut self, record: ContentPostings) {
+        self.dropped.insert(record.id.0, record);
+    }
+
+    /// Starts writing what it holds once that is a run's worth: the
+    /// previous run is waited for, so at most two are in memory.
+    pub fn spill_if_full(&mut self) -> Result<()> {
+        if self.chunks.len() * 24 + self.samples.len() * 16 >= self.limit {
+            self.spill()?;
+        }
+        Ok(())
+    }
+
+    /// Starts writing what it holds.
+    pub fn spill(&mut self) -> Result<()> {
+        self.wait()?;
+        if self.chunks.is_empty() && self.samples.is_empty() {
+            return Ok(());
+        }
+        let (chunks, samples) = (std::mem::take(&mut self.chunks), std::mem::take(&mut self.samples));
+        let (dir, run) = (self.dir.clone(), self.runs);
+        self.runs += 1;
+        self.writing = Some(std::thread::spawn(move || write_run(&dir, run, chunks, samples)));
+        Ok(())
+    }
+
+    /// Waits for the run being written.
+    fn wait(&mut self) -> Result<()> {
+        if let Some(w) = self.writing.take() {
+            let files = w.join().unwrap_or_else(|_| {
+                Err(StoreError::Io {
+                    path: self.dir.clone(),
+                    source: std::io::Error::other("the postings' writer panicked"),
+                })
+            })?;
+            self.files.extend(files);
+        }
+        Ok(())
+    }
+}
+
+/// Writes one run of postings, sorted, as a table file per column family
+/// in `dir` (the index's [`SPILL_DIR`]).
+fn write_run(
+    dir: &Path,
+    run: usize,
+    mut chunks: Vec<(u64, u64, u32, u32)>,
+    mut samples: Vec<(u32, u64)>,
+) -> Result<Vec<RunFile>> {
+    let rocks = |source| StoreError::Rocks { dir: dir.to_path_buf(), source };
+    let cache = Cache::new_lru_cache(1 << 20);
+    let mut files = Vec::new();
+    let (mut key, mut value) = (Vec::new(), Vec::new());
+    // A content's postings are added once per name it gains from having
+    // none: twice when it lost its last name and gained one again.
+    chunks.sort_unstable_by_key(|&(c, id, _, _)| (c, id));
+    chunks.dedup_by_key(|&mut (c, id, _, _)| (c, id));
+    samples.sort_unstable();
+    samples.dedup();
+    if !chunks.is_empty() {
+        let opts = cf_options(ChunkContents::NAME, &cache, Access::Write, true);
+        let path = dir.join(format!("{run}-chunks.sst"));
+        let mut w = rocksdb::SstFileWriter::create(&opts);
+        w.open(&path).map_err(rocks)?;
+        for &(c, id, count, len) in &chunks {
+            key.clear();
+            value.clear();
+            ChunkContents::write_key(&(ChunkKey(c), ContentId(id)), &mut key);
+            ChunkContents::write_value(&Posting { count, len }, &mut value);
+            w.put(&key, &value).map_err(rocks)?;
+        }
+        w.finish().map_err(rocks)?;
+        files.push((ChunkContents::NAME, path));
+    }
+    if !samples.is_empty() {
+        let opts = cf_options(SketchContents::NAME, &cache, Access::Write, true);
+        let path = dir.join(format!("{run}-samples.sst"));
+        let mut w = rocksdb::SstFileWriter::create(&opts);
+        w.open(&path).map_err(rocks)?;
+        value.clear();
+        SketchContents::write_value(&(), &mut value);
+        for &(sample, id) in &samples {
+            key.clear();
+            SketchContents::write_key(&(sample, ContentId(id)), &mut key);
+            w.put(&key, &value).map_err(rocks)?;
+        }
+        w.finish().map_err(rocks)?;
+        files.push((SketchContents::NAME, path));
+    }
+    Ok(files)
+}
 
 /// Column families read only by prefix scans (no Bloom filter).
 const PREFIX_SCANNED_CFS: [&str; 4] = [ChunkContents::NAME, SketchContents::NAME, ContentNames::NAME, History::NAME];

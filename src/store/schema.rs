@@ -170,16 +170,20 @@ pub enum MetaKey {
     /// [`MetaValue::NextContentId`]: the next content id to hand out
     /// (absent: 1).
     NextContentId,
+    /// [`MetaValue::PostingsPending`]: a bulk load's postings are not
+    /// written yet (see `store::PostingSpill`).
+    PostingsPending,
 }
 
 impl MetaKey {
-    pub const ALL: [MetaKey; 6] = [
+    pub const ALL: [MetaKey; 7] = [
         MetaKey::Format,
         MetaKey::Roots,
         MetaKey::NextFileId,
         MetaKey::LastUpdate,
         MetaKey::Counts,
         MetaKey::NextContentId,
+        MetaKey::PostingsPending,
     ];
 
     pub fn name(self) -> &'static str {
@@ -190,6 +194,7 @@ impl MetaKey {
             MetaKey::LastUpdate => "last_update",
             MetaKey::Counts => "counts",
             MetaKey::NextContentId => "next_content_id",
+            MetaKey::PostingsPending => "postings_pending",
         }
     }
 }
@@ -211,6 +216,7 @@ pub enum MetaValue {
     LastUpdate(TimeNs),
     Counts(Counts),
     NextContentId(u64),
+    PostingsPending,
 }
 
 /// Totals the writer keeps current in the same batch as each change, so that
