@@ -394,7 +394,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
             }
             let table = table.unwrap_or_default();
             let store = Store::open(&db, Access::Read, None)?;
-            warn_if_first_scan(&db);
+            warn_if_first_scan(&db, &store);
             let params = thresholds.params()?;
             let under = match under {
                 Some(p) => Some(crate::scan::path_bytes(&p.canonicalize().with_context(|| crate::show_path(&p))?)),
@@ -436,7 +436,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
         }
         Command::Similar { file, thresholds, all, limit } => {
             let store = Store::open(&db, Access::Read, None)?;
-            warn_if_first_scan(&db);
+            warn_if_first_scan(&db, &store);
             let params = thresholds.params()?;
             let mut indexed = false;
             let answer = if file.as_os_str() == "-" {
@@ -485,7 +485,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
         }
         Command::Lost { path, limit } => {
             let store = Store::open(&db, Access::Read, None)?;
-            warn_if_first_scan(&db);
+            warn_if_first_scan(&db, &store);
             let lexical = crate::lost::lexical(&path).with_context(|| crate::show_path(&path))?;
             let abs = if crate::lost::knows(&store, &lexical)? {
                 lexical
@@ -881,7 +881,14 @@ fn template(db: &std::path::Path, cmd: TemplateCommand, format: Format, out: &mu
 /// A query answered while the daemon holding the index is still on its
 /// first scan answers from part of the tree: said, so that nobody takes a
 /// partial report for the whole.
-fn warn_if_first_scan(db: &std::path::Path) {
+fn warn_if_first_scan(db: &std::path::Path, store: &Store) {
+    // A first index writes its postings at its end (`store::PostingSpill`).
+    if store.postings_pending().unwrap_or(false) {
+        tracing::warn!(
+            "the index's first run is still going: this answer covers only the files it has written so far, \
+             and finds similar files only once it has ended"
+        );
+    }
     if let Some(d) = DaemonState::running(db).filter(|d| !d.ready) {
         tracing::warn!(
             "the daemon (pid {}) is still on its first scan of its roots: this answer covers only the files \

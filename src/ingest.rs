@@ -2184,10 +2184,7 @@ impl<'s> Writer<'s> {
                     }
                 };
                 match &mut self.spill {
-                    Some(spill) => {
-                        spill.add(&record);
-                        spill.spill_if_full()?;
-                    }
+                    Some(spill) => self.store.spill_posting(spill, &record)?,
                     None => put_postings(&mut self.group.batch, &record),
                 }
             }

@@ -7,14 +7,19 @@ use std::time::{Duration, Instant};
 use super::{files_of, noise, postings, text, Env};
 use simd::store::{Access, Store};
 
+/// Runs of postings of a first index in the tests that make memtables
+/// small: the 1,500 files' ~13k postings make ~20 runs.
+const SPILL_KB: &str = "16";
+
 /// A child `simd index` of the test tree into `db`, to be killed; with
 /// `memtable_kb`, its memtables that small (`SIMD_TEST_MEMTABLE_KB`).
 fn index_child(env: &Env, db: &std::path::Path, memtable_kb: Option<&str>) -> std::process::Child {
     let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("simd"));
     if let Some(kb) = memtable_kb {
-        // Runs of postings as small (`SIMD_TEST_SPILL_KB`): a first index
-        // writes them out as it goes, and kills land between them too.
-        c.env("SIMD_TEST_MEMTABLE_KB", kb).env("SIMD_TEST_SPILL_KB", kb);
+        // Runs of postings small too (`SIMD_TEST_SPILL_KB`): a first index
+        // writes them out and ingests some as it goes, and kills land
+        // between those steps too.
+        c.env("SIMD_TEST_MEMTABLE_KB", kb).env("SIMD_TEST_SPILL_KB", SPILL_KB);
     }
     c.arg("--db").arg(db).args(["--quiet", "index"]).arg(&env.root).spawn().unwrap()
 }
@@ -144,6 +149,7 @@ fn a_first_index_killed_between_its_flushes_keeps_what_it_flushed_consistent() {
     let start = Instant::now();
     env.simd()
         .env("SIMD_TEST_MEMTABLE_KB", "64")
+        .env("SIMD_TEST_SPILL_KB", SPILL_KB)
         .arg("--db")
         .arg(&reference)
         .arg("index")
@@ -151,6 +157,9 @@ fn a_first_index_killed_between_its_flushes_keeps_what_it_flushed_consistent() {
         .assert()
         .success();
     let full = start.elapsed().as_millis() as u64;
+    // Uninterrupted, with its postings ingested in parts as it went.
+    env.simd().arg("--db").arg(&reference).arg("check").assert().success();
+    assert!(!reference.join("postings.tmp").exists());
 
     // Kill times are drawn between the latest kill that came too early
     // (nothing flushed yet) and the earliest that came too late (the run
