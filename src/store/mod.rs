@@ -757,11 +757,7 @@ impl Store {
     /// list, in place of whatever the postings hold: the repair of a bulk
     /// load killed before its end ([`PostingSpill`]). Returns how many
     /// contents it posted.
-    fn rebuild_postings(&mut self) -> Result<u64> {
-        let mut named: std::collections::HashSet<ContentHash> = Default::default();
-        for item in self.scan::<ContentNames>() {
-            named.insert(item?.0 .0);
-        }
+    fn rebuild_postings(&self) -> Result<u64> {
         // Past every key of both (13 and 9 bytes).
         let (first, last): (&[u8], &[u8]) = (&[], &[0xff; 16]);
         for name in POSTINGS_CFS {
@@ -772,9 +768,26 @@ impl Store {
         fs::create_dir_all(&dir).map_err(|source| StoreError::Io { path: dir.clone(), source })?;
         let mut spill = PostingSpill::new(dir);
         let mut posted = 0;
+        // Names are keyed by content hash first, as records are: one pass
+        // over both in key order tells which records are named, in no
+        // memory (a set of the named contents would grow with the index).
+        let mut names = self.scan::<ContentNames>().peekable();
         for item in self.scan::<ContentChunks>() {
             let (hash, record) = item?;
-            if named.contains(&hash) {
+            let mut named = false;
+            while let Some(name) = names.peek() {
+                match name {
+                    Ok(((h, _), ())) if *h < hash => {
+                        names.next();
+                    }
+                    Ok(((h, _), ())) => {
+                        named = *h == hash;
+                        break;
+                    }
+                    Err(_) => return Err(names.next().expect("peeked").expect_err("peeked an error")),
+                }
+            }
+            if named {
                 self.spill_posting(&mut spill, &record)?;
                 posted += 1;
             }
