@@ -685,8 +685,7 @@ impl Store {
             return Ok(None);
         }
         let dir = self.dir.join(SPILL_DIR);
-        fs::create_dir_all(&dir).map_err(|source| StoreError::Io { path: dir.clone(), source })?;
-        Ok(Some(PostingSpill::new(dir)))
+        Ok(Some(PostingSpill::new(dir)?))
     }
 
     /// Adds a content's postings to a bulk load's `spill`; once it holds
@@ -764,9 +763,9 @@ impl Store {
             self.db.delete_range_cf(self.cf(name), first, last).map_err(|e| self.rocks(e))?;
         }
         let dir = self.dir.join(SPILL_DIR);
+        // What the killed load left there is in no table.
         let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).map_err(|source| StoreError::Io { path: dir.clone(), source })?;
-        let mut spill = PostingSpill::new(dir);
+        let mut spill = PostingSpill::new(dir)?;
         let mut posted = 0;
         // Names are keyed by content hash first, as records are: one pass
         // over both in key order tells which records are named, in no
@@ -1219,8 +1218,10 @@ pub struct PostingSpill {
 }
 
 impl PostingSpill {
-    fn new(dir: PathBuf) -> PostingSpill {
-        PostingSpill {
+    /// A spill writing its runs into `dir`, made if missing.
+    fn new(dir: PathBuf) -> Result<PostingSpill> {
+        fs::create_dir_all(&dir).map_err(|source| StoreError::Io { path: dir.clone(), source })?;
+        Ok(PostingSpill {
             dir,
             chunks: Vec::new(),
             samples: Vec::new(),
@@ -1232,7 +1233,7 @@ impl PostingSpill {
                 .ok()
                 .and_then(|v| v.parse::<usize>().ok())
                 .map_or(SPILL_BYTES, |kb| kb << 10),
-        }
+        })
     }
 
     fn add(&mut self, record: &ContentRecord) {
