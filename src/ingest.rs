@@ -2734,6 +2734,11 @@ mod tests {
         Candidate::new(path.to_path_buf(), None)
     }
 
+    /// 400 words of text, a different text for each `n`.
+    fn text(n: u32) -> Vec<u8> {
+        (0..400).map(|i| format!("w{} ", (i * 7 + n) % 97)).collect::<String>().into_bytes()
+    }
+
     /// What a reader hands the writer for `data` at `path`.
     fn upsert_bytes(w: &mut Writer<'_>, path: &str, data: &[u8], unseen: bool) -> FileId {
         let fp = fingerprint_bytes(data, &ChunkParams::default());
@@ -2751,7 +2756,6 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let store = Store::open_build(&tmp.path().join("idx"), None).unwrap();
         assert!(store.is_bulk());
-        let text = |n: u32| (0..400).map(|i| format!("w{} ", (i * 7 + n) % 97)).collect::<String>().into_bytes();
         let (a, b, c, d) = (text(1), text(2), text(3), text(4));
         let mut w = Writer::new(&store).unwrap();
         let step = |w: &mut Writer<'_>, path: &str, data: &[u8], unseen: bool| {
@@ -2784,7 +2788,6 @@ mod tests {
     fn a_content_new_to_the_readers_is_recorded_once_however_many_files_bring_it() {
         let tmp = tempfile::tempdir().unwrap();
         let store = Store::open(&tmp.path().join("idx"), crate::store::Access::Write, None).unwrap();
-        let text = |n: u32| (0..400).map(|i| format!("w{} ", (i * 7 + n) % 97)).collect::<String>().into_bytes();
         // An index that holds something (no first-index shortcut).
         let mut w = Writer::keeping_paths(&store).unwrap();
         upsert_bytes(&mut w, "/r/a", &text(0), true);
@@ -2824,7 +2827,6 @@ mod tests {
     fn history_retention_is_due_after_one_percent_of_the_cap_is_written() {
         let tmp = tempfile::tempdir().unwrap();
         let store = Store::open(&tmp.path().join("idx"), crate::store::Access::Write, None).unwrap();
-        let text = |n: u32| (0..400).map(|i| format!("w{} ", (i * 7 + n) % 97)).collect::<String>().into_bytes();
         let mut w = Writer::new(&store).unwrap();
         for n in 0..6 {
             upsert_bytes(&mut w, &format!("/r/{n}"), &text(n), true);
@@ -2858,7 +2860,6 @@ mod tests {
     fn a_fresh_indexs_held_set_answers_what_the_index_holds() {
         let tmp = tempfile::tempdir().unwrap();
         let store = Store::open(&tmp.path().join("idx"), crate::store::Access::Write, None).unwrap();
-        let text = |n: u32| (0..400).map(|i| format!("w{} ", (i * 7 + n) % 97)).collect::<String>().into_bytes();
         let hash = |n: u32| fingerprint_bytes(&text(n), &ChunkParams::default()).content;
         let mut w = Writer::new(&store).unwrap();
         assert!(w.fresh);
