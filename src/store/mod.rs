@@ -1281,6 +1281,25 @@ impl PostingSpill {
     }
 }
 
+/// The options a postings run is written with: its column family's, but
+/// LZ4 where the column family has zstd. A first index writes every
+/// posting once in a run, on the critical path, and zstd's block tables
+/// were ~2.6 % of the generated corpus's first index (`perf`); RocksDB
+/// recompresses the runs with zstd when it compacts them, so the index
+/// is larger only until then (4.72 → 4.99 % of the file bytes straight
+/// after the scale-10 corpus's first index, 4.63 % once a daemon had
+/// compacted it; `docs/performance.md`).
+fn spill_options(name: &str, cache: &Cache) -> Options {
+    let mut opts = cf_options(name, cache, Access::Write, true);
+    opts.set_compression_type(DBCompressionType::Lz4);
+    // At RocksDB's default level (32767): the column family's level 1,
+    // meant for zstd, makes RocksDB's LZ4 its slower "mid" mode (lz4hc.c's
+    // LZ4MID_compress: 50M instructions where plain LZ4 took 29M, callgrind,
+    // scale-1 corpus).
+    opts.set_compression_options(-14, 32767, 0, 0);
+    opts
+}
+
 /// Writes one run of postings, sorted, as a table file per column family
 /// in `dir` (the index's [`SPILL_DIR`]).
 fn write_run(
@@ -1300,7 +1319,7 @@ fn write_run(
     samples.sort_unstable();
     samples.dedup();
     if !chunks.is_empty() {
-        let opts = cf_options(ChunkContents::NAME, &cache, Access::Write, true);
+        let opts = spill_options(ChunkContents::NAME, &cache);
         let path = dir.join(format!("{run}-chunks.sst"));
         let mut w = rocksdb::SstFileWriter::create(&opts);
         w.open(&path).map_err(rocks)?;
@@ -1315,7 +1334,7 @@ fn write_run(
         files.push((ChunkContents::NAME, path));
     }
     if !samples.is_empty() {
-        let opts = cf_options(SketchContents::NAME, &cache, Access::Write, true);
+        let opts = spill_options(SketchContents::NAME, &cache);
         let path = dir.join(format!("{run}-samples.sst"));
         let mut w = rocksdb::SstFileWriter::create(&opts);
         w.open(&path).map_err(rocks)?;
