@@ -699,6 +699,32 @@ pub struct Shingler {
     scratch: Vec<u32>,
 }
 
+/// The buffers of the last shingler dropped on this thread, for the next
+/// one: a reader sketches thousands of contents one after another, and
+/// each grew its buffers from nothing to a few thousand samples (one
+/// allocation and copy per doubling) and zero-filled the sort's.
+#[derive(Default)]
+struct Spare {
+    kept: Vec<u32>,
+    picked: Vec<u32>,
+    scratch: Vec<u32>,
+}
+
+thread_local! {
+    static SPARE: std::cell::Cell<Option<Spare>> = const { std::cell::Cell::new(None) };
+}
+
+impl Drop for Shingler {
+    fn drop(&mut self) {
+        let mut kept = std::mem::take(&mut self.kept);
+        kept.clear();
+        let spare =
+            Spare { kept, picked: std::mem::take(&mut self.picked), scratch: std::mem::take(&mut self.scratch) };
+        // A thread being torn down has no spare to keep.
+        let _ = SPARE.try_with(|s| s.set(Some(spare)));
+    }
+}
+
 /// A word's hash over whole 8-byte blocks, the pending bytes of its last
 /// block (little-endian), and its length.
 #[derive(Clone, Copy, Default)]
@@ -831,15 +857,8 @@ impl Default for Shingler {
 
 impl Shingler {
     pub fn new() -> Shingler {
-        Shingler {
-            partial: None,
-            window: [0; WORDS],
-            words: 0,
-            level: 0,
-            kept: Vec::new(),
-            picked: Vec::new(),
-            scratch: Vec::new(),
-        }
+        let Spare { kept, picked, scratch } = SPARE.try_with(|s| s.take()).ok().flatten().unwrap_or_default();
+        Shingler { partial: None, window: [0; WORDS], words: 0, level: 0, kept, picked, scratch }
     }
 
     /// Feeds the next bytes of the content.
@@ -1031,8 +1050,9 @@ impl Shingler {
         };
         // Branch-free selection: each sample is written, and kept when its
         // level is high enough.
-        self.picked.clear();
-        self.picked.resize(self.kept.len(), 0);
+        if self.picked.len() < self.kept.len() {
+            self.picked.resize(self.kept.len(), 0);
+        }
         let mut n = 0;
         for &s in &self.kept {
             self.picked[n] = s;
@@ -1067,10 +1087,10 @@ impl Shingler {
             self.kept.push(code(shingle_hash_of_keys(&seq[..n])));
         }
         self.compact();
-        for c in &mut self.kept {
-            *c = uncode(*c).expect("the code of a rounded sample");
-        }
-        Sketch { level: self.level, samples: self.kept }
+        // A copy of just the samples: the buffer, grown to thousands,
+        // goes back to the thread's spare when `self` drops.
+        let samples = self.kept.iter().map(|&c| uncode(c).expect("the code of a rounded sample")).collect();
+        Sketch { level: self.level, samples }
     }
 }
 
@@ -1097,24 +1117,29 @@ fn radix_sort(v: &mut Vec<u32>, scratch: &mut Vec<u32>) {
         counts[0][x as usize & (BUCKETS - 1)] += 1;
         counts[1][(x >> DIGIT) as usize & (BUCKETS - 1)] += 1;
     }
-    scratch.clear();
-    scratch.resize(v.len(), 0);
+    // The scratch buffer only grows: what it holds is overwritten.
+    let n = v.len();
+    if scratch.len() < n {
+        scratch.resize(n, 0);
+    }
     for (d, c) in counts.iter_mut().enumerate() {
         let shift = DIGIT * d as u32;
-        if c[(v[0] >> shift) as usize & (BUCKETS - 1)] as usize == v.len() {
+        if c[(v[0] >> shift) as usize & (BUCKETS - 1)] as usize == n {
             continue;
         }
         let mut sum = 0;
-        for n in c.iter_mut() {
-            (*n, sum) = (sum, sum + *n);
+        for k in c.iter_mut() {
+            (*k, sum) = (sum, sum + *k);
         }
-        for &x in v.iter() {
+        for &x in &v[..n] {
             let b = (x >> shift) as usize & (BUCKETS - 1);
             scratch[c[b] as usize] = x;
             c[b] += 1;
         }
+        // `v` may now be the longer of the two: its first `n` are sorted.
         std::mem::swap(v, scratch);
     }
+    v.truncate(n);
 }
 
 /// The level of the sample a [`code`] stands for: 32 less its bit length.
@@ -1525,9 +1550,23 @@ mod tests {
         }
 
         #[test]
-        fn radix_sort_sorts(v in proptest::collection::vec(prop_oneof![any::<u32>(), (0u32..300).prop_map(|x| x << 20), Just(7u32), 0u32..1 << 17], 0..3000)) {
+        fn radix_sort_sorts(v in proptest::collection::vec(prop_oneof![any::<u32>(), (0u32..300).prop_map(|x| x << 20), Just(7u32), 0u32..1 << 17], 0..3000), left in 0usize..4000) {
             let mut v: Vec<u32> = v.into_iter().map(code).collect();
-            let mut scratch = Vec::new();
+            // A scratch buffer left over from an earlier sort, shorter or
+            // longer than this one, with anything in it.
+            let mut scratch = vec![u32::MAX; left];
+            let mut expected = v.clone();
+            expected.sort_unstable();
+            radix_sort(&mut v, &mut scratch);
+            prop_assert_eq!(v, expected);
+        }
+
+        #[test]
+        fn radix_sort_sorts_when_a_pass_is_skipped(high in proptest::collection::vec(0u32..1 << 11, 512..3000), left in 0usize..4000) {
+            // One digit the same in every code: its pass is skipped, and the
+            // sorted codes end in what was the scratch buffer.
+            let mut v: Vec<u32> = high.into_iter().map(|h| h << 11).collect();
+            let mut scratch = vec![u32::MAX; left];
             let mut expected = v.clone();
             expected.sort_unstable();
             radix_sort(&mut v, &mut scratch);
