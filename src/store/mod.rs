@@ -889,7 +889,8 @@ fn rocksdb_logger() -> rocksdb::InfoLogger {
 
 /// A column family's options: its table format, filters, memtable and
 /// compression (what an SST file written for it outside RocksDB must
-/// match too: [`Store::ingest_postings`]).
+/// match too, but for its compression, which RocksDB reads per block:
+/// [`Store::ingest_postings`], [`spill_options`]).
 fn cf_options(name: &str, cache: &Cache, access: Access, bulk: bool) -> Options {
     let mut cf = Options::default();
     let mut table = BlockBasedOptions::default();

@@ -1273,7 +1273,7 @@ fn a_full_disk_pauses_the_daemon_until_there_is_room() {
         }
         mount -t tmpfs -o size=1m none "$SMALL"
         "$SIMD" --db "$SMALL/idx" --quiet index "$ROOT"
-        "$SIMD" --db "$SMALL/idx" watch --debounce-ms 50 "$ROOT" 2> "$LOG" &
+        "$SIMD" --db "$SMALL/idx" watch --debounce-ms 50 "$ROOT" > /dev/null 2> "$LOG" &
         pid=$!
         wait_for 'grep -q "\"ready\": true" "$SMALL/idx/daemon.json" 2>/dev/null'
         cp "$STAGE"/burst/* "$ROOT/"
@@ -1287,13 +1287,22 @@ fn a_full_disk_pauses_the_daemon_until_there_is_room() {
         wait $pid
         cp -a "$SMALL/idx" "$STAGE/idx"
     "#;
-    let status = in_mount_namespace(&env, script, &stage, &log)
+    // The script's own output (which wait timed out, what a command said
+    // on failing) goes into the message with the daemon's log; the daemon
+    // holds none of its pipes, so a daemon left running cannot hold up
+    // the read.
+    let out = in_mount_namespace(&env, script, &stage, &log)
         .env("SMALL", &small)
         .env("FILES", (files + 1).to_string())
-        .status()
+        .output()
         .unwrap();
     let said = std::fs::read_to_string(&log).unwrap_or_default();
-    assert!(status.success(), "{said}");
+    assert!(
+        out.status.success(),
+        "script: {}{}\ndaemon: {said}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(said.contains("No space left on device"), "{said}");
     assert!(said.contains("the index's file system is full: the daemon waits until 64 MiB are free"), "{said}");
     assert!(said.contains("opening the index again"), "{said}");
