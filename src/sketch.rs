@@ -1446,6 +1446,18 @@ mod tests {
     /// shortcuts: words split on whitespace byte by byte, each hashed by
     /// feeding it to a [`WordState`], every shingle's sample in a set, the
     /// level raised until the set fits.
+    /// [`radix_sort`] of the codes `v`, with a scratch buffer of `left`
+    /// values left over from an earlier sort (shorter or longer than `v`,
+    /// anything in it), equals a comparison sort.
+    fn radix_sorts_as_a_comparison_sort(mut v: Vec<u32>, left: usize) -> Result<(), TestCaseError> {
+        let mut scratch = vec![u32::MAX; left];
+        let mut expected = v.clone();
+        expected.sort_unstable();
+        radix_sort(&mut v, &mut scratch);
+        prop_assert_eq!(v, expected);
+        Ok(())
+    }
+
     fn sketch_by_definition(data: &[u8]) -> Sketch {
         let words: Vec<u64> = data
             .split(|&b| SPACE[b as usize])
@@ -1551,26 +1563,14 @@ mod tests {
 
         #[test]
         fn radix_sort_sorts(v in proptest::collection::vec(prop_oneof![any::<u32>(), (0u32..300).prop_map(|x| x << 20), Just(7u32), 0u32..1 << 17], 0..3000), left in 0usize..4000) {
-            let mut v: Vec<u32> = v.into_iter().map(code).collect();
-            // A scratch buffer left over from an earlier sort, shorter or
-            // longer than this one, with anything in it.
-            let mut scratch = vec![u32::MAX; left];
-            let mut expected = v.clone();
-            expected.sort_unstable();
-            radix_sort(&mut v, &mut scratch);
-            prop_assert_eq!(v, expected);
+            radix_sorts_as_a_comparison_sort(v.into_iter().map(code).collect(), left)?;
         }
 
         #[test]
         fn radix_sort_sorts_when_a_pass_is_skipped(high in proptest::collection::vec(0u32..1 << 11, 512..3000), left in 0usize..4000) {
             // One digit the same in every code: its pass is skipped, and the
             // sorted codes end in what was the scratch buffer.
-            let mut v: Vec<u32> = high.into_iter().map(|h| h << 11).collect();
-            let mut scratch = vec![u32::MAX; left];
-            let mut expected = v.clone();
-            expected.sort_unstable();
-            radix_sort(&mut v, &mut scratch);
-            prop_assert_eq!(v, expected);
+            radix_sorts_as_a_comparison_sort(high.into_iter().map(|h| h << 11).collect(), left)?;
         }
 
         #[test]
