@@ -6,7 +6,7 @@
 //! rescan notice triggers a full reconcile; hitting the inotify watch limit
 //! is logged with the sysctl to raise and falls back to periodic rescans; a
 //! file system mounted or unmounted inside a root, which raises no event,
-//! has the root watched again and rescanned);
+//! has its mount point watched again and the files under it looked at again);
 //! a rename whose content did not change is recorded as a move without
 //! re-reading the file; SIGINT/SIGTERM stop after committing and flushing.
 
@@ -541,6 +541,8 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
         // Paths to compare with the index again: a large file's read that
         // the file outdated, or a file asked for while it was being read.
         let mut look_again: BTreeSet<PathBuf> = BTreeSet::new();
+        // Mount points where a file system was mounted or unmounted.
+        let mut remounted: BTreeSet<PathBuf> = BTreeSet::new();
         while !stop.load(Ordering::Relaxed) {
             let mut forced = false;
             // Events that never stop do not hold that rescan off for long.
@@ -548,9 +550,9 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                 forced = true;
             }
             if !root_touched.is_empty() || last_root_check.elapsed() >= ROOT_CHECK {
-                if check_roots(&mut watched, &root_touched, &mut mounts, &mut debouncer, opts, &mut state)? {
-                    forced = true;
-                }
+                let found = check_roots(&mut watched, &root_touched, &mut mounts, &mut debouncer, opts, &mut state)?;
+                forced |= found.rescan;
+                remounted.extend(found.remounted);
                 last_root_check = Instant::now();
                 root_touched.clear();
             }
@@ -638,7 +640,16 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                 state.save(&dir);
             }
             let mut batch = if forced {
+                remounted.clear();
                 Batch { rescan: true, ..Batch::default() }
+            } else if !remounted.is_empty() {
+                // A mount point's directory is there as something else now:
+                // it is examined as one removed and made again (what the
+                // index holds under it that is not there goes, what is there
+                // is walked). Ignore files read there before are stale.
+                filter.reset();
+                let points = std::mem::take(&mut remounted);
+                Batch { check: points.clone(), removed: points, ..Batch::default() }
             } else {
                 match rx.recv_timeout(Duration::from_millis(100)) {
                     Ok(Ok(events)) => classify(events),
@@ -1084,11 +1095,24 @@ fn watch_root<W: notify::Watcher, C: notify_debouncer_full::FileIdCache>(
     }
 }
 
+/// What [`check_roots`] found to look at again.
+#[derive(Default)]
+struct RootsCheck {
+    /// A root is back, replaced or gone: a rescan of every root.
+    rescan: bool,
+    /// Mount points inside a root where a file system was mounted or
+    /// unmounted: only the files under each are looked at again.
+    remounted: BTreeSet<PathBuf>,
+}
+
 /// Looks at each root: one gone is said so (its files go with a rescan),
-/// one back or replaced by a new directory is watched again and rescanned,
-/// and so is one inside which a file system was mounted or unmounted
-/// ([`Mounts`]). The watch of a root in `renew` (named by an event) is
-/// renewed if it is there. Returns whether a rescan is due.
+/// one back or replaced by a new directory is watched again and rescanned.
+/// A mount point inside a root where a file system was mounted or
+/// unmounted ([`Mounts`]) is watched again and returned, for the files
+/// under it to be looked at again; not the whole root: an automounter or
+/// a container host mounts and unmounts all day, and a rescan of a large
+/// root each time would cost a walk of all of it. The watch of a root in
+/// `renew` (named by an event) is renewed if it is there.
 fn check_roots<W: notify::Watcher, C: notify_debouncer_full::FileIdCache>(
     roots: &mut [WatchedRoot],
     renew: &[PathBuf],
@@ -1096,9 +1120,9 @@ fn check_roots<W: notify::Watcher, C: notify_debouncer_full::FileIdCache>(
     debouncer: &mut notify_debouncer_full::Debouncer<W, C>,
     opts: &WatchOptions,
     state: &mut DaemonState,
-) -> Result<bool, WatchError> {
+) -> Result<RootsCheck, WatchError> {
     let remounted = mounts.changed();
-    let mut rescan = false;
+    let mut found = RootsCheck::default();
     for root in roots.iter_mut() {
         let now = root_id(&root.path);
         // The mounts inside it now, if they changed.
@@ -1106,13 +1130,12 @@ fn check_roots<W: notify::Watcher, C: notify_debouncer_full::FileIdCache>(
         if now == root.id && !(now.is_some() && renew.contains(&root.path)) {
             if let Some(inside) = new_mounts {
                 tracing::warn!(
-                    "{}: a file system was {}: watching there again and rescanning the root",
+                    "{}: a file system was {}: watching there again and looking again at the files under it",
                     crate::show_path(&root.path),
                     mount_changes(&root.mounts, &inside)
                 );
-                watch_mount_points(debouncer, &root.mounts, &inside, opts, state)?;
+                found.remounted.extend(watch_mount_points(debouncer, &root.mounts, &inside, opts, state)?);
                 root.mounts = inside;
-                rescan = true;
             }
             continue;
         }
@@ -1139,15 +1162,15 @@ fn check_roots<W: notify::Watcher, C: notify_debouncer_full::FileIdCache>(
         if let Some(inside) = new_mounts {
             root.mounts = inside;
         }
-        rescan = true;
+        found.rescan = true;
     }
-    if rescan || remounted {
+    if found.rescan || remounted {
         state.missing_roots = roots.iter().filter(|r| r.id.is_none()).map(|r| crate::show_path(&r.path)).collect();
         // One back may be a mount now (a share mounted again), or hold one.
         let paths: Vec<PathBuf> = roots.iter().map(|r| r.path.clone()).collect();
         note_remote_roots(&paths, &mounts.text, opts, state);
     }
-    Ok(rescan)
+    Ok(found)
 }
 
 /// Watches again where file systems were mounted or unmounted inside a
@@ -1160,23 +1183,25 @@ fn check_roots<W: notify::Watcher, C: notify_debouncer_full::FileIdCache>(
 /// subtrees: watching the whole root again removes a watch per directory,
 /// and on a large tree (Django's 31,746 directories) the kernel's queue
 /// overflowed with their IN_IGNORED events, which cost a second rescan.
+/// Returns the mount points that changed.
 fn watch_mount_points<W: notify::Watcher, C: notify_debouncer_full::FileIdCache>(
     debouncer: &mut notify_debouncer_full::Debouncer<W, C>,
     before: &[Mount],
     after: &[Mount],
     opts: &WatchOptions,
     state: &mut DaemonState,
-) -> Result<(), WatchError> {
+) -> Result<Vec<PathBuf>, WatchError> {
     let came: BTreeSet<&PathBuf> = after.iter().filter(|m| !before.contains(m)).map(|(_, p)| p).collect();
     let gone: BTreeSet<&PathBuf> = before.iter().filter(|m| !after.contains(m)).map(|(_, p)| p).collect();
-    for point in came.union(&gone) {
+    let points: Vec<PathBuf> = came.union(&gone).map(|p| (*p).clone()).collect();
+    for point in &points {
         let _ = debouncer.unwatch(point);
         let followed = gone.contains(point) || !opts.index.walk.one_file_system;
         if followed && std::fs::metadata(point).is_ok_and(|m| m.is_dir()) {
             watch_root(debouncer, point, opts, state)?;
         }
     }
-    Ok(())
+    Ok(points)
 }
 
 /// How long the daemon goes at most without applying history retention
@@ -1547,17 +1572,20 @@ fn examine(
         // gone too (a directory moved out of the roots raises one event,
         // not one per file).
         remove_under(store, writer, path, false)?;
-    } else if was_removed && (is_dir || writer.lookup(path)?.is_none()) {
-        // Removed and there again: when it was a directory (`rm -rf d &&
-        // cp -r new d`, or `echo > d`, within one debounce), the debouncer
-        // dropped its files' remove events for its own, so the files the
-        // index holds under it that are not there now go here. (Those
-        // still there are compared below, as any file of a new directory.)
-        remove_under(store, writer, path, true)?;
     }
     // A path on another file system than its root's (`--one-file-system`)
     // is taken as not there: out of the index, and not walked.
     let elsewhere = meta.as_ref().is_ok_and(|m| !filter.on_root_device(path, m));
+    if meta.is_ok() && was_removed && (is_dir || writer.lookup(path)?.is_none()) {
+        // Removed and there again: when it was a directory (`rm -rf d &&
+        // cp -r new d`, or `echo > d`, within one debounce), the debouncer
+        // dropped its files' remove events for its own, so the files the
+        // index holds under it that are not there now go here. (Those
+        // still there are compared below, as any file of a new directory;
+        // none is, on another file system.) A file system mounted or
+        // unmounted there comes the same way.
+        remove_under(store, writer, path, !elsewhere)?;
+    }
     let (is_dir, is_file) = (is_dir && !elsewhere, is_file && !elsewhere);
     let old = writer.lookup(path)?;
     if is_file && filter.follows(path, false) {

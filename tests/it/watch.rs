@@ -1150,13 +1150,46 @@ fn one_file_system_leaves_out_a_file_system_mounted_inside_a_root() {
 /// a mount namespace of its own, as above) raises no inotify event: its
 /// files appear and the covered ones vanish at once, and the watch stays
 /// on the covered directory. The daemon sees the mount table change,
-/// watches the mount point again and rescans the root; after the unmount
-/// the same the other way. Each time, and after files written since on the new file
-/// system and then in the uncovered directory (which only a new watch
-/// sees), the live index equals a fresh index of the tree as the
-/// namespace sees it.
+/// watches the mount point again and looks again at the files under it
+/// (not the whole root: no rescan); after the unmount the same the other
+/// way. Each time, and after files written since on the new file system
+/// and then in the uncovered directory (which only a new watch sees), the
+/// live index equals a fresh index of the tree as the namespace sees it.
 #[test]
 fn mounts_and_unmounts_inside_a_root_are_followed() {
+    follow_mounts(
+        "",
+        [
+            ("a tmpfs mounted over mnt/, with a file", &["a.txt", "mnt/b.txt"]),
+            ("a file written on the tmpfs after", &["a.txt", "mnt/b.txt", "mnt/c.txt"]),
+            ("the tmpfs unmounted", &["a.txt", "mnt/covered.txt"]),
+            ("a file written in the uncovered directory", &["a.txt", "mnt/covered.txt", "mnt/d.txt"]),
+        ],
+    );
+}
+
+/// The same under `--one-file-system`: the tmpfs's files stay out, the
+/// covered file leaves the index while the tmpfs covers it (as `simd
+/// index -x` sees the tree), even though the tmpfs holds a file of the
+/// same name, and comes back after the unmount.
+#[test]
+fn mounts_and_unmounts_inside_a_root_are_followed_with_one_file_system() {
+    follow_mounts(
+        "-x",
+        [
+            ("a tmpfs mounted over mnt/, with a file", &["a.txt"]),
+            ("a file written on the tmpfs after", &["a.txt"]),
+            ("the tmpfs unmounted", &["a.txt", "mnt/covered.txt"]),
+            ("a file written in the uncovered directory", &["a.txt", "mnt/covered.txt", "mnt/d.txt"]),
+        ],
+    );
+}
+
+/// Runs the daemon (with `flag`, and every fresh index too) through four
+/// steps of a tmpfs mounted over `mnt/` and unmounted; after each, the
+/// live index must equal a fresh index of the tree, and hold `names`.
+/// With `-x`, the tmpfs also gets a file named as the one it covers.
+fn follow_mounts(flag: &str, steps: [(&str, &[&str]); 4]) {
     let env = Env::new();
     env.write("a.txt", text(1, 300));
     env.write("mnt/covered.txt", text(2, 300));
@@ -1168,34 +1201,32 @@ fn mounts_and_unmounts_inside_a_root_are_followed() {
     }
     let log = env.tmp.path().join("daemon.log");
     // Step N waits for goN, changes the tree, indexes it afresh into
-    // freshN (as the namespace sees it), then says doneN.
+    // freshN (as the namespace sees it), then says doneN. The daemon's
+    // state (its rescans) is copied before it stops.
     let script = r#"
         set -e
-        "$SIMD" --db "$DB" watch --debounce-ms 50 "$ROOT" 2> "$LOG" &
+        "$SIMD" --db "$DB" watch $FLAG --debounce-ms 50 "$ROOT" 2> "$LOG" &
         pid=$!
         step() {
             while [ ! -e "$STAGE/go$1" ]; do sleep 0.02; done
             eval "$2"
-            "$SIMD" --db "$STAGE/fresh$1" --quiet index "$ROOT"
+            "$SIMD" --db "$STAGE/fresh$1" --quiet index $FLAG "$ROOT"
             touch "$STAGE/done$1"
         }
-        step 1 'mount -t tmpfs none "$ROOT/mnt" && cp "$STAGE/b.txt" "$ROOT/mnt/b.txt"'
+        step 1 'mount -t tmpfs none "$ROOT/mnt" && cp "$STAGE/b.txt" "$ROOT/mnt/b.txt" && eval "$SAME_NAME"'
         step 2 'cp "$STAGE/c.txt" "$ROOT/mnt/c.txt"'
         step 3 'umount "$ROOT/mnt"'
         step 4 'cp "$STAGE/d.txt" "$ROOT/mnt/d.txt"'
         while [ ! -e "$STAGE/stop" ]; do sleep 0.02; done
+        cp "$DB/daemon.json" "$STAGE/daemon.json"
         kill -TERM $pid
         wait $pid
     "#;
-    let mut child = Daemon(in_mount_namespace(&env, script, &stage, &log).spawn().unwrap());
+    let same_name = if flag == "-x" { r#"cp "$STAGE/c.txt" "$ROOT/mnt/covered.txt""# } else { "true" };
+    let mut cmd = in_mount_namespace(&env, script, &stage, &log);
+    let mut child = Daemon(cmd.env("FLAG", flag).env("SAME_NAME", same_name).spawn().unwrap());
     wait_ready(&env, Some(&log));
     let root = env.root.to_str().unwrap();
-    let steps = [
-        ("a tmpfs mounted over mnt/, with a file", vec!["a.txt", "mnt/b.txt"]),
-        ("a file written on the tmpfs after", vec!["a.txt", "mnt/b.txt", "mnt/c.txt"]),
-        ("the tmpfs unmounted", vec!["a.txt", "mnt/covered.txt"]),
-        ("a file written in the uncovered directory", vec!["a.txt", "mnt/covered.txt", "mnt/d.txt"]),
-    ];
     for (n, (what, names)) in steps.iter().enumerate() {
         let step = n + 1;
         std::fs::write(stage.join(format!("go{step}")), b"").unwrap();
@@ -1232,11 +1263,14 @@ fn mounts_and_unmounts_inside_a_root_are_followed() {
     let status = child.0.wait().unwrap();
     assert!(status.success(), "{:?}", std::fs::read_to_string(&log));
     let said = std::fs::read_to_string(&log).unwrap();
-    assert!(said.contains(&format!("{root}: a file system was mounted at {root}/mnt: watching there again")), "{said}");
-    assert!(
-        said.contains(&format!("{root}: a file system was unmounted from {root}/mnt: watching there again")),
-        "{said}"
-    );
+    for change in ["mounted at", "unmounted from"] {
+        let line = format!("{root}: a file system was {change} {root}/mnt: watching there again and looking again");
+        assert!(said.contains(&line), "{said}");
+    }
+    // Only the files under the mount point were looked at again.
+    let daemon: serde_json::Value = serde_json::from_slice(&std::fs::read(stage.join("daemon.json")).unwrap()).unwrap();
+    assert_eq!(daemon["rescans"], 0, "{daemon}\n{said}");
+    assert!(!said.contains("rescanning"), "{said}");
     env.check();
 }
 
