@@ -430,6 +430,16 @@ fn wait_for_room(dir: &Path, stop: &AtomicBool) -> bool {
 pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Result<(), WatchError> {
     let dir = store.dir().to_path_buf();
     let mut state = DaemonState { pid: std::process::id(), started: ingest::now_ns(), ..DaemonState::default() };
+    // The same process starting again after a pause for room ([`serve`]):
+    // its start time and counters go on.
+    let before: Option<DaemonState> =
+        std::fs::read(state_path(&dir)).ok().and_then(|b| serde_json::from_slice(&b).ok());
+    if let Some(before) = before.filter(|b| b.pid == state.pid) {
+        state.started = before.started;
+        state.batches = before.batches;
+        state.changed_files = before.changed_files;
+        state.rescans = before.rescans;
+    }
     state.save(&dir);
 
     // Events from the start of the reconcile on are kept, so nothing that

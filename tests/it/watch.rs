@@ -1313,10 +1313,12 @@ fn a_full_disk_pauses_the_daemon_until_there_is_room() {
         cp "$STAGE"/burst/* "$ROOT/"
         wait_for 'grep -q "\"disk_full_since\": [0-9]" "$SMALL/idx/daemon.json"'
         "$SIMD" --db "$SMALL/idx" status > "$STAGE/paused.txt"
+        cp "$SMALL/idx/daemon.json" "$STAGE/paused.json"
         kill -0 $pid
         mount -o remount,size=200m "$SMALL"
         wait_for '"$SIMD" --db "$SMALL/idx" --format json status | grep -q "\"files\": $FILES,"'
         wait_for 'grep -q "\"ready\": true" "$SMALL/idx/daemon.json"'
+        cp "$SMALL/idx/daemon.json" "$STAGE/resumed.json"
         kill -TERM $pid
         wait $pid
         cp -a "$SMALL/idx" "$STAGE/idx"
@@ -1342,6 +1344,13 @@ fn a_full_disk_pauses_the_daemon_until_there_is_room() {
     assert!(said.contains("opening the index again"), "{said}");
     let paused = std::fs::read_to_string(stage.join("paused.txt")).unwrap();
     assert!(paused.contains("PAUSED: the index's file system is full"), "{paused}");
+    // The same daemon went on: its start time and counters too.
+    let json = |name: &str| -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(stage.join(name)).unwrap()).unwrap()
+    };
+    let (before, after) = (json("paused.json"), json("resumed.json"));
+    assert_eq!((&before["pid"], &before["started"]), (&after["pid"], &after["started"]), "{before}\n{after}");
+    assert!(after["batches"].as_u64() >= before["batches"].as_u64(), "{before}\n{after}");
     let fresh = env.tmp.path().join("fresh");
     env.simd().arg("--db").arg(&fresh).args(["--quiet", "index"]).arg(&env.root).assert().success();
     let copy = stage.join("idx");
