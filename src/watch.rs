@@ -133,9 +133,15 @@ impl DaemonState {
         }
     }
 
+    /// The state last saved in the index at `dir`, whether or not its
+    /// daemon still runs.
+    fn saved(dir: &Path) -> Option<DaemonState> {
+        serde_json::from_slice(&std::fs::read(state_path(dir)).ok()?).ok()
+    }
+
     /// The running daemon's state, if a daemon holds this index.
     pub fn running(dir: &Path) -> Option<DaemonState> {
-        let s: DaemonState = serde_json::from_slice(&std::fs::read(state_path(dir)).ok()?).ok()?;
+        let s = DaemonState::saved(dir)?;
         let lock_pid = std::fs::read_to_string(dir.join("simd.lock")).ok()?;
         (lock_pid.trim() == s.pid.to_string() && Path::new(&format!("/proc/{}", s.pid)).exists()).then_some(s)
     }
@@ -397,10 +403,8 @@ pub fn serve(db: &Path, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Result<()
 /// [`ROOM_TO_RESUME`] free (true), or `stop` is set (false). `simd status`
 /// says so meanwhile.
 fn wait_for_room(dir: &Path, stop: &AtomicBool) -> bool {
-    let mut state: DaemonState = std::fs::read(state_path(dir))
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok())
-        .unwrap_or_else(|| DaemonState { pid: std::process::id(), ..DaemonState::default() });
+    let mut state =
+        DaemonState::saved(dir).unwrap_or_else(|| DaemonState { pid: std::process::id(), ..DaemonState::default() });
     state.ready = false;
     state.disk_full_since = Some(ingest::now_ns());
     state.save(dir);
@@ -432,9 +436,7 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
     let mut state = DaemonState { pid: std::process::id(), started: ingest::now_ns(), ..DaemonState::default() };
     // The same process starting again after a pause for room ([`serve`]):
     // its start time and counters go on.
-    let before: Option<DaemonState> =
-        std::fs::read(state_path(&dir)).ok().and_then(|b| serde_json::from_slice(&b).ok());
-    if let Some(before) = before.filter(|b| b.pid == state.pid) {
+    if let Some(before) = DaemonState::saved(&dir).filter(|b| b.pid == state.pid) {
         state.started = before.started;
         state.batches = before.batches;
         state.changed_files = before.changed_files;
