@@ -4,9 +4,7 @@ use serde::Serialize;
 
 use crate::chunker::ChunkParams;
 use crate::fingerprint::{ChunkKey, ContentHash};
-use crate::store::{
-    ChunkContents, ContentChunks, ContentNames, Files, History, Meta, MetaKey, MetaValue, Store, StoreError, TimeNs,
-};
+use crate::store::{ChunkContents, ContentNames, Files, History, Meta, MetaKey, MetaValue, Store, StoreError, TimeNs};
 
 /// Figures for `simd status`.
 #[derive(Debug, Serialize)]
@@ -63,7 +61,9 @@ pub fn status(store: &Store) -> Result<Status, StoreError> {
             continue;
         }
         last = Some(content);
-        if let Some(rec) = store.get::<ContentChunks>(&content)? {
+        // Its size and chunk count: the record read without its whole
+        // sketch, whose decoding was ~30 % of a status.
+        if let Some(rec) = store.get_postings(&content)? {
             contents += 1;
             content_bytes += rec.size;
             chunks += rec.chunk_count();

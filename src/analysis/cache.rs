@@ -24,7 +24,7 @@ use super::{
     Pending, Places, Totals,
 };
 use crate::fingerprint::{ChunkKey, ContentHash};
-use crate::store::{ContentChunks, ContentId, FileId, Store, StoreError};
+use crate::store::{ContentId, FileId, Store, StoreError};
 
 // 2: names carry their file id. 3: links carry word measures.
 // 4: word measures say how many samples they rest on. 5: word links need
@@ -277,13 +277,14 @@ fn relink(store: &Store, params: &AnalysisParams, threads: usize, prev: Basis) -
         for c in set {
             // A content that went keeps its record while history refers to
             // it; once retention dropped it, its chunks are unknown here.
-            let Some(rec) = store.get::<ContentChunks>(c)? else { return Ok(None) };
+            // (Its chunks and posted samples: not its whole sketch.)
+            let Some(rec) = store.get_postings(c)? else { return Ok(None) };
             for (id, len, count) in rec.chunk_counts() {
                 let d = chunk_delta.entry(id).or_default();
                 d.0 += sign;
                 d.1 += sign * i64::from(len) * i64::from(count);
             }
-            for &s in rec.sketch.posted() {
+            for &s in &rec.posted {
                 *sample_delta.entry(s).or_default() += sign;
             }
         }

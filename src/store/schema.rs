@@ -492,9 +492,14 @@ impl ContentRecord {
         chunk_counts(&self.runs)
     }
 
+    /// Chunks in file order, repeats counted.
     pub fn chunk_count(&self) -> u64 {
-        self.runs.iter().map(|r| u64::from(r.count)).sum()
+        chunk_count(&self.runs)
     }
+}
+
+fn chunk_count(runs: &[ChunkRun]) -> u64 {
+    runs.iter().map(|r| u64::from(r.count)).sum()
 }
 
 /// Each distinct chunk of `runs` with its number of occurrences, sorted by
@@ -515,23 +520,35 @@ fn chunk_counts(runs: &[ChunkRun]) -> Vec<(ChunkKey, u32, u32)> {
 
 /// What taking a content's postings out needs of its record: its id, its
 /// chunk list and its posted samples ([`Sketch::posted`]), not the whole
-/// sketch. Read only ([`ContentChunks::decode_postings`]), never written,
-/// so a record is never stored with its sketch cut short.
+/// sketch; and its size, for counting (`simd status`). Read only
+/// ([`ContentChunks::decode_postings`]), never written, so a record is
+/// never stored with its sketch cut short.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ContentPostings {
     pub id: ContentId,
+    pub size: u64,
     pub runs: Vec<ChunkRun>,
     pub posted: Vec<u32>,
 }
 
 impl ContentPostings {
     pub fn of(record: &ContentRecord) -> ContentPostings {
-        ContentPostings { id: record.id, runs: record.runs.clone(), posted: record.sketch.posted().to_vec() }
+        ContentPostings {
+            id: record.id,
+            size: record.size,
+            runs: record.runs.clone(),
+            posted: record.sketch.posted().to_vec(),
+        }
     }
 
     /// [`ContentRecord::chunk_counts`].
     pub fn chunk_counts(&self) -> Vec<(ChunkKey, u32, u32)> {
         chunk_counts(&self.runs)
+    }
+
+    /// [`ContentRecord::chunk_count`].
+    pub fn chunk_count(&self) -> u64 {
+        chunk_count(&self.runs)
     }
 }
 
@@ -541,7 +558,7 @@ impl ContentPostings {
 #[derive(Deserialize)]
 struct PostingsOfRecord {
     id: ContentId,
-    _size: u64,
+    size: u64,
     #[serde(with = "packed_runs")]
     runs: Vec<ChunkRun>,
     posted: PostedSamples,
@@ -629,7 +646,7 @@ impl ContentChunks {
         match bytes.split_first() {
             Some((&Self::VALUE_VERSION, rest)) => {
                 let r: PostingsOfRecord = postcard::from_bytes(rest)?;
-                Ok(ContentPostings { id: r.id, runs: r.runs, posted: r.posted.0 })
+                Ok(ContentPostings { id: r.id, size: r.size, runs: r.runs, posted: r.posted.0 })
             }
             // Older versions are rare (an index upgraded in place): whole.
             _ => Self::decode_value(bytes).map(|r| ContentPostings::of(&r)),

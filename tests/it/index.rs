@@ -92,6 +92,10 @@ fn identical_copies_share_one_content() {
     assert_eq!(st["files"].as_u64(), Some(6));
     assert_eq!(st["contents"].as_u64(), Some(2));
     assert!(st["distinct_chunks"].as_u64().unwrap() > 2);
+    // The two contents' bytes and chunks (read without their sketches).
+    assert_eq!(st["content_bytes"].as_u64(), Some((body.len() + text(8, 3000).len()) as u64));
+    let records: Vec<_> = store.scan::<ContentChunks>().map(|r| r.unwrap().1).collect();
+    assert_eq!(st["chunks"].as_u64(), Some(records.iter().map(|r| r.chunk_count()).sum()));
     env.check();
 }
 
