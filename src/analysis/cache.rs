@@ -197,7 +197,7 @@ pub fn with_analysis<R>(
 /// ~7 ms faster in most of five paired runs: `docs/performance.md`).
 /// Where no thread can be made, the closure, and the value with it, is
 /// freed here.
-fn free_aside<T: Send + 'static>(value: T) {
+pub(crate) fn free_aside<T: Send + 'static>(value: T) {
     let _ = std::thread::Builder::new().spawn(move || drop(value));
 }
 

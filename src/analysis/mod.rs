@@ -1063,10 +1063,46 @@ pub(crate) fn assemble(
         uf.union(a, b);
     }
     let t = std::time::Instant::now();
+    // Naming touches every name of the tree once or twice, each a
+    // random read of the file table: the identical sets are named on
+    // another core beside the clusters.
+    let (clusters, identical) = std::thread::scope(|s| {
+        let identical = s.spawn(|| identical_sets(&files, contents, ids));
+        let clusters = name_clusters(&files, contents, ids, links, info, uf.groups());
+        (clusters, identical.join().expect("naming identical sets does not panic"))
+    });
+    tracing::debug!("clusters and identical sets named after {:?}", t.elapsed());
+    let counts = store.counts()?;
+    let bytes = files.bytes();
+    // ~100k shared paths on a large tree: their last owner need not be
+    // waited for.
+    cache::free_aside(files);
+    Ok(Analysis {
+        sequence,
+        params: *params,
+        files: counts.files,
+        contents: contents.len() as u64,
+        bytes,
+        cutoff,
+        ignored: totals,
+        identical,
+        clusters,
+    })
+}
+
+/// The clusters of `groups` (contents joined by links), named, with
+/// their links, largest first.
+fn name_clusters(
+    files: &FileTable,
+    contents: &[ContentHash],
+    ids: &[Vec<FileId>],
+    links: Vec<ContentLink>,
+    info: &MemberInfo,
+    groups: Vec<Vec<u32>>,
+) -> Vec<Cluster> {
     // Each link goes to its cluster in one pass: (cluster, place in it) of
     // every content. (Filtering all links once per cluster was quadratic:
     // Django's large component has thousands of clusters.)
-    let groups = uf.groups();
     let mut place = vec![(usize::MAX, usize::MAX); contents.len()];
     for (g, group) in groups.iter().enumerate() {
         for (k, &i) in group.iter().enumerate() {
@@ -1091,10 +1127,13 @@ pub(crate) fn assemble(
         clusters[g].links.push(Link { a: la, b: lb, measures, kind });
     }
     clusters.sort_by(|a, b| (b.files(), b.bytes()).cmp(&(a.files(), a.bytes())).then_with(|| a.id.cmp(&b.id)));
+    clusters
+}
 
-    // A content with several names is a set when they are more than one
-    // file: the names of one file (hard links) take its bytes once, as
-    // fclones and jdupes count them.
+/// The identical sets: a content with several names is a set when they
+/// are more than one file (the names of one file, hard links, take its
+/// bytes once, as fclones and jdupes count them). Most wasted first.
+fn identical_sets(files: &FileTable, contents: &[ContentHash], ids: &[Vec<FileId>]) -> Vec<IdenticalSet> {
     let mut identical = Vec::new();
     for (i, names) in ids.iter().enumerate() {
         if names.len() > 1 {
@@ -1107,20 +1146,7 @@ pub(crate) fn assemble(
         }
     }
     identical.sort_by(|a, b| b.wasted().cmp(&a.wasted()).then_with(|| a.content.cmp(&b.content)));
-
-    tracing::debug!("clusters and identical sets named after {:?}", t.elapsed());
-    let counts = store.counts()?;
-    Ok(Analysis {
-        sequence,
-        params: *params,
-        files: counts.files,
-        contents: contents.len() as u64,
-        bytes: files.bytes(),
-        cutoff,
-        ignored: totals,
-        identical,
-        clusters,
-    })
+    identical
 }
 
 /// A value made on another thread, taken (waited for) once.
