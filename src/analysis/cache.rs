@@ -31,10 +31,11 @@ use crate::store::{ContentId, FileId, Store, StoreError};
 // trusted estimates. 6: the basis of an update is kept with the analysis.
 // 7: a header (sequence, thresholds) and the basis's length come first.
 // 8: over-common chunks by their 8-byte keys. 9: names say which file they
-// are (hard links of one file are one copy).
+// are (hard links of one file are one copy). 10: the basis's contents
+// as one byte string, its links by place.
 // (Bump it whenever what an analysis finds changes: a cache made by an
 // older binary would otherwise be served.)
-const VERSION: u8 = 9;
+const VERSION: u8 = 10;
 
 /// Where an analysis came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -242,8 +243,8 @@ fn update(
     let Some((frame, links, info, basis, relinked)) = relink(store, params, threads, prev)? else { return Ok(None) };
     let Relinked { sequence, cutoff, totals, contents, ids } = frame;
     let frame = Frame { sequence, params, cutoff, totals, contents: &contents, ids: &ids };
-    let analysis = assemble(store, frame, files.take()?, links, &info)?;
-    let basis = Basis::new(&analysis, contents, basis.0, basis.1);
+    let analysis = assemble(store, frame, files.take()?, links.clone(), &info)?;
+    let basis = Basis::new(&analysis, contents, links, &info, basis.0, basis.1);
     Ok(Some((analysis, basis, relinked)))
 }
 
@@ -448,17 +449,29 @@ fn relink(store: &Store, params: &AnalysisParams, threads: usize, prev: Basis) -
         info.extend(i);
     }
 
-    // Every other link is as it was.
-    let linked: HashMap<ContentHash, (u64, u64)> =
-        prev.linked.iter().map(|&(c, size, payload)| (c, (size, payload))).collect();
-    for (a, b, measures, kind) in &prev.links {
-        let (Some(ia), Some(ib)) = (place(a), place(b)) else { continue };
+    // Every other link is as it was. The places of the previous contents
+    // among those of now, from one merge of the two sorted lists.
+    let mut now = contents.iter().enumerate().peekable();
+    let moved: Vec<Option<u32>> = prev
+        .contents
+        .iter()
+        .map(|c| {
+            while now.next_if(|(_, n)| *n < c).is_some() {}
+            now.next_if(|(_, n)| *n == c).map(|(i, _)| i as u32)
+        })
+        .collect();
+    let linked: HashMap<u32, (u64, u64)> = prev.linked.iter().map(|&(i, size, payload)| (i, (size, payload))).collect();
+    for &(a, b, measures, kind) in &prev.links {
+        let (Some(&a_was), Some(&b_was)) = (moved.get(a as usize), moved.get(b as usize)) else {
+            return Ok(None); // a place past the contents: a cache from elsewhere
+        };
+        let (Some(ia), Some(ib)) = (a_was, b_was) else { continue };
         if relink.contains(&ia) || relink.contains(&ib) {
             continue;
         }
-        links.push((ia, ib, *measures, *kind));
-        for (i, c) in [(ia, a), (ib, b)] {
-            info.insert(i, linked.get(c).copied().unwrap_or_default());
+        links.push((ia, ib, measures, kind));
+        for (i, was) in [(ia, a), (ib, b)] {
+            info.insert(i, linked.get(&was).copied().unwrap_or_default());
         }
     }
     tracing::debug!(

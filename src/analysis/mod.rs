@@ -983,26 +983,41 @@ pub(crate) struct Basis {
     pub params: AnalysisParams,
     pub cutoff: u64,
     pub totals: Totals,
-    /// The live contents, sorted.
+    /// The live contents, sorted (one byte string: decoding them one byte
+    /// at a time was most of a report's reading of its cache).
+    #[serde(with = "hash_list")]
     pub contents: Vec<ContentHash>,
     /// Chunks over the cutoff, sorted.
     pub over_common: Vec<ChunkKey>,
     /// Digest of the template chunks and samples.
     pub templates: [u8; 16],
-    /// Every link, between contents (a before b).
-    pub links: Vec<(ContentHash, ContentHash, Measures, LinkKind)>,
-    /// The size and payload of every linked content.
-    pub linked: Vec<(ContentHash, u64, u64)>,
+    /// Every link, between places in `contents` (a before b).
+    pub links: Vec<ContentLink>,
+    /// The size and payload of every linked content, by place in `contents`.
+    pub linked: Vec<(u32, u64, u64)>,
 }
 
 impl Basis {
-    pub fn new(a: &Analysis, contents: Vec<ContentHash>, over_common: Vec<ChunkKey>, templates: [u8; 16]) -> Basis {
-        let mut links = Vec::new();
-        let mut linked = Vec::new();
-        for c in &a.clusters {
-            linked.extend(c.members.iter().map(|m| (m.content, m.size, m.payload)));
-            links.extend(c.links.iter().map(|l| (c.members[l.a].content, c.members[l.b].content, l.measures, l.kind)));
-        }
+    /// The basis of `a`, whose links (`links`, by place in `contents`) and
+    /// their contents' sizes and payloads (`info`) it was assembled from.
+    pub fn new(
+        a: &Analysis,
+        contents: Vec<ContentHash>,
+        links: Vec<ContentLink>,
+        info: &MemberInfo,
+        over_common: Vec<ChunkKey>,
+        templates: [u8; 16],
+    ) -> Basis {
+        let mut ends: Vec<u32> = links.iter().flat_map(|l| [l.0, l.1]).collect();
+        ends.sort_unstable();
+        ends.dedup();
+        let linked = ends
+            .into_iter()
+            .map(|i| {
+                let (size, payload) = info.get(&i).copied().unwrap_or_default();
+                (i, size, payload)
+            })
+            .collect();
         Basis {
             sequence: a.sequence,
             params: a.params,
@@ -1014,6 +1029,24 @@ impl Basis {
             links,
             linked,
         }
+    }
+}
+
+/// Content hashes as one byte string of 16 bytes each.
+mod hash_list {
+    use crate::fingerprint::ContentHash;
+
+    pub fn serialize<S: serde::Serializer>(hashes: &[ContentHash], s: S) -> Result<S::Ok, S::Error> {
+        let bytes: Vec<u8> = hashes.iter().flat_map(|h| h.0).collect();
+        s.serialize_bytes(&bytes)
+    }
+
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<ContentHash>, D::Error> {
+        let bytes: &[u8] = serde_bytes::deserialize(d)?;
+        if bytes.len() % 16 != 0 {
+            return Err(serde::de::Error::custom("content hashes: a length not a multiple of 16"));
+        }
+        Ok(bytes.chunks_exact(16).map(|c| ContentHash(c.try_into().expect("chunks of 16"))).collect())
     }
 }
 
@@ -1228,10 +1261,10 @@ pub(crate) fn analyse(
     let (links, info) = results.into_inner().expect("threads joined");
     tracing::debug!("{} links after {:?}", links.len(), started.elapsed());
     let frame = Frame { sequence, params, cutoff, totals: part.totals, contents: &contents, ids: &ids };
-    let analysis = assemble(store, frame, files.take()?, links, &info)?;
+    let analysis = assemble(store, frame, files.take()?, links.clone(), &info)?;
     let mut over_common = part.over_common;
     over_common.sort_unstable();
-    let basis = Basis::new(&analysis, contents, over_common, templates_digest(&templates));
+    let basis = Basis::new(&analysis, contents, links, &info, over_common, templates_digest(&templates));
     Ok((analysis, basis))
 }
 
