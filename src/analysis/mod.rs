@@ -1043,7 +1043,7 @@ mod hash_list {
 
     pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<ContentHash>, D::Error> {
         let bytes: &[u8] = serde_bytes::deserialize(d)?;
-        if bytes.len() % 16 != 0 {
+        if !bytes.len().is_multiple_of(16) {
             return Err(serde::de::Error::custom("content hashes: a length not a multiple of 16"));
         }
         Ok(bytes.chunks_exact(16).map(|c| ContentHash(c.try_into().expect("chunks of 16"))).collect())
