@@ -932,17 +932,25 @@ fn cf_options(name: &str, cache: &Cache, access: Access, bulk: bool) -> Options 
     // dictionaries saved more but cost 9-14 %). Chunk lists are MD5s
     // and gap-coded sketches, which zstd does not shrink (10.15 MiB
     // either way on Django): trying cost ~2 % of a first index.
-    cf.set_compression_type(if name == ContentChunks::NAME {
-        DBCompressionType::None
+    if name == ContentChunks::NAME {
+        cf.set_compression_type(DBCompressionType::None);
+    } else if REPORT_SCANNED_CFS.contains(&name) {
+        // Every report reads these whole, 4 KiB block by block, and zstd
+        // builds its tables again for each block: LZ4 took ~12 ms of CPU
+        // off a report brought up to date on Django (66.5k files) for
+        // 0.6 MiB more on disk, 5.2 → 5.4 % of the file bytes
+        // (`docs/performance.md`). RocksDB's default level: see
+        // [`spill_options`] for what level 1 does to LZ4.
+        cf.set_compression_type(DBCompressionType::Lz4);
     } else {
-        DBCompressionType::Zstd
-    });
-    // Level 1, not zstd's default 3: the tables are small keys
-    // (hashes, ids, paths) that level 3's longer search barely
-    // shrinks more. Side by side: the scale-10 corpus's first
-    // index −6 % for 4.9 → 5.0 % of its bytes; Django −1 %, 5.3 %
-    // either way (session 22, `docs/performance.md`).
-    cf.set_compression_options(-14, 1, 0, 0);
+        cf.set_compression_type(DBCompressionType::Zstd);
+        // Level 1, not zstd's default 3: the tables are small keys
+        // (hashes, ids, paths) that level 3's longer search barely
+        // shrinks more. Side by side: the scale-10 corpus's first
+        // index −6 % for 4.9 → 5.0 % of its bytes; Django −1 %, 5.3 %
+        // either way (session 22, `docs/performance.md`).
+        cf.set_compression_options(-14, 1, 0, 0);
+    }
     cf.set_level_compaction_dynamic_level_bytes(true);
     cf
 }
@@ -1351,6 +1359,9 @@ fn write_run(
     }
     Ok(files)
 }
+
+/// The tables a report scans whole (names, live contents, content ids).
+const REPORT_SCANNED_CFS: [&str; 3] = [Files::NAME, ContentNames::NAME, ContentById::NAME];
 
 /// Column families read only by prefix scans (no Bloom filter).
 const PREFIX_SCANNED_CFS: [&str; 4] = [ChunkContents::NAME, SketchContents::NAME, ContentNames::NAME, History::NAME];
