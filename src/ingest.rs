@@ -1442,6 +1442,9 @@ fn open_candidate(cand: Candidate) -> Opening {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Opening::Said(Outcome::Vanished { cand }),
         // ELOOP: it became a symlink since the walk.
         Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return skip(cand, SkipReason::Symlink, e.to_string()),
+        Err(e) if e.raw_os_error() == Some(libc::ENAMETOOLONG) => {
+            return skip(cand, SkipReason::PathTooLong, e.to_string())
+        }
         Err(e) => return skip(cand, SkipReason::Unreadable, e.to_string()),
     };
     let before = match file.metadata() {

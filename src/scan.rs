@@ -248,6 +248,10 @@ pub enum SkipReason {
     Special,
     Unreadable,
     UnreadableDir,
+    /// A path longer than the system takes (ENAMETOOLONG: past PATH_MAX,
+    /// 4,096 bytes on Linux): its directory cannot be listed, nor the file
+    /// opened.
+    PathTooLong,
     Vanished,
     KeptChanging,
 }
@@ -259,6 +263,7 @@ impl SkipReason {
             SkipReason::Special => "not a regular file (fifo, socket or device; never opened)",
             SkipReason::Unreadable => "unreadable file",
             SkipReason::UnreadableDir => "unreadable directory",
+            SkipReason::PathTooLong => "path too long for the system (PATH_MAX)",
             SkipReason::Vanished => "vanished before it could be read",
             SkipReason::KeptChanging => "kept changing while being read",
         }
@@ -426,8 +431,12 @@ pub fn walk(
                         _ => tracing::warn!("{err}"),
                     }
                     if let Some(p) = path {
+                        // Kept, as an unreadable directory's files are: it is
+                        // the path that fails, not the files.
+                        let too_long = err.io_error().and_then(|e| e.raw_os_error()) == Some(libc::ENAMETOOLONG);
                         local.out.unreadable_dirs.push(p.clone());
-                        local.out.skipped.push((p, SkipReason::UnreadableDir));
+                        let reason = if too_long { SkipReason::PathTooLong } else { SkipReason::UnreadableDir };
+                        local.out.skipped.push((p, reason));
                     }
                     return WalkState::Continue;
                 }

@@ -367,3 +367,37 @@ fn a_write_error_like_a_full_disk_stops_the_run_and_loses_nothing() {
     assert_eq!(env.files(), super::files_of(&fresh_store));
     assert_eq!(super::postings(&env.open()), super::postings(&fresh_store));
 }
+
+/// A directory whose path is longer than the system takes (ENAMETOOLONG,
+/// past PATH_MAX) cannot be listed: it is skipped with that reason, not
+/// as an unreadable directory, and the rest of the tree is indexed.
+#[test]
+fn a_path_longer_than_the_system_takes_is_skipped_with_its_reason() {
+    use rustix::fs::{mkdirat, openat, Mode, OFlags};
+    let env = Env::new();
+    env.write("short/a.txt", text(1, 300));
+    // Twenty directories of 250 bytes, made one inside the other by
+    // descriptor (a path that long cannot be given to mkdir): ~5,000
+    // bytes, past Linux's 4,096.
+    let name = "d".repeat(250);
+    let dir_flags = OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC;
+    let mut dir = rustix::fs::open(&env.root, dir_flags, Mode::empty()).unwrap();
+    for _ in 0..20 {
+        mkdirat(&dir, name.as_str(), Mode::from_raw_mode(0o755)).unwrap();
+        dir = openat(&dir, name.as_str(), dir_flags, Mode::empty()).unwrap();
+    }
+    let file = OFlags::WRONLY | OFlags::CREATE | OFlags::CLOEXEC;
+    let f = openat(&dir, "deep.txt", file, Mode::from_raw_mode(0o644)).unwrap();
+    rustix::io::write(&f, &text(2, 300)).unwrap();
+
+    let out = env.simd().args(["--format", "json", "index"]).arg(&env.root).assert().success();
+    let s: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let reasons: Vec<&str> = s["skipped"].as_array().unwrap().iter().filter_map(|r| r["reason"].as_str()).collect();
+    assert_eq!(reasons, ["path too long for the system (PATH_MAX)"], "{s}");
+    assert_eq!(s["new"].as_u64(), Some(1), "{s}");
+    env.check();
+    // The text summary says it too.
+    let out = env.simd().arg("index").arg(&env.root).assert().success();
+    let text = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    assert!(text.contains("path too long for the system"), "{text}");
+}
