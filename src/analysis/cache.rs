@@ -452,7 +452,7 @@ fn relink(store: &Store, params: &AnalysisParams, threads: usize, prev: Basis) -
     // Every other link is as it was. The places of the previous contents
     // among those of now, from one merge of the two sorted lists.
     let mut now = contents.iter().enumerate().peekable();
-    let moved: Vec<Option<u32>> = prev
+    let now_at: Vec<Option<u32>> = prev
         .contents
         .iter()
         .map(|c| {
@@ -462,7 +462,7 @@ fn relink(store: &Store, params: &AnalysisParams, threads: usize, prev: Basis) -
         .collect();
     let linked: HashMap<u32, (u64, u64)> = prev.linked.iter().map(|&(i, size, payload)| (i, (size, payload))).collect();
     for &(a, b, measures, kind) in &prev.links {
-        let (Some(&a_was), Some(&b_was)) = (moved.get(a as usize), moved.get(b as usize)) else {
+        let (Some(&a_was), Some(&b_was)) = (now_at.get(a as usize), now_at.get(b as usize)) else {
             return Ok(None); // a place past the contents: a cache from elsewhere
         };
         let (Some(ia), Some(ib)) = (a_was, b_was) else { continue };

@@ -983,8 +983,9 @@ pub(crate) struct Basis {
     pub params: AnalysisParams,
     pub cutoff: u64,
     pub totals: Totals,
-    /// The live contents, sorted (one byte string: decoding them one byte
-    /// at a time was most of a report's reading of its cache).
+    /// The live contents, sorted (as one byte string, where postcard
+    /// writes an array byte by byte; with the links by place, the
+    /// Django cache 11.69 → 10.98 MB).
     #[serde(with = "hash_list")]
     pub contents: Vec<ContentHash>,
     /// Chunks over the cutoff, sorted.

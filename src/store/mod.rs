@@ -936,9 +936,10 @@ fn cf_options(name: &str, cache: &Cache, access: Access, bulk: bool) -> Options 
         cf.set_compression_type(DBCompressionType::None);
     } else if REPORT_SCANNED_CFS.contains(&name) {
         // Every report reads these whole, 4 KiB block by block, and zstd
-        // builds its tables again for each block: LZ4 took ~12 ms of CPU
-        // off a report brought up to date on Django (66.5k files) for
-        // 0.6 MiB more on disk, 5.2 → 5.4 % of the file bytes
+        // builds its tables again for each block: LZ4 took 12-37 ms of
+        // CPU off a report brought up to date on Django (66.5k files), and
+        // ~45 off `simd status`, for 0.7 MiB more on disk (5.2 → 5.4 % of
+        // the file bytes; the generated corpus 5.0 % either way)
         // (`docs/performance.md`). RocksDB's default level: see
         // [`spill_options`] for what level 1 does to LZ4.
         cf.set_compression_type(DBCompressionType::Lz4);
