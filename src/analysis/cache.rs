@@ -240,10 +240,12 @@ fn update(
     prev: Basis,
     files: &mut Pending<'_, Result<FileTable, StoreError>>,
 ) -> Result<Option<(Analysis, Basis, usize)>, StoreError> {
-    let Some((frame, links, info, basis, relinked)) = relink(store, params, threads, prev)? else { return Ok(None) };
+    let Some((frame, mut links, info, basis, relinked)) = relink(store, params, threads, prev)? else {
+        return Ok(None);
+    };
     let Relinked { sequence, cutoff, totals, contents, ids } = frame;
     let frame = Frame { sequence, params, cutoff, totals, contents: &contents, ids: &ids };
-    let analysis = assemble(store, frame, files.take()?, links.clone(), &info)?;
+    let analysis = assemble(store, frame, files.take()?, &mut links, &info)?;
     let basis = Basis::new(&analysis, contents, links, &info, basis.0, basis.1);
     Ok(Some((analysis, basis, relinked)))
 }

@@ -1082,18 +1082,19 @@ pub(crate) struct Frame<'a> {
 /// Clusters (union-find over the links), names and identical sets: the
 /// analysis, whichever way its links were found. Members are in content
 /// order and links in (a, b) order, so a fresh analysis and one brought up
-/// to date print the same report.
+/// to date print the same report. `links` are sorted in place, and stay
+/// the caller's (for the [`Basis`]).
 pub(crate) fn assemble(
     store: &Store,
     frame: Frame,
     files: FileTable,
-    mut links: Vec<ContentLink>,
+    links: &mut [ContentLink],
     info: &MemberInfo,
 ) -> Result<Analysis, StoreError> {
     let Frame { sequence, params, cutoff, totals, contents, ids } = frame;
     links.sort_by_key(|l| (l.0, l.1));
     let mut uf = UnionFind::new(contents.len());
-    for &(a, b, _, _) in &links {
+    for &(a, b, _, _) in links.iter() {
         uf.union(a, b);
     }
     let t = std::time::Instant::now();
@@ -1130,7 +1131,7 @@ fn name_clusters(
     files: &FileTable,
     contents: &[ContentHash],
     ids: &[Vec<FileId>],
-    links: Vec<ContentLink>,
+    links: &[ContentLink],
     info: &MemberInfo,
     groups: Vec<Vec<u32>>,
 ) -> Vec<Cluster> {
@@ -1156,7 +1157,7 @@ fn name_clusters(
             Cluster { id: cluster_id(&members), members, links: Vec::new() }
         })
         .collect();
-    for (a, b, measures, kind) in links {
+    for &(a, b, measures, kind) in links {
         let ((g, la), (_, lb)) = (place[a as usize], place[b as usize]);
         clusters[g].links.push(Link { a: la, b: lb, measures, kind });
     }
@@ -1259,10 +1260,10 @@ pub(crate) fn analyse(
     if let Some(e) = error.into_inner().expect("threads joined") {
         return Err(e);
     }
-    let (links, info) = results.into_inner().expect("threads joined");
+    let (mut links, info) = results.into_inner().expect("threads joined");
     tracing::debug!("{} links after {:?}", links.len(), started.elapsed());
     let frame = Frame { sequence, params, cutoff, totals: part.totals, contents: &contents, ids: &ids };
-    let analysis = assemble(store, frame, files.take()?, links.clone(), &info)?;
+    let analysis = assemble(store, frame, files.take()?, &mut links, &info)?;
     let mut over_common = part.over_common;
     over_common.sort_unstable();
     let basis = Basis::new(&analysis, contents, links, &info, over_common, templates_digest(&templates));
