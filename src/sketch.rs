@@ -369,37 +369,46 @@ fn rice_k(base: u8, top: u32, len: u32) -> u32 {
 /// The sketch's bytes: its level, the Rice parameter for the gaps after
 /// the longest samples, the number of samples as a varint, then the bits.
 fn rice_encode(sketch: &Sketch) -> Vec<u8> {
-    let mut w = BitWriter { out: Vec::with_capacity(8 + sketch.samples.len() * 3 / 2), acc: 0, n: 0 };
-    w.out.push(sketch.level);
-    if sketch.samples.is_empty() {
-        w.out.extend([0, 0]);
-        return w.finish();
-    }
-    // Each sample's code once; a code's bit length is its sample's.
-    let codes: Vec<u32> = sketch.samples.iter().map(|&s| code(s)).collect();
+    // ~10 bits a sample; the writer grows the buffer if a sketch needs more.
+    let mut out = Vec::with_capacity(16 + sketch.samples.len() * 2);
+    out.push(sketch.level);
+    let Some(&first) = sketch.samples.first() else {
+        out.extend([0, 0]);
+        return out;
+    };
     debug_assert!(
-        sketch.samples.iter().all(|&s| round(s) == s) && codes.windows(2).all(|p| p[0] < p[1]),
+        sketch.samples.iter().all(|&s| round(s) == s) && sketch.samples.windows(2).all(|p| code(p[0]) < code(p[1])),
         "a sketch holds distinct rounded samples, sorted"
     );
     let top = top_len(sketch.level);
     // The gaps scaled to the longest samples' spacing set the parameter:
     // one less than the bit length of their mean was, on simulated
     // sketches of 5 to 1,024 samples, always the best (a geometric gap of
-    // mean m is best written with about log2(m) - 1 low bits).
-    let sum: u64 =
-        codes.windows(2).map(|p| u64::from((p[1] - p[0] - 1) >> top.saturating_sub(p[0] >> SAMPLE_BITS).min(31))).sum();
-    let mean = sum / (codes.len() as u64 - 1).max(1);
+    // mean m is best written with about log2(m) - 1 low bits). Codes are
+    // cheap (a few shifts), so each is computed where it is needed rather
+    // than kept in a list of their own.
+    let (mut sum, mut prev) = (0u64, code(first));
+    for &s in &sketch.samples[1..] {
+        let c = code(s);
+        sum += u64::from((c - prev - 1) >> top.saturating_sub(prev >> SAMPLE_BITS).min(31));
+        prev = c;
+    }
+    let mean = sum / (sketch.samples.len() as u64 - 1).max(1);
     let base = (64 - mean.leading_zeros()).saturating_sub(1).min(MAX_RICE) as u8;
-    w.out.push(base);
-    let mut n = codes.len() as u32;
+    out.push(base);
+    let mut n = sketch.samples.len() as u32;
     while n >= 0x80 {
-        w.out.push(n as u8 | 0x80);
+        out.push(n as u8 | 0x80);
         n >>= 7;
     }
-    w.out.push(n as u8);
-    w.put(codes[0], CODE_BITS);
-    for p in codes.windows(2) {
-        w.rice(p[1] - p[0] - 1, rice_k(base, top, p[0] >> SAMPLE_BITS));
+    out.push(n as u8);
+    let mut w = BitWriter::new(out);
+    let mut prev = code(first);
+    w.put(prev, CODE_BITS);
+    for &s in &sketch.samples[1..] {
+        let c = code(s);
+        w.rice(c - prev - 1, rice_k(base, top, prev >> SAMPLE_BITS));
+        prev = c;
     }
     w.finish()
 }
@@ -466,27 +475,51 @@ fn rice_decode_first(bytes: &[u8], limit: usize) -> Result<Sketch, &'static str>
     Ok(Sketch { level, samples })
 }
 
-/// Bits appended least significant first.
+/// Bits appended least significant first, after the bytes it was given.
+///
+/// Each put stores the pending bits as a whole 8-byte word and moves on by
+/// the bytes that are now complete, so no put branches on whether a byte
+/// or a word filled up (which a sketch's gaps make unpredictable): the
+/// encoder took ~7 ns a sample on the writer's thread, ~4 % of a first
+/// index's CPU on the generated corpus.
 struct BitWriter {
+    /// Complete bytes up to `pos`, then at least 8 bytes of room.
     out: Vec<u8>,
+    pos: usize,
+    /// The pending bits, fewer than 8 between puts.
     acc: u64,
     n: u32,
 }
 
 impl BitWriter {
-    /// The low `bits` (≤ 32) bits of `v`.
+    /// A writer appending to `out`.
+    fn new(mut out: Vec<u8>) -> BitWriter {
+        let pos = out.len();
+        out.resize(out.capacity().max(pos + 8), 0);
+        BitWriter { out, pos, acc: 0, n: 0 }
+    }
+
+    /// The low `bits` (≤ 32) bits of `v`, whose other bits are zero.
+    #[inline(always)]
     fn put(&mut self, v: u32, bits: u32) {
+        debug_assert!(bits <= 32 && (bits == 32 || v >> bits == 0) && self.n < 8);
         self.acc |= u64::from(v) << self.n;
         self.n += bits;
-        if self.n >= 32 {
-            self.out.extend_from_slice(&(self.acc as u32).to_le_bytes());
-            self.acc >>= 32;
-            self.n -= 32;
+        if self.out.len() < self.pos + 8 {
+            // Rare: the sketch took more than the room guessed for it.
+            self.out.resize(2 * self.out.len() + 8, 0);
         }
+        self.out[self.pos..self.pos + 8].copy_from_slice(&self.acc.to_le_bytes());
+        let whole = self.n / 8;
+        self.pos += whole as usize;
+        // At most 39 bits were pending, so at most 4 bytes are shifted out.
+        self.acc >>= 8 * whole;
+        self.n -= 8 * whole;
     }
 
     /// `v` Rice-coded with parameter `k`: `v >> k` in unary, then the low
     /// `k` bits; in one put when they fit (nearly always).
+    #[inline(always)]
     fn rice(&mut self, v: u32, k: u32) {
         let q = v >> k;
         let low = v & ((1u32 << k) - 1);
@@ -509,8 +542,10 @@ impl BitWriter {
     }
 
     fn finish(mut self) -> Vec<u8> {
-        let bytes = self.n.div_ceil(8) as usize;
-        self.out.extend_from_slice(&self.acc.to_le_bytes()[..bytes]);
+        self.out.truncate(self.pos);
+        if self.n > 0 {
+            self.out.push(self.acc as u8);
+        }
         self.out
     }
 }
@@ -1413,6 +1448,52 @@ mod tests {
                 prop_assert!(s.samples.iter().all(|&x| round(x) == x && level_of(x) >= s.level));
             }
         }
+
+        /// The word-at-a-time writer puts down the bits of the format as
+        /// `schema/content_chunks.md` defines them, as a writer of one bit
+        /// at a time does: clustered samples with a few far apart give
+        /// unary runs longer than a word.
+        #[test]
+        fn the_encoder_writes_the_format_bit_for_bit(
+            near in proptest::collection::btree_set(0u32..1 << 12, 0..700),
+            far in proptest::collection::btree_set(any::<u32>(), 0..6),
+            level in 0u8..4,
+        ) {
+            let mut samples: Vec<u32> = near.into_iter().chain(far).map(round).filter(|&x| level_of(x) >= level).collect();
+            samples.sort_unstable_by_key(|&x| code(x));
+            samples.dedup();
+            let s = Sketch { level, samples };
+            prop_assert_eq!(rice_encode(&s), encode_bit_by_bit(&s));
+        }
+    }
+
+    /// The stored form written the plain way: the header, then each bit
+    /// on its own, least significant first ([`rice_encode`] is the fast way).
+    fn encode_bit_by_bit(s: &Sketch) -> Vec<u8> {
+        let mut out = vec![s.level];
+        let Some(&first) = s.samples.first() else { return vec![s.level, 0, 0] };
+        let codes: Vec<u32> = s.samples.iter().map(|&x| code(x)).collect();
+        let top = top_len(s.level);
+        let sum: u64 =
+            codes.windows(2).map(|p| u64::from((p[1] - p[0] - 1) >> (top - (p[0] >> SAMPLE_BITS)).min(31))).sum();
+        let mean = sum / (codes.len() as u64 - 1).max(1);
+        let base = (64 - mean.leading_zeros()).saturating_sub(1).min(MAX_RICE) as u8;
+        out.push(base);
+        let mut n = codes.len();
+        while n >= 0x80 {
+            out.push(n as u8 | 0x80);
+            n >>= 7;
+        }
+        out.push(n as u8);
+        let mut bits: Vec<bool> = (0..CODE_BITS).map(|i| code(first) >> i & 1 == 1).collect();
+        for p in codes.windows(2) {
+            let (gap, k) = (p[1] - p[0] - 1, rice_k(base, top, p[0] >> SAMPLE_BITS));
+            bits.extend(std::iter::repeat_n(true, (gap >> k) as usize));
+            bits.push(false);
+            bits.extend((0..k).map(|i| gap >> i & 1 == 1));
+        }
+        out.extend(bits.chunks(8).map(|byte| byte.iter().rev().fold(0u8, |acc, &b| acc << 1 | u8::from(b))));
+        out
     }
 
     #[test]
