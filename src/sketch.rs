@@ -488,9 +488,9 @@ fn rice_decode_first(bytes: &[u8], limit: usize) -> Result<Sketch, &'static str>
 ///
 /// Each put stores the pending bits as a whole 8-byte word and moves on by
 /// the bytes that are now complete, so no put branches on whether a byte
-/// or a word filled up (which a sketch's gaps make unpredictable): the
-/// encoder took ~7 ns a sample on the writer's thread, ~4 % of a first
-/// index's CPU on the generated corpus.
+/// or a word filled up (which a sketch's gaps make unpredictable). The
+/// encoder runs on the writer's thread, ~5 % of a first index's CPU on a
+/// tree of distinct files (`docs/performance.md`).
 struct BitWriter {
     /// Complete bytes up to `pos`, then at least 8 bytes of room.
     out: Vec<u8>,
@@ -560,9 +560,10 @@ impl BitWriter {
 }
 
 /// More room for a [`BitWriter`] whose sketch took more than guessed:
-/// rare, and kept out of line so that the writer's state stays in
-/// registers (with the growing inlined, it went through the stack at every
-/// put, ~10 ns a sample).
+/// rare, and kept out of line, taking and returning the buffer, so that
+/// the writer's state stays in registers (growing it in place, the
+/// pending bits, their count and the position went through the stack at
+/// every put).
 #[cold]
 #[inline(never)]
 fn grow(mut out: Vec<u8>) -> Vec<u8> {
