@@ -575,7 +575,14 @@ pub fn prewalk(store: &Store, opts: &IndexOptions) -> Result<Prewalk, IngestErro
         summary.elapsed = start.elapsed();
         return Ok(Prewalk::Unchanged(summary));
     }
-    let scan::Known::Loaded(records) = known else { return Ok(Prewalk::Unknown) };
+    let scan::Known::Loaded(mut records) = known else { return Ok(Prewalk::Unknown) };
+    // When every record under the roots was found, unchanged or changed,
+    // none is gone: the removal pass then has nothing to look through
+    // (a binary search of the files seen for each record, ~6 ms on the
+    // Django tree).
+    if under_roots == walked.unchanged.len() + candidates.iter().filter(|c| c.old.is_some()).count() {
+        records.clear();
+    }
     Ok(Prewalk::Changed(Prewalked { start, roots, walked, candidates, records }))
 }
 
