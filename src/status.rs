@@ -50,7 +50,7 @@ pub fn status(store: &Store) -> Result<Status, StoreError> {
     // Three tables scanned side by side: the names (with a point read per
     // content) and the postings on threads of their own, the files here.
     // `simd status` on a 47.7k-file index, two cores: 286 → 201 ms (its
-    // CPU 257 → 333 ms: the threads share the machine's caches).
+    // CPU time 257 → 333 ms, not looked into).
     let (files, contents, distinct_chunks) = std::thread::scope(|s| {
         let contents = s.spawn(|| count_contents(store));
         let chunks = s.spawn(|| count_distinct_chunks(store));
