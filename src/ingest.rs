@@ -578,8 +578,8 @@ pub fn prewalk(store: &Store, opts: &IndexOptions) -> Result<Prewalk, IngestErro
     let scan::Known::Loaded(mut records) = known else { return Ok(Prewalk::Unknown) };
     // When every record under the roots was found, unchanged or changed,
     // none is gone: the removal pass then has nothing to look through
-    // (a binary search of the files seen for each record, ~6 ms on the
-    // Django tree).
+    // (a binary search of the files seen for each record: the pass took
+    // ~7 ms on the Django tree, ~2 ms without).
     if under_roots == walked.unchanged.len() + candidates.iter().filter(|c| c.old.is_some()).count() {
         records.clear();
     }

@@ -44,11 +44,11 @@ pub struct WalkOptions {
     pub one_file_system: bool,
 }
 
-/// The index's file records as the walk looks them up.
 /// Every file's record, by path: the path itself moved into the key, so
 /// each record's own `path` is empty.
 pub type RecordsByPath = HashMap<Vec<u8>, (FileId, FileRecord)>;
 
+/// The index's file records as the walk looks them up.
 pub enum Known {
     /// The index holds no file: every file is new (a first index).
     Nothing,
