@@ -540,20 +540,19 @@ impl Local<'_> {
     /// path when the directory cannot be opened.
     fn lstat(&mut self, roots: &[Arc<RootDir>], path: &Path) -> std::io::Result<Stat> {
         use rustix::fs::{AtFlags, OFlags};
-        let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
-            return std::fs::symlink_metadata(path).map(|m| Stat::of(&m));
-        };
-        if self.dir.as_ref().is_none_or(|(p, _)| p != parent) {
-            // O_PATH: nothing is read through it, and opening it needs no
-            // read permission on the directory (the walk listed it).
-            let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW;
-            let fd = RootDir::open(RootDir::find(roots, parent).map(|r| &**r), parent, flags).ok();
-            self.dir = Some((parent.to_path_buf(), fd));
+        if let (Some(parent), Some(name)) = (path.parent(), path.file_name()) {
+            if self.dir.as_ref().is_none_or(|(p, _)| p != parent) {
+                // O_PATH: nothing is read through it, and opening it needs
+                // no read permission on the directory (the walk listed it).
+                let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW;
+                let fd = RootDir::open(RootDir::find(roots, parent).map(|r| &**r), parent, flags).ok();
+                self.dir = Some((parent.to_path_buf(), fd));
+            }
+            if let Some((_, Some(dir))) = &self.dir {
+                return Ok(Stat::of_raw(&rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?));
+            }
         }
-        match &self.dir {
-            Some((_, Some(dir))) => Ok(Stat::of_raw(&rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?)),
-            _ => std::fs::symlink_metadata(path).map(|m| Stat::of(&m)),
-        }
+        std::fs::symlink_metadata(path).map(|m| Stat::of(&m))
     }
 
     /// Queues `cand`, sending the batch once full; false once nobody takes
