@@ -516,6 +516,12 @@ pub fn run(cli: Cli) -> Result<Exit> {
                 index,
                 debounce: std::time::Duration::from_millis(debounce_ms),
                 rescan_every: std::time::Duration::from_secs(rescan_every),
+                // Tests make the daemon flush after a shorter quiet spell, to
+                // see many flushes in little time (undocumented for users).
+                flush_idle: std::env::var("SIMD_TEST_FLUSH_IDLE_MS")
+                    .ok()
+                    .and_then(|ms| ms.parse().ok())
+                    .map_or(crate::watch::WatchOptions::default().flush_idle, std::time::Duration::from_millis),
                 ..Default::default()
             };
             crate::watch::serve(&db, &opts, stop)?;
@@ -987,7 +993,13 @@ fn print_status(out: &mut impl Write, s: &crate::status::Status) -> std::io::Res
     };
     let cache =
         if s.cache_bytes > 0 { format!(" (+ {} report cache)", human_bytes(s.cache_bytes)) } else { String::new() };
-    writeln!(out, "on disk      {}{ratio}{cache}", human_bytes(s.disk_bytes))?;
+    let tables = s.tables.iter().map(|t| t.files).sum::<usize>();
+    writeln!(
+        out,
+        "on disk      {} in {}{ratio}{cache}",
+        human_bytes(s.disk_bytes),
+        count(tables as u64, "table file")
+    )?;
     let tables: Vec<String> =
         s.tables.iter().filter(|t| t.bytes > 0).map(|t| format!("{} {}", t.name, human_bytes(t.bytes))).collect();
     if !tables.is_empty() {

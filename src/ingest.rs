@@ -1386,6 +1386,7 @@ pub fn forget(store: &Store, roots: &[PathBuf]) -> Result<Forgotten, IngestError
     batch.put::<Meta>(&MetaKey::Roots, &MetaValue::Roots(remaining.clone()));
     store.write(batch)?;
     store.flush()?;
+    store.tidy()?;
     Ok(Forgotten {
         roots: forgotten.iter().map(|f| scan::bytes_path(f)).collect(),
         files,
@@ -2679,6 +2680,10 @@ impl<'s> Writer<'s> {
                 tracing::info!("{expired} lost-and-found records expired");
             }
             self.store.flush()?;
+            let merged = self.store.tidy()?;
+            if merged > 0 {
+                tracing::debug!("{merged} small table files merged");
+            }
         }
         Ok(())
     }

@@ -44,6 +44,8 @@ pub struct Status {
 pub struct TableSize {
     pub name: &'static str,
     pub bytes: u64,
+    /// How many table files hold them.
+    pub files: usize,
 }
 
 pub fn status(store: &Store) -> Result<Status, StoreError> {
@@ -85,7 +87,7 @@ pub fn status(store: &Store) -> Result<Status, StoreError> {
         distinct_chunks,
         history,
         disk_bytes: store.disk_size(),
-        tables: store.table_sizes()?.into_iter().map(|(name, bytes)| TableSize { name, bytes }).collect(),
+        tables: store.table_sizes()?.into_iter().map(|(name, bytes, files)| TableSize { name, bytes, files }).collect(),
         cache_bytes: crate::analysis::cache::size(store),
         created: format.created,
         last_update,

@@ -1221,7 +1221,8 @@ fn watch_mount_points<W: notify::Watcher, C: notify_debouncer_full::FileIdCache>
 const EXPIRE_EVERY: Duration = Duration::from_secs(600);
 
 /// Applies history retention when it is due, then flushes the memtables
-/// (the writer's group is committed: the daemon commits after every batch).
+/// (the writer's group is committed: the daemon commits after every batch)
+/// and merges the small table files the flushes left ([`Store::tidy`]).
 fn expire_and_flush(store: &Store, writer: &mut Writer<'_>, opts: &WatchOptions) -> Result<(), StoreError> {
     if writer.expiry_due(opts.index.retention, EXPIRE_EVERY) {
         let expired = writer.expire_history(opts.index.retention, ingest::now_ns())?;
@@ -1229,7 +1230,12 @@ fn expire_and_flush(store: &Store, writer: &mut Writer<'_>, opts: &WatchOptions)
             tracing::info!("{expired} lost-and-found records expired");
         }
     }
-    store.flush()
+    store.flush()?;
+    let merged = store.tidy()?;
+    if merged > 0 {
+        tracing::debug!("{merged} small table files merged");
+    }
+    Ok(())
 }
 
 /// Handles one batch: renames first (they may make checks unnecessary), then

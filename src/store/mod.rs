@@ -127,6 +127,13 @@ pub struct Store {
     bulk: bool,
 }
 
+/// A table file of at most this many bytes is small ([`Store::tidy`]):
+/// a flush after a run that changed a few thousand files writes less.
+const SMALL_TABLE: usize = 1 << 20;
+/// How many small table files the last level of a column family may hold
+/// before [`Store::tidy`] merges them.
+const SMALL_TABLES_KEPT: usize = 4;
+
 const LOCK_FILE: &str = "simd.lock";
 const DB_DIR: &str = "db";
 /// Where a new database is built before it is renamed to `DB_DIR`.
@@ -806,19 +813,74 @@ impl Store {
         dir_size(&self.dir.join(DB_DIR))
     }
 
-    /// Bytes of table files each column family takes on disk, largest
-    /// first (what is still only in the write-ahead log is not counted).
-    pub fn table_sizes(&self) -> Result<Vec<(&'static str, u64)>> {
-        let mut sizes = Vec::with_capacity(ALL_CFS.len());
-        for name in ALL_CFS.iter().copied() {
-            let n = self
-                .db
-                .property_int_value_cf(self.cf(name), "rocksdb.total-sst-files-size")
-                .map_err(|e| self.rocks(e))?;
-            sizes.push((name, n.unwrap_or(0)));
+    /// Bytes and number of the table files each column family takes on
+    /// disk, largest first (what is still only in the write-ahead log is
+    /// not counted).
+    pub fn table_sizes(&self) -> Result<Vec<(&'static str, u64, usize)>> {
+        let mut sizes: Vec<(&'static str, u64, usize)> = ALL_CFS.iter().map(|&name| (name, 0, 0)).collect();
+        for f in self.db.live_files().map_err(|e| self.rocks(e))? {
+            if let Some(t) = sizes.iter_mut().find(|t| t.0 == f.column_family_name) {
+                t.1 += f.size as u64;
+                t.2 += 1;
+            }
         }
         sizes.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
         Ok(sizes)
+    }
+
+    /// Merges the small table files that runs leave side by side in a
+    /// column family; returns how many it merged.
+    ///
+    /// Every run ends with a flush, which writes a small table file for
+    /// each column family it changed. Where the new keys come after all
+    /// the others (file ids in `files`, content ids in `content_by_id`, new
+    /// names in `paths` and `history`), that file overlaps no other, and
+    /// RocksDB moves it down to the last level as it is, where nothing
+    /// ever merges it: 200 runs that each added one file left 626 table
+    /// files for a 300-file index. Every command opens every table file,
+    /// so each one made every command slower (`simd status` 14 → 74 ms,
+    /// `simd lost` 11 → 62 ms on that index; `docs/performance.md`).
+    ///
+    /// So, in the last level of each column family that holds more than
+    /// [`SMALL_TABLES_KEPT`] files of at most [`SMALL_TABLE`] bytes, each
+    /// stretch of small files that are neighbours in key order is compacted
+    /// into one. Large files are not rewritten, and the levels above are
+    /// RocksDB's own to merge (their files overlap those below).
+    pub fn tidy(&self) -> Result<usize> {
+        let files = self.db.live_files().map_err(|e| self.rocks(e))?;
+        let mut merged = 0;
+        for name in ALL_CFS {
+            let Some(last) = files.iter().filter(|f| f.column_family_name == name).map(|f| f.level).max() else {
+                continue;
+            };
+            let mut level: Vec<&rocksdb::LiveFile> =
+                files.iter().filter(|f| f.column_family_name == name && f.level == last).collect();
+            let small = |f: &rocksdb::LiveFile| f.size <= SMALL_TABLE;
+            if last == 0 || level.iter().filter(|f| small(f)).count() <= SMALL_TABLES_KEPT {
+                continue;
+            }
+            // Files of one level below the first hold disjoint key ranges.
+            level.sort_by(|a, b| a.start_key.cmp(&b.start_key));
+            for stretch in level.chunk_by(|a, b| small(a) && small(b)) {
+                let (Some(first), Some(end)) =
+                    (stretch[0].start_key.as_ref(), stretch[stretch.len() - 1].end_key.as_ref())
+                else {
+                    continue;
+                };
+                if stretch.len() < 2 {
+                    continue;
+                }
+                let mut opts = rocksdb::CompactOptions::default();
+                // Flushes and RocksDB's own compactions go on meanwhile.
+                opts.set_exclusive_manual_compaction(false);
+                // The last level is compacted only when told to; "optimized"
+                // spares rewriting again what this compaction wrote there.
+                opts.set_bottommost_level_compaction(rocksdb::BottommostLevelCompaction::ForceOptimized);
+                self.db.compact_range_cf_opt(self.cf(name), Some(first), Some(end), &opts);
+                merged += stretch.len();
+            }
+        }
+        Ok(merged)
     }
 }
 
@@ -1469,6 +1531,44 @@ mod tests {
         assert_eq!(fs::read(tmp.path().join("notes.txt")).unwrap(), b"mine");
         let err = Store::open(&tmp.path().join("nothing"), Access::Read, None).err().unwrap();
         assert!(matches!(err, StoreError::Missing { .. }), "{err}");
+    }
+
+    #[test]
+    fn runs_that_add_keys_after_all_others_leave_one_table_file_not_one_each() {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = Store::open(tmp.path(), Access::Write, None).unwrap();
+        let tables = |s: &Store| s.table_sizes().unwrap().into_iter().find(|t| t.0 == ContentById::NAME).unwrap();
+        let hash = |i: u64| ContentHash([i as u8; 16]);
+        // What a run that adds one new content does to `content_by_id`.
+        let run = |i: u64| {
+            let mut b = s.batch();
+            b.put::<ContentById>(&ContentId(i), &hash(i));
+            s.write(b).unwrap();
+            s.flush().unwrap();
+        };
+        for i in 0..12 {
+            run(i);
+        }
+        // RocksDB keeps each flush's file as it is (the hazard `tidy` is
+        // for): the latest ones in level 0 until four are there, then in
+        // the last level, each on its own.
+        assert!(tables(&s).2 >= 10, "{:?}", tables(&s));
+        let bytes = tables(&s).1;
+        assert!(s.tidy().unwrap() >= 6);
+        // One file, and those still in level 0 (three at most).
+        assert!(tables(&s).2 <= 4, "{:?}", tables(&s));
+        assert!(tables(&s).1 < bytes, "{} then {:?}", bytes, tables(&s));
+        // Nothing more to merge until more than four small files are back.
+        assert_eq!(s.tidy().unwrap(), 0);
+        for i in 12..40 {
+            run(i);
+            s.tidy().unwrap();
+            assert!(tables(&s).2 <= 8, "{:?}", tables(&s));
+        }
+        for i in 0..40 {
+            assert_eq!(s.get::<ContentById>(&ContentId(i)).unwrap(), Some(hash(i)));
+        }
+        assert_eq!(s.scan::<ContentById>().count(), 40);
     }
 
     #[test]

@@ -374,6 +374,40 @@ fn status_text_names_the_figures() {
     assert!(line.contains("content_chunks ") && line.contains("files "), "{line}");
 }
 
+/// Table files per column family, from `simd status --format json`.
+pub fn table_files(env: &Env) -> Vec<(String, u64)> {
+    let out = env.simd().args(["--format", "json", "status"]).assert().success();
+    let st: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let tables = st["tables"].as_array().unwrap().iter();
+    tables.map(|t| (t["name"].as_str().unwrap().to_owned(), t["files"].as_u64().unwrap())).collect()
+}
+
+#[test]
+fn runs_that_each_add_a_file_do_not_leave_a_table_file_each() {
+    let env = Env::new();
+    env.write("a.txt", text(1, 300));
+    env.index();
+    // Each run ends with a flush, whose new file ids (and content ids, and
+    // here paths) come after all others: RocksDB alone kept every such
+    // file (three more table files a run), and every command opens them.
+    for i in 0..16 {
+        env.write(&format!("n{i:02}.txt"), text(i + 2, 300));
+        env.index();
+    }
+    // At most three in level 0 and four small ones below, per table.
+    let tables = table_files(&env);
+    assert!(tables.iter().all(|(_, n)| *n <= 7), "{tables:?}");
+    let out = env.simd().arg("status").assert().success();
+    let t = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    let total: u64 = tables.iter().map(|(_, n)| n).sum();
+    assert!(t.contains(&format!(" in {total} table files, ")), "{t}");
+    // What the merges rewrote is all there.
+    env.simd().arg("check").assert().success();
+    let out = env.simd().args(["--format", "json", "lost"]).arg(env.root.join("n03.txt")).assert().success();
+    let lost: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(lost["state"], "live", "{lost}");
+}
+
 #[test]
 fn nested_roots_are_walked_once() {
     let env = Env::new();

@@ -724,6 +724,37 @@ fn a_root_deleted_and_made_again_is_watched_again() {
 /// Stops the daemon as a service manager would (SIGTERM) and checks that it
 /// exits cleanly (status 0).
 /// Waits until the daemon of `env` reads `n` large files in the background.
+#[test]
+fn the_daemon_merges_the_small_table_files_its_flushes_leave() {
+    let env = Env::new();
+    env.write("a.txt", text(1, 300));
+    env.index();
+    let _starting = LIMITS.read().unwrap_or_else(|p| p.into_inner());
+    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("simd"));
+    cmd.env("SIMD_TEST_FLUSH_IDLE_MS", "100");
+    let _d = start_command(&env, cmd, &["--debounce-ms", "20", env.root.to_str().unwrap()], None);
+    drop(_starting);
+    // A file at a time, each flushed after it (a quiet spell of 100 ms):
+    // every flush adds a small table file to `files`, `content_by_id` and
+    // `paths`, which RocksDB alone never merged.
+    for i in 0..12 {
+        let p = env.write(&format!("n{i:02}.txt"), text(i + 2, 300));
+        let until = Instant::now() + Duration::from_secs(30);
+        let live = || {
+            let out = env.simd().args(["--format", "json", "lost"]).arg(&p).output().unwrap();
+            serde_json::from_slice::<serde_json::Value>(&out.stdout).is_ok_and(|v| v["state"] == "live")
+        };
+        while !live() {
+            assert!(Instant::now() < until, "{}: not indexed after 30 s", p.display());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let tables = super::index::table_files(&env);
+    assert!(tables.iter().all(|(_, n)| *n <= 7), "{tables:?}");
+    converges(&env, "twelve files added one at a time, each flushed");
+}
+
 fn reading(env: &Env, n: usize) {
     let until = Instant::now() + Duration::from_secs(30);
     while simd::watch::DaemonState::running(&env.db).is_none_or(|s| s.reading < n) {
