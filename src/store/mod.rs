@@ -870,6 +870,12 @@ impl Store {
                 if stretch.len() < 2 {
                     continue;
                 }
+                if !self.settled(name) {
+                    tracing::debug!(
+                        "{name}: RocksDB is compacting; its small table files are merged after a later run"
+                    );
+                    break;
+                }
                 let mut opts = rocksdb::CompactOptions::default();
                 // Flushes and RocksDB's own compactions go on meanwhile.
                 opts.set_exclusive_manual_compaction(false);
@@ -881,6 +887,28 @@ impl Store {
             }
         }
         Ok(merged)
+    }
+
+    /// Whether RocksDB neither compacts anything nor has a compaction of
+    /// `name` waiting, after waiting up to 100 ms for that. A manual
+    /// compaction waits for the single compaction thread, and after a large
+    /// run that may be busy for seconds: [`Store::tidy`] does not hold up
+    /// the run's end, or the daemon's next batch, for it. (Moving a flushed
+    /// file down a level, what is most often pending, takes a millisecond.)
+    fn settled(&self, name: &'static str) -> bool {
+        let int = |v: std::result::Result<Option<u64>, rocksdb::Error>| v.ok().flatten().unwrap_or(0);
+        let until = std::time::Instant::now() + std::time::Duration::from_millis(100);
+        loop {
+            let busy = int(self.db.property_int_value("rocksdb.num-running-compactions")) > 0
+                || int(self.db.property_int_value_cf(self.cf(name), "rocksdb.compaction-pending")) > 0;
+            if !busy {
+                return true;
+            }
+            if std::time::Instant::now() >= until {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
     }
 }
 
