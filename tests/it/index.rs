@@ -389,7 +389,8 @@ fn runs_that_each_add_a_file_do_not_leave_a_table_file_each() {
     env.index();
     // Each run ends with a flush, whose new file ids (and content ids, and
     // here paths) come after all others: RocksDB alone kept every such
-    // file (three more table files a run), and every command opens them.
+    // file (on this small index, five more table files a run), and every
+    // command opens them.
     for i in 0..16 {
         env.write(&format!("n{i:02}.txt"), text(i + 2, 300));
         env.index();
