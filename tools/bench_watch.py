@@ -7,8 +7,11 @@ Usage: tools/bench_watch.py --simd BIN --db IDX --tree TREE [--edits 50]
        tools/bench_watch.py --simd BIN --db IDX --tree TREE --churn 0.10
 
 With --soak SECONDS, instead: for that long, appends a line to 20 files
-every second (round robin over the tree) and prints the daemon's RSS and CPU
-time every 30 s (bar: RSS flat).
+every second (round robin over the tree; --soak-files N and --soak-every S
+change both) and prints the daemon's RSS and CPU time every 30 s (bar: RSS
+flat), with what a long-lived index accumulates: its table files, its
+manifest, and how long a `simd lost` started then takes. With one file every
+1.2 s the daemon flushes after each (it flushes after a quiet second).
 
 With --churn F, instead: appends a line to a fraction F of the tree's files
 (every 1/F-th file in sorted order), then waits until the daemon has handled
@@ -54,6 +57,8 @@ def main():
     ap.add_argument("--edits", type=int, default=50)
     ap.add_argument("--churn", type=float)
     ap.add_argument("--soak", type=int)
+    ap.add_argument("--soak-files", type=int, default=20)
+    ap.add_argument("--soak-every", type=float, default=1.0)
     ap.add_argument("--probe", choices=["lost", "report", "similar"], default="lost")
     ap.add_argument("--debounce-ms", type=int, help="passed to simd watch (default: simd's own)")
     a = ap.parse_args()
@@ -137,16 +142,30 @@ def main():
                 rss = next(l.split()[1] for l in open(f"/proc/{d.pid}/status") if l.startswith("VmRSS"))
                 st = open(f"/proc/{d.pid}/stat").read().split(")")[-1].split()
                 return int(rss) // 1024, (int(st[11]) + int(st[12])) / os.sysconf("SC_CLK_TCK")
+
+            def shape():
+                # The index's table files and manifest, and a reader's open.
+                dbdir = os.path.join(a.db, "db")
+                names = os.listdir(dbdir)
+                tables = sum(n.endswith(".sst") for n in names)
+                manifest = sum(os.path.getsize(os.path.join(dbdir, n)) for n in names if n.startswith("MANIFEST"))
+                t = time.time()
+                subprocess.run([a.simd, "--db", a.db, "lost", files[0]], capture_output=True)
+                return tables, manifest // 1024, 1000 * (time.time() - t)
             t0, k, last = time.time(), 0, 0
             while time.time() - t0 < a.soak:
-                for _ in range(20):
-                    append(files[k % len(files)], b"\n# soak\n")
-                    k += 1
+                # Sampled before the round's appends: the daemon has had
+                # the pause since the last ones.
                 if time.time() - last >= 30:
                     rss, cpu = sample()
-                    print(f"t={time.time()-t0:5.0f} s  files touched {k:6d}  RSS {rss} MB  CPU {cpu:.1f} s", flush=True)
+                    tables, manifest, lost = shape()
+                    print(f"t={time.time()-t0:5.0f} s  files touched {k:6d}  RSS {rss} MB  CPU {cpu:.1f} s  "
+                          f"table files {tables}  manifest {manifest} KiB  lost {lost:.0f} ms", flush=True)
                     last = time.time()
-                time.sleep(1)
+                for _ in range(a.soak_files):
+                    append(files[k % len(files)], b"\n# soak\n")
+                    k += 1
+                time.sleep(a.soak_every)
             return
         if a.churn:
             before = json.load(open(state))["changed_files"]
