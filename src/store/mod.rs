@@ -288,12 +288,12 @@ impl Store {
         // full, writes all of them at one sequence number.
         opts.set_atomic_flush(bulk);
         opts.set_max_total_wal_size(64 << 20);
-        // Every flush and compaction appends to the manifest, which RocksDB
-        // starts again (from the index's current shape) only past 1 GB by
-        // default, and every reader reads it whole as it opens: a daemon
-        // flushing after each quiet moment grew it by ~10 KB/s of edits,
-        // 1.5 MB in 150 s, and `simd lost` took 30 ms there against 7 on a
-        // fresh one. From this size on it is started again, once it is
+        // Every flush and compaction appends to the manifest (~1–1.5 KB a
+        // flush), which RocksDB starts again (from the index's current
+        // shape) only past 1 GB by default, and every reader reads it whole
+        // as it opens: a daemon that flushed after each of ~1,000 edits
+        // grew it to 1.5 MB, and `simd lost` took 30 ms there against 7 on
+        // a fresh one. From this size on it is started again, once it is
         // also six times what starting again would write (RocksDB's
         // `max_manifest_space_amp_pct`, so a large index's does not start
         // again at every flush).
