@@ -721,19 +721,16 @@ fn a_root_deleted_and_made_again_is_watched_again() {
     stop_with_sigterm(d);
 }
 
-/// Stops the daemon as a service manager would (SIGTERM) and checks that it
-/// exits cleanly (status 0).
-/// Waits until the daemon of `env` reads `n` large files in the background.
 #[test]
 fn the_daemon_merges_the_small_table_files_its_flushes_leave() {
     let env = Env::new();
     env.write("a.txt", text(1, 300));
     env.index();
-    let _starting = LIMITS.read().unwrap_or_else(|p| p.into_inner());
+    let starting = LIMITS.read().unwrap_or_else(|p| p.into_inner());
     let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("simd"));
     cmd.env("SIMD_TEST_FLUSH_IDLE_MS", "100");
     let _d = start_command(&env, cmd, &["--debounce-ms", "20", env.root.to_str().unwrap()], None);
-    drop(_starting);
+    drop(starting);
     // A file at a time, each flushed after it (a quiet spell of 100 ms):
     // every flush adds a small table file to `files`, `content_by_id` and
     // `paths`, which RocksDB alone never merged.
@@ -755,6 +752,7 @@ fn the_daemon_merges_the_small_table_files_its_flushes_leave() {
     converges(&env, "twelve files added one at a time, each flushed");
 }
 
+/// Waits until the daemon of `env` reads `n` large files in the background.
 fn reading(env: &Env, n: usize) {
     let until = Instant::now() + Duration::from_secs(30);
     while simd::watch::DaemonState::running(&env.db).is_none_or(|s| s.reading < n) {
@@ -763,6 +761,8 @@ fn reading(env: &Env, n: usize) {
     }
 }
 
+/// Stops the daemon as a service manager would (SIGTERM) and checks that it
+/// exits cleanly (status 0).
 fn stop_with_sigterm(mut d: Daemon) {
     assert!(Command::new("kill").arg("-TERM").arg(d.0.id().to_string()).status().unwrap().success());
     let status = d.0.wait().unwrap();
