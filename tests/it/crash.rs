@@ -171,7 +171,11 @@ fn a_first_index_killed_between_its_flushes_keeps_what_it_flushed_consistent() {
     while kills < 8 || partial < 3 && kills < 24 {
         let db = env.tmp.path().join(format!("bulk{kills}"));
         kills += 1;
-        let delay_ms = early + next(&mut seed) % (late - early).max(2);
+        // A kill that came too early may have come after `late` (a run
+        // slower than the one that set it): the window then moves on, where
+        // `late - early` wrapped round to a sleep of centuries.
+        late = late.max(early + 2);
+        let delay_ms = early + next(&mut seed) % (late - early);
         let delay = Duration::from_millis(delay_ms);
         let mut child = index_child(&env, &db, Some("64"));
         std::thread::sleep(delay);
@@ -257,7 +261,11 @@ fn a_forget_killed_part_way_leaves_a_consistent_index_and_runs_again() {
         }
         let db = env.tmp.path().join(format!("killed{k}"));
         copy(&db);
-        let delay_ms = early + next(&mut seed) % (late - early).max(2);
+        // A kill that came too early may have come after `late` (a run
+        // slower than the one that set it): the window then moves on, where
+        // `late - early` wrapped round to a sleep of centuries.
+        late = late.max(early + 2);
+        let delay_ms = early + next(&mut seed) % (late - early);
         let mut child = forget(&db);
         std::thread::sleep(Duration::from_millis(delay_ms));
         child.kill().ok(); // SIGKILL
