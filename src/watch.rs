@@ -124,12 +124,22 @@ impl DaemonState {
     fn save(&self, dir: &Path) {
         let path = state_path(dir);
         let tmp = path.with_extension("json.tmp");
-        let ok = serde_json::to_vec_pretty(self)
-            .map_err(std::io::Error::other)
-            .and_then(|b| std::fs::write(&tmp, b))
-            .and_then(|()| std::fs::rename(&tmp, &path));
-        if let Err(e) = ok {
-            tracing::debug!("{}: {e}", crate::show_path(&path));
+        let Ok(bytes) = serde_json::to_vec_pretty(self) else { return };
+        let Err(e) = std::fs::write(&tmp, &bytes).and_then(|()| std::fs::rename(&tmp, &path)) else { return };
+        let _ = std::fs::remove_file(&tmp);
+        // A full file system has no room for a new file, and that is when
+        // `simd status` most needs to say that the daemon waits: the state
+        // is written over the old one in place instead (the few hundred
+        // bytes fit in the space the file has; a reader may then meet it
+        // half written, and takes it for no state, as it does a missing one).
+        let in_place = || -> std::io::Result<()> {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new().write(true).open(&path)?;
+            f.write_all(&bytes)?;
+            f.set_len(bytes.len() as u64)
+        };
+        if let Err(again) = in_place() {
+            tracing::debug!("{}: {e}; in place: {again}", crate::show_path(&path));
         }
     }
 
