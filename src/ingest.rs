@@ -2680,10 +2680,7 @@ impl<'s> Writer<'s> {
                 tracing::info!("{expired} lost-and-found records expired");
             }
             self.store.flush()?;
-            let merged = self.store.tidy()?;
-            if merged > 0 {
-                tracing::debug!("{merged} small table files merged");
-            }
+            self.store.tidy()?;
         }
         Ok(())
     }

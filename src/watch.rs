@@ -124,7 +124,10 @@ impl DaemonState {
     fn save(&self, dir: &Path) {
         let path = state_path(dir);
         let tmp = path.with_extension("json.tmp");
-        let Ok(bytes) = serde_json::to_vec_pretty(self) else { return };
+        let bytes = match serde_json::to_vec_pretty(self) {
+            Ok(b) => b,
+            Err(e) => return tracing::debug!("{}: {e}", crate::show_path(&path)),
+        };
         let Err(e) = std::fs::write(&tmp, &bytes).and_then(|()| std::fs::rename(&tmp, &path)) else { return };
         let _ = std::fs::remove_file(&tmp);
         // A full file system has no room for a new file, and that is when
@@ -1241,10 +1244,7 @@ fn expire_and_flush(store: &Store, writer: &mut Writer<'_>, opts: &WatchOptions)
         }
     }
     store.flush()?;
-    let merged = store.tidy()?;
-    if merged > 0 {
-        tracing::debug!("{merged} small table files merged");
-    }
+    store.tidy()?;
     Ok(())
 }
 

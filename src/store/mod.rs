@@ -864,7 +864,7 @@ impl Store {
     pub fn tidy(&self) -> Result<usize> {
         let files = self.db.live_files().map_err(|e| self.rocks(e))?;
         let mut merged = 0;
-        for name in ALL_CFS {
+        'tables: for name in ALL_CFS {
             let Some(last) = files.iter().filter(|f| f.column_family_name == name).map(|f| f.level).max() else {
                 continue;
             };
@@ -877,17 +877,17 @@ impl Store {
             // Files of one level below the first hold disjoint key ranges.
             level.sort_by(|a, b| a.start_key.cmp(&b.start_key));
             for stretch in level.chunk_by(|a, b| small(a) && small(b)) {
+                if stretch.len() < 2 {
+                    continue;
+                }
                 let (Some(first), Some(end)) =
                     (stretch[0].start_key.as_ref(), stretch[stretch.len() - 1].end_key.as_ref())
                 else {
                     continue;
                 };
-                if stretch.len() < 2 {
-                    continue;
-                }
                 if !self.settled(name) {
                     tracing::debug!("RocksDB is compacting: small table files are merged after a later run");
-                    return Ok(merged);
+                    break 'tables;
                 }
                 let mut opts = rocksdb::CompactOptions::default();
                 // Flushes and RocksDB's own compactions go on meanwhile.
@@ -898,6 +898,9 @@ impl Store {
                 self.db.compact_range_cf_opt(self.cf(name), Some(first), Some(end), &opts);
                 merged += stretch.len();
             }
+        }
+        if merged > 0 {
+            tracing::debug!("{merged} small table files merged");
         }
         Ok(merged)
     }
