@@ -71,7 +71,8 @@ pub struct ScanArgs {
     /// Keep lost-and-found records this many days
     #[arg(long, value_name = "DAYS", default_value_t = 90)]
     pub keep_history_days: u64,
-    /// Keep at most this many lost-and-found records (the newest)
+    /// Keep at most this many lost-and-found records (the newest; one per
+    /// path, its newest)
     #[arg(long, value_name = "N", default_value_t = 100_000)]
     pub keep_history: usize,
     /// Files this large are indexed whole: identical copies and similar

@@ -72,7 +72,9 @@ pub struct IndexOptions {
 
 /// Lost-and-found retention: history records older than `max_age_days`, and
 /// the oldest beyond `max_records`, expire at the end of a run that changed
-/// something; a kept chunk list goes with the last record referring to it.
+/// something, as does each record of a path older than the path's newest
+/// (nothing reads it); a kept chunk list goes with the last record
+/// referring to it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Retention {
     pub max_age_days: u64,
@@ -2685,8 +2687,8 @@ impl<'s> Writer<'s> {
         Ok(())
     }
 
-    /// Applies `retention` to `history` in one batch; returns how many
-    /// records expired.
+    /// Applies `retention` to `history` in one batch, and drops every
+    /// record of a path but its newest; returns how many records expired.
     pub fn expire_history(&mut self, retention: Retention, now: TimeNs) -> Result<u64, StoreError> {
         // It writes beside the groups: the one in flight lands first.
         self.settle()?;
@@ -2701,11 +2703,20 @@ impl<'s> Writer<'s> {
             records.push(((path, time), content));
         }
         let cutoff = now.saturating_sub((retention.max_age_days as TimeNs).saturating_mul(86_400 * 1_000_000_000));
-        let mut by_age: Vec<usize> = (0..records.len()).collect();
+        // Only a path's newest record is ever read: `simd lost` answers
+        // from it, and follows a move through the newest record of where it
+        // led. So a record with a newer one of its path (the previous
+        // versions of a file changed in place, each keeping its chunk list)
+        // goes, whatever its age: a file appended to every minute left a
+        // ghost a minute, up to the cap, with a 4 MB file's chunk list (~40
+        // KB) each, and pushed every deleted file's ghost out of the cap.
+        // Records are in key order: a path's, oldest first, side by side.
+        let superseded = |i: usize| records.get(i + 1).is_some_and(|next| next.0 .0 == records[i].0 .0);
+        let mut expire: Vec<bool> = (0..records.len()).map(|i| superseded(i) || records[i].0 .1 < cutoff).collect();
+        let mut by_age: Vec<usize> = (0..records.len()).filter(|&i| !expire[i]).collect();
         by_age.sort_by_key(|&i| std::cmp::Reverse(records[i].0 .1));
-        let mut expire = vec![false; records.len()];
-        for (rank, &i) in by_age.iter().enumerate() {
-            expire[i] = rank >= retention.max_records || records[i].0 .1 < cutoff;
+        for &i in by_age.iter().skip(retention.max_records) {
+            expire[i] = true;
         }
         let expired = expire.iter().filter(|&&e| e).count() as u64;
         if expired == 0 {
@@ -2905,6 +2916,53 @@ mod tests {
         assert_eq!(w.expire_history(tight, now_ns()).unwrap(), 2);
         assert_eq!(store.scan::<History>().count(), 1);
         assert!(!w.expiry_due(tight, hour));
+    }
+
+    /// Each in-place change that leaves a content nameless writes a ghost
+    /// of it under the path; only the path's newest record is ever read,
+    /// so retention drops the older ones with their chunk lists, and keeps
+    /// a chunk list another path's newest ghost still refers to.
+    #[test]
+    fn a_paths_older_records_expire_with_their_chunk_lists() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::open(&tmp.path().join("idx"), crate::store::Access::Write, None).unwrap();
+        let hash = |n: u32| fingerprint_bytes(&text(n), &ChunkParams::default()).content;
+        let mut w = Writer::new(&store).unwrap();
+        // /r/log changes in place five times: versions 0..4, then 4 stays.
+        for n in 0..5 {
+            upsert_bytes(&mut w, "/r/log", &text(n), n == 0);
+            w.commit().unwrap();
+        }
+        // Version 1 is also /r/gone's content, removed since.
+        upsert_bytes(&mut w, "/r/gone", &text(1), true);
+        w.commit().unwrap();
+        let (id, rec) = w.lookup(Path::new("/r/gone")).unwrap().unwrap();
+        w.remove(id, &rec).unwrap();
+        w.commit().unwrap();
+        let paths = |store: &Store| -> Vec<Vec<u8>> { store.scan::<History>().map(|r| r.unwrap().0 .0).collect() };
+        assert_eq!(paths(&store), [vec![b"/r/gone".to_vec()], vec![b"/r/log".to_vec(); 4]].concat());
+        for n in 0..4 {
+            assert!(store.contains::<ContentChunks>(&hash(n)).unwrap(), "version {n} kept for its ghost");
+        }
+        let roomy = Retention { max_age_days: 90, max_records: 100 };
+        assert_eq!(w.expire_history(roomy, now_ns()).unwrap(), 3);
+        assert_eq!(paths(&store), [b"/r/gone".to_vec(), b"/r/log".to_vec()]);
+        // The newest ghost of /r/log is version 3's; /r/gone's is version 1's.
+        let newest: Vec<ContentHash> = store
+            .scan::<History>()
+            .filter_map(|r| match r.unwrap().1 {
+                HistoryRecord::Ghost { content, .. } => Some(content),
+                HistoryRecord::Moved { .. } => None,
+            })
+            .collect();
+        assert_eq!(newest, [hash(1), hash(3)]);
+        for (n, kept) in [(0, false), (1, true), (2, false), (3, true), (4, true)] {
+            assert_eq!(store.contains::<ContentChunks>(&hash(n)).unwrap(), kept, "version {n}");
+        }
+        let report = crate::check::check(&store).unwrap();
+        assert!(report.is_consistent(), "{:?}", report.problems);
+        // Nothing more to drop.
+        assert_eq!(w.expire_history(roomy, now_ns()).unwrap(), 0);
     }
 
     /// A fresh index's readers ask the writer's published set, not the

@@ -343,3 +343,39 @@ fn thousands_of_copies_moved_at_once_keep_their_names() {
     }
     env.check();
 }
+
+/// A file changed in place run after run keeps one record under its path
+/// (its newest: the one `simd lost` reads), not one per version holding
+/// that version's chunk list; deleted in the end, its newest content is
+/// found where a copy of it lives, and another deleted file's ghost stays.
+#[test]
+fn a_file_changed_in_place_many_times_keeps_one_record_not_one_per_version() {
+    let env = Env::new();
+    let log = env.write("logs/app.log", text(5, 20_000));
+    let gone = env.write("gone.txt", text(6, 300));
+    let gone_size = fs::metadata(&gone).unwrap().len();
+    env.index();
+    fs::remove_file(&gone).unwrap();
+    env.index();
+    let st = |env: &Env| -> serde_json::Value {
+        serde_json::from_slice(&env.simd().args(["--format", "json", "status"]).output().unwrap().stdout).unwrap()
+    };
+    let mut body = fs::read(&log).unwrap();
+    for k in 0..12 {
+        body.extend_from_slice(format!("request {k} served\n").as_bytes());
+        fs::write(&log, &body).unwrap();
+        env.index();
+        // The deleted file's ghost, and the log's previous version.
+        assert_eq!(st(&env)["history"], 2, "after change {k}");
+    }
+    env.check();
+    let copy = env.write("archive/app.log", &body);
+    fs::remove_file(&log).unwrap();
+    env.index();
+    let r = lost(&env, &log);
+    let best = &r["files"][0]["candidates"][0];
+    assert_eq!(best["path"], copy.canonicalize().unwrap().to_str().unwrap(), "{r:#}");
+    let r = lost(&env, &gone);
+    assert_eq!((r["state"].as_str(), r["files"][0]["size"].as_u64()), (Some("lost"), Some(gone_size)), "{r:#}");
+    env.check();
+}
