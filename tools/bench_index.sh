@@ -20,8 +20,9 @@
 #   b  simd full index          fresh index each run (rm -rf before each run)
 #   b2 simd full index, then `simd report --format json` (issue 3's bar)
 #   c  stat-only walk           find T -type f -printf '%s %T@\n'
-#   d  simd re-index, no change  (c and d alternately, 4 x RUNS rounds, >= 20)
-#   e  simd re-index, one file changed (a line appended before each run)
+#   d  simd re-index, no change  (c, d and e alternately, 4 x RUNS rounds, >= 20)
+#   e  simd re-index, one file changed (a line appended, then the run: an
+#      echo, timed with it)
 #   f  exact-duplicate finders (jdupes, rdfind, fclones when installed; fclones
 #      is not packaged by Debian: `cargo install fclones`)
 #   g  peak RSS of a full index, index size on disk / content bytes
@@ -134,18 +135,20 @@ EOF
 }
 run_bench() { bench "$@" || { log "$1: FAILED"; MED[$1]=FAIL; }; }
 
-# bench_pair KEY1 CMD1 KEY2 CMD2: the medians of two cheap commands run
-# alternately (a round runs each once, after one round thrown away), 4 x RUNS
-# rounds, at least 20: c and d take ~40-60 ms on a tree of 25k files, where
-# one command's five runs back to back, minutes from the other's, moved the
-# ratio by 0.3 with the kernel's inode cache and the VM's other load.
-bench_pair() {
-    local out
-    log "$1 and $3, alternately: $2 / $4"
-    out=$(python3 - "$RUNS" "$2" "$4" <<'EOF'
+# bench_alternately KEY CMD [KEY CMD]...: the medians of cheap commands run
+# alternately (a round runs each once, in order, after one round thrown
+# away), 4 x RUNS rounds, at least 20: c, d and e take ~40-80 ms on a tree of
+# 25k files, where each command's five runs back to back, minutes from the
+# others', moved d/c by 0.3 with the kernel's inode cache and the VM's other
+# load, and e - d came out negative.
+bench_alternately() {
+    local out keys=() cmds=() meds=() k
+    while [[ $# -ge 2 ]]; do keys+=("$1"); cmds+=("$2"); shift 2; done
+    log "${keys[*]}, alternately"
+    out=$(python3 - "$RUNS" "${cmds[@]}" <<'EOF'
 import statistics, subprocess, sys, time
 runs, cmds = max(20, 4 * int(sys.argv[1])), sys.argv[2:]
-ts = [[], []]
+ts = [[] for _ in cmds]
 for r in range(runs + 1):
     for k, cmd in enumerate(cmds):
         t0 = time.perf_counter()
@@ -153,18 +156,21 @@ for r in range(runs + 1):
         if r:
             ts[k].append(time.perf_counter() - t0)
 for k, t in enumerate(ts):
-    print("  %d runs of command %d: min %.4f, max %.4f s" % (len(t), k + 1, min(t), max(t)), file=sys.stderr)
+    print("  %d runs of %s: min %.4f, max %.4f s" % (len(t), cmds[k], min(t), max(t)), file=sys.stderr)
 print(" ".join("%.4f" % statistics.median(t) for t in ts))
 EOF
-    ) || { log "$1 / $3: FAILED"; MED[$1]=FAIL; MED[$3]=FAIL; return; }
-    read -r "MED[$1]" "MED[$3]" <<<"$out"
-    log "$1: median ${MED[$1]} s; $3: median ${MED[$3]} s"
+    ) || { log "${keys[*]}: FAILED"; for k in "${keys[@]}"; do MED[$k]=FAIL; done; return; }
+    read -r -a meds <<<"$out"
+    for k in "${!keys[@]}"; do
+        MED[${keys[$k]}]=${meds[$k]}
+        log "${keys[$k]}: median ${meds[$k]} s"
+    done
 }
 
 # a, c: baselines
 run_bench md5sum "" "find $qT -type f -print0 | xargs -0 -P2 -n1000 md5sum > /dev/null"
 
-# c, with d below (alternately), or alone without a simd binary
+# c, with d and e below (alternately), or alone without a simd binary
 FIND_CMD="find $qT -type f -printf '%s %T@\n' > /dev/null"
 [[ $HAVE_SIMD == 1 ]] || run_bench find "" "$FIND_CMD"
 
@@ -174,8 +180,9 @@ if [[ $HAVE_SIMD == 1 ]]; then
     run_bench simd_full "rm -rf $qIDX" "$SIMD_IDX"
     run_bench simd_report "rm -rf $qIDX" "$SIMD_IDX && $qBIN --db $qIDX report --format json > /dev/null"
     [[ -d $IDX ]] || "$SIMD_BIN" --db "$IDX" --quiet index "$T"
-    bench_pair find "$FIND_CMD" simd_noop "$SIMD_IDX"
-    run_bench simd_1file "echo 'simd bench: appended line' >> $qCHANGE" "$SIMD_IDX"
+    # e appends a line, then indexes: the d after it finds nothing changed.
+    bench_alternately find "$FIND_CMD" simd_noop "$SIMD_IDX" \
+        simd_1file "echo 'simd bench: appended line' >> $qCHANGE && $SIMD_IDX"
 fi
 
 # f: exact-duplicate finders
@@ -232,7 +239,7 @@ echo "machine:  nproc $(nproc), CPU ${CPU:-unknown}, $(uname -sr), load avg $LOA
 echo "tree:     $DIR (benchmarked on a copy in $TMP)"
 echo "          $NFILES files, $NBYTES bytes ($(awk -v b="$NBYTES" 'BEGIN {printf "%.1f", b / 1048576}') MiB), $NDISTINCT distinct contents"
 echo "simd:     $SIMD_BIN$([[ $HAVE_SIMD == 1 ]] || echo ' (missing)')"
-echo "timing:   median of $RUNS runs, warm page cache, $([[ $USE_HYPERFINE == 1 ]] && echo hyperfine || echo 'python loop'); c and d alternately, $(( RUNS * 4 > 20 ? RUNS * 4 : 20 )) rounds"
+echo "timing:   median of $RUNS runs, warm page cache, $([[ $USE_HYPERFINE == 1 ]] && echo hyperfine || echo 'python loop'); c, d and e alternately, $(( RUNS * 4 > 20 ? RUNS * 4 : 20 )) rounds"
 echo
 row "measurement" "median s" "ratio" "target"
 row "-----------" "--------" "-----" "------"
