@@ -2803,6 +2803,11 @@ mod tests {
         (0..400).map(|i| format!("w{} ", (i * 7 + n) % 97)).collect::<String>().into_bytes()
     }
 
+    /// The content hash of [`text`]`(n)`.
+    fn hash(n: u32) -> ContentHash {
+        fingerprint_bytes(&text(n), &ChunkParams::default()).content
+    }
+
     /// What a reader hands the writer for `data` at `path`.
     fn upsert_bytes(w: &mut Writer<'_>, path: &str, data: &[u8], unseen: bool) -> FileId {
         let fp = fingerprint_bytes(data, &ChunkParams::default());
@@ -2926,7 +2931,6 @@ mod tests {
     fn a_paths_older_records_expire_with_their_chunk_lists() {
         let tmp = tempfile::tempdir().unwrap();
         let store = Store::open(&tmp.path().join("idx"), crate::store::Access::Write, None).unwrap();
-        let hash = |n: u32| fingerprint_bytes(&text(n), &ChunkParams::default()).content;
         let mut w = Writer::new(&store).unwrap();
         // /r/log changes in place five times: versions 0..4, then 4 stays.
         for n in 0..5 {
@@ -2971,7 +2975,6 @@ mod tests {
     fn a_fresh_indexs_held_set_answers_what_the_index_holds() {
         let tmp = tempfile::tempdir().unwrap();
         let store = Store::open(&tmp.path().join("idx"), crate::store::Access::Write, None).unwrap();
-        let hash = |n: u32| fingerprint_bytes(&text(n), &ChunkParams::default()).content;
         let mut w = Writer::new(&store).unwrap();
         assert!(w.fresh);
         let held = Arc::new(Held::complete());
