@@ -10,6 +10,11 @@ fn lost(env: &Env, path: &std::path::Path) -> serde_json::Value {
     serde_json::from_slice(&out.get_output().stdout).unwrap()
 }
 
+fn status(env: &Env) -> serde_json::Value {
+    let out = env.simd().args(["--format", "json", "status"]).assert().success();
+    serde_json::from_slice(&out.get_output().stdout).unwrap()
+}
+
 fn tail(v: &serde_json::Value) -> String {
     v["path"].as_str().unwrap().rsplit('/').next().unwrap().to_string()
 }
@@ -199,19 +204,16 @@ fn history_expires_by_count_and_takes_unreferenced_chunk_lists_with_it() {
         fs::remove_file(p).unwrap();
     }
     env.index();
-    let st = |env: &Env| -> serde_json::Value {
-        serde_json::from_slice(&env.simd().args(["--format", "json", "status"]).output().unwrap().stdout).unwrap()
-    };
-    assert_eq!(st(&env)["history"], 4);
+    assert_eq!(status(&env)["history"], 4);
     // A change triggers retention: keep only the newest record.
     env.write("new.txt", text(9, 100));
     env.simd().args(["index", "--keep-history", "1"]).arg(&env.root).assert().success();
-    assert_eq!(st(&env)["history"], 1);
+    assert_eq!(status(&env)["history"], 1);
     env.check(); // no chunk list is left without a name or a ghost
                  // Age: everything older than 0 days goes.
     env.write("newer.txt", text(10, 100));
     env.simd().args(["index", "--keep-history-days", "0"]).arg(&env.root).assert().success();
-    assert_eq!(st(&env)["history"], 0);
+    assert_eq!(status(&env)["history"], 0);
     env.check();
     assert_eq!(lost(&env, &paths[0])["state"], "unknown");
 }
@@ -357,16 +359,13 @@ fn a_file_changed_in_place_many_times_keeps_one_record_not_one_per_version() {
     env.index();
     fs::remove_file(&gone).unwrap();
     env.index();
-    let st = |env: &Env| -> serde_json::Value {
-        serde_json::from_slice(&env.simd().args(["--format", "json", "status"]).output().unwrap().stdout).unwrap()
-    };
     let mut body = fs::read(&log).unwrap();
     for k in 0..12 {
         body.extend_from_slice(format!("request {k} served\n").as_bytes());
         fs::write(&log, &body).unwrap();
         env.index();
         // The deleted file's ghost, and the log's previous version.
-        assert_eq!(st(&env)["history"], 2, "after change {k}");
+        assert_eq!(status(&env)["history"], 2, "after change {k}");
     }
     env.check();
     let copy = env.write("archive/app.log", &body);
