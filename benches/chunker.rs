@@ -1,8 +1,9 @@
 //! Chunker throughput on random and on text data (target ≥ 1 GB/s per core),
 //! and the full fingerprint (TTTD + MD5 per chunk + content hash) beside it,
 //! with plain MD5 over the same bytes as the baseline measured in the same run,
-//! and the word-shingle sketch (in one large file and in 4 and 32 KB files); and the
-//! sketch's stored form, Rice-coded, beside the varint gaps it replaced.
+//! and the word-shingle sketch (in one large file and in 4 and 32 KB files, and
+//! with `SIMD_BENCH_TREE=DIR` in the files of a real tree); and the sketch's
+//! stored form, Rice-coded, beside the varint gaps it replaced.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use md5::{Digest, Md5};
@@ -64,6 +65,35 @@ fn text(len: usize) -> Vec<u8> {
     out
 }
 
+/// The contents of the regular files under `dir`, in path order, up to
+/// `budget` bytes.
+fn tree_files(dir: &std::path::Path, budget: usize) -> Vec<Vec<u8>> {
+    let mut paths = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).expect("a readable directory").flatten() {
+            match e.file_type() {
+                Ok(t) if t.is_dir() => dirs.push(e.path()),
+                Ok(t) if t.is_file() => paths.push(e.path()),
+                _ => {}
+            }
+        }
+    }
+    paths.sort();
+    let mut total = 0;
+    let mut out = Vec::new();
+    for p in paths {
+        if total >= budget {
+            break;
+        }
+        if let Ok(data) = std::fs::read(&p) {
+            total += data.len();
+            out.push(data);
+        }
+    }
+    out
+}
+
 fn bench(c: &mut Criterion) {
     let params = ChunkParams::default();
     let mut g = c.benchmark_group("chunker");
@@ -85,6 +115,20 @@ fn bench(c: &mut Criterion) {
         });
     }
     g.finish();
+
+    // The sketch of the files of a real tree, each whole as a reader
+    // sketches it: SIMD_BENCH_TREE=DIR (its first 128 MB of files, sorted
+    // by path); nothing runs without it.
+    if let Ok(dir) = std::env::var("SIMD_BENCH_TREE") {
+        let files = tree_files(std::path::Path::new(&dir), 128 << 20);
+        let mut g = c.benchmark_group("sketch-tree");
+        g.throughput(Throughput::Bytes(files.iter().map(|f| f.len() as u64).sum()));
+        g.sample_size(10);
+        g.bench_with_input(BenchmarkId::new("sketch", &dir), &files, |b, fs| {
+            b.iter(|| fs.iter().map(|f| sketch_bytes(f).samples.len()).sum::<usize>())
+        });
+        g.finish();
+    }
 
     // Encoding happens once per new content (on the daemon's writer
     // thread), decoding once per content a report or query reads.

@@ -1680,6 +1680,14 @@ pub struct Writer<'s> {
     /// see [`Writer::expiry_due`].
     history_written: std::cell::Cell<u64>,
     last_expiry: Option<(u64, Instant)>,
+    /// Chunk-list entries (runs) kept reachable by version ghosts (a file
+    /// changed in place leaves its previous content's), counted since this
+    /// writer began, and that count when [`Writer::expire_history`] last
+    /// ran: see [`Writer::versions_due`].
+    version_runs: u64,
+    version_runs_expired: u64,
+    /// [`VERSION_RUNS_DUE`], smaller in tests.
+    version_runs_due: u64,
     /// A bulk load's postings, written as table files and ingested at its
     /// end ([`store::PostingSpill`]).
     spill: Option<PostingSpill>,
@@ -1687,6 +1695,16 @@ pub struct Writer<'s> {
 
 /// Files from this size on are reported by [`Writer::take_large_reads`].
 pub const LARGE_READ: u64 = 16 << 20;
+
+/// The chunk-list entries version ghosts may keep between two passes of
+/// [`Writer::expire_history`] ([`Writer::versions_due`]): ~2.4 MB of chunk
+/// lists, ~128 MB of a file's earlier versions at the default chunk size.
+/// Only a path's newest record is ever read, so every earlier version's
+/// list is waste: a 27 MB log appended to every half second under the
+/// daemon grew its index by ~0.5 MB a version, 300 MB in the 10 minutes
+/// between passes. A pass reads all of history (~45 ms at the default cap
+/// of 100,000 records), which reading 128 MB of versions dwarfs.
+pub const VERSION_RUNS_DUE: u64 = 1 << 17;
 
 impl Drop for Writer<'_> {
     /// A group still in flight is waited for, so that its result is not
@@ -1823,6 +1841,9 @@ impl<'s> Writer<'s> {
             whole_from: WholeFrom::default(),
             history_written: std::cell::Cell::new(0),
             last_expiry: None,
+            version_runs: 0,
+            version_runs_expired: 0,
+            version_runs_due: VERSION_RUNS_DUE,
             spill: store.posting_spill()?,
         })
     }
@@ -2284,15 +2305,25 @@ impl<'s> Writer<'s> {
 
     /// Whether [`Writer::expire_history`] is worth running now: it never
     /// ran, or `every` has passed since, or the records written since
-    /// reach 1 % of `retention`'s cap. It reads all of `history` (~45 ms
-    /// of CPU at the default cap of 100,000 records, for every idle moment
-    /// of the daemon, where handling a changed file and flushing took
-    /// ~25 ms), so the daemon lets the cap be exceeded by 1 % and an old
-    /// record outlive its age by up to `every`.
+    /// reach 1 % of `retention`'s cap, or [`Writer::versions_due`]. It
+    /// reads all of `history` (~45 ms of CPU at the default cap of 100,000
+    /// records, for every idle moment of the daemon, where handling a
+    /// changed file and flushing took ~25 ms), so the daemon lets the cap
+    /// be exceeded by 1 % and an old record outlive its age by up to
+    /// `every`.
     pub fn expiry_due(&self, retention: Retention, every: Duration) -> bool {
         let Some((written, when)) = self.last_expiry else { return true };
         let threshold = (retention.max_records as u64 / 100).max(1);
-        when.elapsed() >= every || self.history_written.get() - written >= threshold
+        when.elapsed() >= every || self.history_written.get() - written >= threshold || self.versions_due()
+    }
+
+    /// Whether the chunk lists kept for earlier versions of files changed
+    /// in place since [`Writer::expire_history`] last ran reach
+    /// [`VERSION_RUNS_DUE`] entries: the pass that drops all but each
+    /// path's newest is worth running after any batch then, not only at the
+    /// next flush.
+    pub fn versions_due(&self) -> bool {
+        self.version_runs - self.version_runs_expired >= self.version_runs_due
     }
 
     /// Closes one file's changes; commits the group when it is full.
@@ -2411,6 +2442,7 @@ impl<'s> Writer<'s> {
                 (None, _) => {}
             }
             if version_ghost {
+                self.version_runs += record.as_ref().map_or(0, |r| r.runs.len() as u64);
                 let ghost =
                     HistoryRecord::Ghost { content: rec.content, size: rec.size, since: FileId(self.pass_start) };
                 self.group.batch.put::<History>(&(rec.path.clone(), self.stamp()), &ghost);
@@ -2693,6 +2725,7 @@ impl<'s> Writer<'s> {
         // It writes beside the groups: the one in flight lands first.
         self.settle()?;
         self.last_expiry = Some((self.history_written.get(), Instant::now()));
+        self.version_runs_expired = self.version_runs;
         let mut records = Vec::new();
         for item in self.store.scan::<History>() {
             let ((path, time), rec) = item?;
@@ -2921,6 +2954,41 @@ mod tests {
         assert_eq!(w.expire_history(tight, now_ns()).unwrap(), 2);
         assert_eq!(store.scan::<History>().count(), 1);
         assert!(!w.expiry_due(tight, hour));
+    }
+
+    /// The chunk lists version ghosts keep are counted, and make a pass due
+    /// once they reach the threshold, however few records were written; a
+    /// removal's ghost keeps a list too, but no later change of its path
+    /// supersedes it, so it does not count.
+    #[test]
+    fn a_pass_is_due_once_earlier_versions_keep_enough_chunk_lists() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::open(&tmp.path().join("idx"), crate::store::Access::Write, None).unwrap();
+        let mut w = Writer::new(&store).unwrap();
+        upsert_bytes(&mut w, "/r/log", &text(0), true);
+        upsert_bytes(&mut w, "/r/other", &text(10), true);
+        w.commit().unwrap();
+        let runs = |n: u32| fingerprint_bytes(&text(n), &ChunkParams::default()).runs.len() as u64;
+        // Versions 0 and 1's lists together reach it, either alone does not.
+        w.version_runs_due = runs(0) + runs(1);
+        let retention = Retention { max_age_days: 90, max_records: 100_000 };
+        let hour = Duration::from_secs(3600);
+        assert_eq!(w.expire_history(retention, now_ns()).unwrap(), 0);
+        assert!(!w.versions_due() && !w.expiry_due(retention, hour));
+        let (id, rec) = w.lookup(Path::new("/r/other")).unwrap().unwrap();
+        w.remove(id, &rec).unwrap();
+        w.commit().unwrap();
+        assert!(!w.versions_due(), "a removal is no version");
+        upsert_bytes(&mut w, "/r/log", &text(1), false);
+        w.commit().unwrap();
+        assert!(!w.versions_due(), "one version's list");
+        upsert_bytes(&mut w, "/r/log", &text(2), false);
+        w.commit().unwrap();
+        assert!(w.versions_due() && w.expiry_due(retention, hour), "two versions' lists");
+        // Version 0's ghost is superseded by version 1's.
+        assert_eq!(w.expire_history(retention, now_ns()).unwrap(), 1);
+        assert!(!store.contains::<ContentChunks>(&hash(0)).unwrap());
+        assert!(!w.versions_due() && !w.expiry_due(retention, hour));
     }
 
     /// Each in-place change that leaves a content nameless writes a ghost

@@ -837,6 +837,12 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                     background.send(d);
                 }
                 dirty |= settle_pass(&mut writer, &mut holds, &mut state, before)?;
+                if writer.versions_due() {
+                    // Files changed in place again and again (a log written
+                    // to without an idle second) have left enough earlier
+                    // versions' chunk lists not to wait for the next flush.
+                    expire(&mut writer, opts)?;
+                }
                 tracing::debug!(
                     "batch: {paths} paths, {renames} renames, {} files written in {:?}",
                     writer.changed() - before,
@@ -1238,13 +1244,19 @@ const EXPIRE_EVERY: Duration = Duration::from_secs(600);
 /// and merges the small table files the flushes left ([`Store::tidy`]).
 fn expire_and_flush(store: &Store, writer: &mut Writer<'_>, opts: &WatchOptions) -> Result<(), StoreError> {
     if writer.expiry_due(opts.index.retention, EXPIRE_EVERY) {
-        let expired = writer.expire_history(opts.index.retention, ingest::now_ns())?;
-        if expired > 0 {
-            tracing::info!("{expired} lost-and-found records expired");
-        }
+        expire(writer, opts)?;
     }
     store.flush()?;
     store.tidy()?;
+    Ok(())
+}
+
+/// Applies history retention.
+fn expire(writer: &mut Writer<'_>, opts: &WatchOptions) -> Result<(), StoreError> {
+    let expired = writer.expire_history(opts.index.retention, ingest::now_ns())?;
+    if expired > 0 {
+        tracing::info!("{expired} lost-and-found records expired");
+    }
     Ok(())
 }
 

@@ -1415,3 +1415,40 @@ fn the_daemon_keeps_history_within_its_cap() {
     }
     assert_eq!(ghosts(), 2);
 }
+
+/// A file changed in place again and again, with no idle second for the
+/// daemon to flush (and apply retention) in, keeps few earlier versions:
+/// once their chunk lists add up to [`simd::ingest::VERSION_RUNS_DUE`]
+/// entries, the daemon drops all but the newest after its batch. It used
+/// to keep one per change until its next pass, up to 10 minutes later (a
+/// 27 MB log appended to every half second grew the index by ~0.5 MB a
+/// change meanwhile).
+#[test]
+fn a_file_changed_again_and_again_keeps_few_earlier_versions() {
+    use std::io::Write;
+    let env = Env::new();
+    // Under the size from which the daemon holds a changing file back.
+    let data = noise(7, 12 << 20);
+    let runs = simd::fingerprint::fingerprint_bytes(&data, &simd::chunker::ChunkParams::default()).runs.len() as u64;
+    let due_after = simd::ingest::VERSION_RUNS_DUE.div_ceil(runs);
+    let log = env.write("app.log", &data);
+    let _daemon = start(&env);
+    let changed = || simd::watch::DaemonState::running(&env.db).unwrap().changed_files;
+    let records = || Store::open(&env.db, Access::Read, None).unwrap().scan::<History>().count() as u64;
+    let mut most = 0;
+    for i in 0..2 * due_after + 2 {
+        let before = changed();
+        writeln!(std::fs::OpenOptions::new().append(true).open(&log).unwrap(), "line {i}").unwrap();
+        let until = Instant::now() + Duration::from_secs(60);
+        while changed() == before {
+            assert!(Instant::now() < until, "change {i} not handled");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        most = most.max(records());
+    }
+    // Each change leaves a ghost of the content before it, and every
+    // `due_after`-th makes a pass due that leaves only the newest: so at
+    // most `due_after` at once, where all 2 × `due_after` + 2 stayed.
+    assert!(most <= due_after, "{most} records of one file's versions at once ({due_after} make a pass due)");
+    converges(&env, "after the changes");
+}
