@@ -2000,14 +2000,24 @@ impl<'s> Writer<'s> {
             }
             Outcome::Skip { cand, reason, detail } => {
                 // A large file that kept changing while the daemon read it
-                // is read again later, once its hold is over.
+                // is read again later, once its hold is over; a smaller one
+                // at its next event.
                 let large = |p: &Path| std::fs::metadata(p).map(|m| m.len()).ok().filter(|&n| n >= LARGE_READ);
                 match self.large_reads.as_mut().filter(|_| reason == SkipReason::KeptChanging) {
                     Some(log) if let Some(size) = large(&cand.path) => {
                         tracing::debug!("{}: kept changing while being read: held", crate::show_path(&cand.path));
                         log.push((cand.path.clone(), size));
                     }
-                    _ => tracing::warn!("{}: skipped: {} ({detail})", crate::show_path(&cand.path), reason.describe()),
+                    // The daemon: the writes it met raise events of their
+                    // own, which bring the file back (a file written to
+                    // without a pause is looked at again and again).
+                    Some(_) => tracing::debug!(
+                        "{}: kept changing while being read: read again after its next writes",
+                        crate::show_path(&cand.path)
+                    ),
+                    None => {
+                        tracing::warn!("{}: skipped: {} ({detail})", crate::show_path(&cand.path), reason.describe())
+                    }
                 }
                 // Whatever the index held for it stays: the file is still there.
                 if let Some((id, _)) = cand.old {

@@ -1452,3 +1452,35 @@ fn a_file_changed_again_and_again_keeps_few_earlier_versions() {
     assert!(most <= due_after, "{most} records of one file's versions at once ({due_after} make a pass due)");
     converges(&env, "after the changes");
 }
+
+/// A file written to without a pause (writes closer together than the
+/// debounce: a busy log) is indexed while it is written, not only once
+/// its writes stop: the debouncer alone hands a path over only after a
+/// debounce with no newer event, and the daemon looks at such a path
+/// itself after 2 s.
+#[test]
+fn a_file_written_to_without_a_pause_is_indexed_while_it_is_written() {
+    use std::io::Write;
+    let env = Env::new();
+    let log = env.write("busy.log", text(1, 2000));
+    env.write("other.txt", text(2, 300));
+    // A debounce far longer than the gaps between the writes, even on a
+    // loaded machine.
+    let _daemon = {
+        let _starting = LIMITS.read().unwrap_or_else(|p| p.into_inner());
+        spawn(&env, &["--debounce-ms", "500", env.root.to_str().unwrap()], None, false)
+    };
+    let changed = || simd::watch::DaemonState::running(&env.db).unwrap().changed_files;
+    let before = changed();
+    let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    let until = Instant::now() + Duration::from_secs(30);
+    let mut writes = 0;
+    while changed() == before {
+        assert!(Instant::now() < until, "not indexed after {writes} writes 20 ms apart");
+        writeln!(f, "line {writes}").unwrap();
+        writes += 1;
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(f);
+    converges(&env, "the writes stopped");
+}
