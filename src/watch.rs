@@ -330,8 +330,8 @@ impl Filter {
 /// log over 10 s, and the index still held its content from before them.
 /// The raw events are tapped ([`TappedWatcher`]), and a path busy for
 /// [`BUSY_MAX_WAIT`] is checked then, and again after twice as long each
-/// time while it stays busy, up to [`BUSY_MAX_WAIT_CAP`] (a large file is
-/// still held back as [`Holds`] says). The wait grows because such a file
+/// time while it stays busy, up to [`BUSY_MAX_WAIT_CAP`] (but for a large
+/// file: [`Busy::due_small`]). The wait grows because such a file
 /// is often changing while it is read, and is then read three times for
 /// nothing (a 14 MB log appended every 20 ms: ~75 ms of CPU a look).
 #[derive(Clone, Default)]
@@ -379,6 +379,16 @@ impl Busy {
         let now = Instant::now();
         let busy = self.0.lock().unwrap_or_else(|p| p.into_inner());
         busy.values().any(|b| now.duration_since(b.last) < quiet && now.duration_since(b.first) >= b.wait)
+    }
+
+    /// [`Busy::due`]'s regular files under [`ingest::LARGE_READ`]. A larger
+    /// one being copied in (10 GB at 100 MB/s) would be read three times
+    /// over at each look, each time for nothing: it is read once its writes
+    /// pause, as the debouncer hands it over.
+    fn due_small(&self, quiet: Duration) -> BTreeSet<PathBuf> {
+        let mut due = self.due(quiet);
+        due.retain(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_file() && m.len() < ingest::LARGE_READ));
+        due
     }
 
     /// The paths busy for their wait with an event within `quiet`, whose
@@ -841,7 +851,7 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                         Batch { check: holds.due(), ..Batch::default() }
                     }
                     Err(RecvTimeoutError::Timeout) if busy.any_due(quiet) => {
-                        let check = busy.due(quiet);
+                        let check = busy.due_small(quiet);
                         Batch { written: check.clone(), check, ..Batch::default() }
                     }
                     Err(RecvTimeoutError::Timeout) if !look_again.is_empty() => {
@@ -872,7 +882,7 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
             if !batch.rescan {
                 // Busy files are looked at among other changes too: a tree
                 // with a change every few milliseconds times nothing out.
-                let due = busy.due(quiet);
+                let due = busy.due_small(quiet);
                 batch.written.extend(due.iter().cloned());
                 batch.check.extend(due);
             }

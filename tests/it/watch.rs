@@ -1457,30 +1457,50 @@ fn a_file_changed_again_and_again_keeps_few_earlier_versions() {
 /// debounce: a busy log) is indexed while it is written, not only once
 /// its writes stop: the debouncer alone hands a path over only after a
 /// debounce with no newer event, and the daemon looks at such a path
-/// itself after 2 s.
+/// itself after 2 s. A large file written to the same way (a copy in
+/// progress) is not: each look would read it three times for nothing.
 #[test]
 fn a_file_written_to_without_a_pause_is_indexed_while_it_is_written() {
     use std::io::Write;
     let env = Env::new();
     let log = env.write("busy.log", text(1, 2000));
-    env.write("other.txt", text(2, 300));
+    let large = env.write("large.bin", noise(3, simd::ingest::LARGE_READ as usize));
     // A debounce far longer than the gaps between the writes, even on a
     // loaded machine.
     let _daemon = {
         let _starting = LIMITS.read().unwrap_or_else(|p| p.into_inner());
         spawn(&env, &["--debounce-ms", "500", env.root.to_str().unwrap()], None, false)
     };
+    let large_record = || {
+        let files = files_of(&Store::open(&env.db, Access::Read, None).unwrap());
+        files.into_iter().find(|(p, _)| p.ends_with(b"large.bin")).unwrap().1
+    };
+    let large_before = large_record();
     let changed = || simd::watch::DaemonState::running(&env.db).unwrap().changed_files;
     let before = changed();
-    let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    let append = |path: &std::path::Path| std::fs::OpenOptions::new().append(true).open(path).unwrap();
+    let (mut f, mut g) = (append(&log), append(&large));
     let until = Instant::now() + Duration::from_secs(30);
     let mut writes = 0;
-    while changed() == before {
+    // The writes go on for a second after the small file was read: a read
+    // of the large one begun beside it would have landed by then.
+    let mut read: Option<Instant> = None;
+    while read.is_none_or(|t| t.elapsed() < Duration::from_secs(1)) {
         assert!(Instant::now() < until, "not indexed after {writes} writes 20 ms apart");
         writeln!(f, "line {writes}").unwrap();
+        // Every 200 ms: still within the debounce, and a read of it would
+        // mostly fit between two writes, and count.
+        if writes % 10 == 0 {
+            writeln!(g, "line {writes}").unwrap();
+        }
         writes += 1;
         std::thread::sleep(Duration::from_millis(20));
+        if read.is_none() && changed() > before {
+            read = Some(Instant::now());
+        }
     }
-    drop(f);
+    assert_eq!(changed(), before + 1, "the small file alone");
+    assert_eq!(large_record(), large_before, "the large file is not read while it is written");
+    drop((f, g));
     converges(&env, "the writes stopped");
 }
