@@ -624,7 +624,11 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
     // append would raise three events and the daemon's own read of the file
     // a fourth, and a 6.6k-file burst then overflows the default queue of
     // 16,384 events (docs/performance.md).
-    let config = notify::Config::default().with_event_kinds(notify::EventKindMask::CORE);
+    // And symlinks are not followed, as the walk follows none: notify's
+    // default put a watch on every directory behind a link (one to /usr
+    // in a root of four files: 15,367 watches), and a link loop made under
+    // the daemon was an error that cost a rescan of the whole tree.
+    let config = notify::Config::default().with_event_kinds(notify::EventKindMask::CORE).with_follow_symlinks(false);
     let busy = Busy::default();
     let mut debouncer = tapped_debouncer(opts.debounce, tx, config, busy.clone())?;
     // A path with no event for a debounce is the debouncer's to hand over

@@ -1504,3 +1504,37 @@ fn a_file_written_to_without_a_pause_is_indexed_while_it_is_written() {
     drop((f, g));
     converges(&env, "the writes stopped");
 }
+
+/// The inotify watches a process holds.
+fn inotify_watches(pid: u32) -> usize {
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap();
+    fds.flatten()
+        .filter(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l.to_string_lossy().contains("inotify")))
+        .map(|fd| {
+            let info = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{}", fd.file_name().to_string_lossy()));
+            info.unwrap_or_default().lines().filter(|l| l.starts_with("inotify")).count()
+        })
+        .sum()
+}
+
+/// The watches do not follow symlinks either, as the walk does not: a
+/// link to a tree outside the root costs no watch in it, and a link loop
+/// made under the daemon is no error (each was a rescan of the whole tree).
+#[test]
+fn symlinked_directories_are_not_watched_through() {
+    let env = Env::new();
+    env.write("a.txt", text(1, 300));
+    let outside = env.tmp.path().join("outside");
+    for n in 0..50 {
+        std::fs::create_dir_all(outside.join(format!("d{n}/e"))).unwrap();
+    }
+    std::os::unix::fs::symlink(&outside, env.root.join("link")).unwrap();
+    let daemon = start(&env);
+    let watches = inotify_watches(daemon.0.id());
+    assert!(watches <= 2, "{watches} watches for a root of one directory");
+    std::fs::create_dir(env.root.join("loop")).unwrap();
+    std::os::unix::fs::symlink("..", env.root.join("loop/up")).unwrap();
+    env.write("loop/b.txt", text(2, 300));
+    converges(&env, "a link loop made");
+    assert_eq!(simd::watch::DaemonState::running(&env.db).unwrap().rescans, 0);
+}
