@@ -995,9 +995,11 @@ fn print_status(out: &mut impl Write, s: &crate::status::Status) -> std::io::Res
     let cache =
         if s.cache_bytes > 0 { format!(" (+ {} report cache)", human_bytes(s.cache_bytes)) } else { String::new() };
     let tables = s.tables.iter().map(|t| t.files).sum::<usize>();
+    let wal =
+        if s.wal_bytes > 0 { format!(" and {} of write-ahead log", human_bytes(s.wal_bytes)) } else { String::new() };
     writeln!(
         out,
-        "on disk      {} in {}{ratio}{cache}",
+        "on disk      {} in {}{wal}{ratio}{cache}",
         human_bytes(s.disk_bytes),
         count(tables as u64, "table file")
     )?;

@@ -29,6 +29,10 @@ pub struct Status {
     pub history: u64,
     /// The index on disk (RocksDB, without the report cache).
     pub disk_bytes: u64,
+    /// The write-ahead log's part of `disk_bytes`: changes not yet in
+    /// table files (a daemon flushes them after an idle second, or every
+    /// 30 s of steady changes).
+    pub wal_bytes: u64,
     /// Table files by column family, largest first.
     pub tables: Vec<TableSize>,
     /// The cached last analysis, if any.
@@ -87,6 +91,7 @@ pub fn status(store: &Store) -> Result<Status, StoreError> {
         distinct_chunks,
         history,
         disk_bytes: store.disk_size(),
+        wal_bytes: store.wal_size(),
         tables: store.table_sizes()?.into_iter().map(|(name, bytes, files)| TableSize { name, bytes, files }).collect(),
         cache_bytes: crate::analysis::cache::size(store),
         created: format.created,

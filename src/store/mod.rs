@@ -827,6 +827,16 @@ impl Store {
         dir_size(&self.dir.join(DB_DIR))
     }
 
+    /// Bytes the write-ahead log takes on disk (part of [`Store::disk_size`]).
+    pub fn wal_size(&self) -> u64 {
+        let Ok(entries) = fs::read_dir(self.dir.join(DB_DIR)) else { return 0 };
+        entries
+            .flatten()
+            .filter(|e| e.file_name().as_encoded_bytes().ends_with(b".log"))
+            .map(|e| e.metadata().map(|m| m.len()).unwrap_or(0))
+            .sum()
+    }
+
     /// Bytes and number of the table files each column family takes on
     /// disk, largest first (what is still only in the write-ahead log is
     /// not counted).
@@ -1536,6 +1546,25 @@ mod tests {
         let err = Store::open(&dir, Access::Write, Some(other)).err().unwrap();
         assert!(matches!(err, StoreError::ParamsMismatch { .. }), "{err}");
         assert!(err.to_string().contains("Tmin 460") && err.to_string().contains("Tmin 46 "), "{err}");
+    }
+
+    /// What is written but not flushed is in the write-ahead log, which
+    /// `wal_size` counts, part of `disk_size`; a flush empties it.
+    #[test]
+    fn the_write_ahead_log_is_counted_until_a_flush() {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = Store::open(&tmp.path().join("idx"), Access::Write, None).unwrap();
+        s.flush().unwrap();
+        assert_eq!(s.wal_size(), 0);
+        let mut b = s.batch();
+        for n in 0..1000u64 {
+            b.put::<History>(&(format!("/r/{n}").into_bytes(), 1), &HistoryRecord::Moved { to: vec![b'x'; 100] });
+        }
+        s.write(b).unwrap();
+        let wal = s.wal_size();
+        assert!(wal > 100_000 && wal < s.disk_size(), "{wal}");
+        s.flush().unwrap();
+        assert_eq!(s.wal_size(), 0);
     }
 
     #[test]
