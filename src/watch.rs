@@ -1014,7 +1014,10 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                     // Files changed in place again and again (a log written
                     // to without an idle second) have left enough earlier
                     // versions' chunk lists not to wait for the next flush.
-                    expire(&mut writer, opts)?;
+                    // Routine for such a file: every few changes, so it is
+                    // not logged as info.
+                    let expired = writer.expire_history(opts.index.retention, ingest::now_ns())?;
+                    tracing::debug!("{expired} lost-and-found records expired (earlier versions of changed files)");
                 }
                 tracing::debug!(
                     "batch: {paths} paths, {renames} renames, {} files written in {:?}",
@@ -1417,19 +1420,13 @@ const EXPIRE_EVERY: Duration = Duration::from_secs(600);
 /// and merges the small table files the flushes left ([`Store::tidy`]).
 fn expire_and_flush(store: &Store, writer: &mut Writer<'_>, opts: &WatchOptions) -> Result<(), StoreError> {
     if writer.expiry_due(opts.index.retention, EXPIRE_EVERY) {
-        expire(writer, opts)?;
+        let expired = writer.expire_history(opts.index.retention, ingest::now_ns())?;
+        if expired > 0 {
+            tracing::info!("{expired} lost-and-found records expired");
+        }
     }
     store.flush()?;
     store.tidy()?;
-    Ok(())
-}
-
-/// Applies history retention.
-fn expire(writer: &mut Writer<'_>, opts: &WatchOptions) -> Result<(), StoreError> {
-    let expired = writer.expire_history(opts.index.retention, ingest::now_ns())?;
-    if expired > 0 {
-        tracing::info!("{expired} lost-and-found records expired");
-    }
     Ok(())
 }
 
