@@ -2851,6 +2851,13 @@ mod tests {
         fingerprint_bytes(&text(n), &ChunkParams::default()).content
     }
 
+    /// A writable index in a temp dir, which goes with it.
+    fn temp_store() -> (tempfile::TempDir, Store) {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::open(&tmp.path().join("idx"), crate::store::Access::Write, None).unwrap();
+        (tmp, store)
+    }
+
     /// What a reader hands the writer for `data` at `path`.
     fn upsert_bytes(w: &mut Writer<'_>, path: &str, data: &[u8], unseen: bool) -> FileId {
         let fp = fingerprint_bytes(data, &ChunkParams::default());
@@ -2898,8 +2905,7 @@ mod tests {
 
     #[test]
     fn a_content_new_to_the_readers_is_recorded_once_however_many_files_bring_it() {
-        let tmp = tempfile::tempdir().unwrap();
-        let store = Store::open(&tmp.path().join("idx"), crate::store::Access::Write, None).unwrap();
+        let (_tmp, store) = temp_store();
         // An index that holds something (no first-index shortcut).
         let mut w = Writer::keeping_paths(&store).unwrap();
         upsert_bytes(&mut w, "/r/a", &text(0), true);
@@ -2937,8 +2943,7 @@ mod tests {
     /// been written (or the interval passed), and it still applies the cap.
     #[test]
     fn history_retention_is_due_after_one_percent_of_the_cap_is_written() {
-        let tmp = tempfile::tempdir().unwrap();
-        let store = Store::open(&tmp.path().join("idx"), crate::store::Access::Write, None).unwrap();
+        let (_tmp, store) = temp_store();
         let mut w = Writer::new(&store).unwrap();
         for n in 0..6 {
             upsert_bytes(&mut w, &format!("/r/{n}"), &text(n), true);
@@ -2972,8 +2977,7 @@ mod tests {
     /// supersedes it, so it does not count.
     #[test]
     fn a_pass_is_due_once_earlier_versions_keep_enough_chunk_lists() {
-        let tmp = tempfile::tempdir().unwrap();
-        let store = Store::open(&tmp.path().join("idx"), crate::store::Access::Write, None).unwrap();
+        let (_tmp, store) = temp_store();
         let mut w = Writer::new(&store).unwrap();
         upsert_bytes(&mut w, "/r/log", &text(0), true);
         upsert_bytes(&mut w, "/r/other", &text(10), true);
@@ -3007,8 +3011,7 @@ mod tests {
     /// a chunk list another path's newest ghost still refers to.
     #[test]
     fn a_paths_older_records_expire_with_their_chunk_lists() {
-        let tmp = tempfile::tempdir().unwrap();
-        let store = Store::open(&tmp.path().join("idx"), crate::store::Access::Write, None).unwrap();
+        let (_tmp, store) = temp_store();
         let mut w = Writer::new(&store).unwrap();
         // /r/log changes in place five times: versions 0..4, then 4 stays.
         for n in 0..5 {
@@ -3051,8 +3054,7 @@ mod tests {
     /// index: it must answer what the index would, at every commit.
     #[test]
     fn a_fresh_indexs_held_set_answers_what_the_index_holds() {
-        let tmp = tempfile::tempdir().unwrap();
-        let store = Store::open(&tmp.path().join("idx"), crate::store::Access::Write, None).unwrap();
+        let (_tmp, store) = temp_store();
         let mut w = Writer::new(&store).unwrap();
         assert!(w.fresh);
         let held = Arc::new(Held::complete());
@@ -3099,8 +3101,7 @@ mod tests {
     /// in the index, loses its only name: its postings go all the same.
     #[test]
     fn a_record_in_flight_is_found_when_its_content_loses_its_last_name() {
-        let tmp = tempfile::tempdir().unwrap();
-        let store = Store::open(&tmp.path().join("idx"), crate::store::Access::Write, None).unwrap();
+        let (_tmp, store) = temp_store();
         std::thread::scope(|scope| {
             // A committer that writes a group only when told to.
             let (groups, rx) = bounded::<Batch<'_>>(1);
@@ -3131,8 +3132,7 @@ mod tests {
     }
 
     fn name_counts_follow_the_index(with_committer: bool) {
-        let tmp = tempfile::tempdir().unwrap();
-        let store = Store::open(&tmp.path().join("idx"), crate::store::Access::Write, None).unwrap();
+        let (_tmp, store) = temp_store();
         std::thread::scope(|scope| {
             let text = |n: u64| (0..300).map(|i| format!("v{} ", (i * 13 + n) % 89)).collect::<String>().into_bytes();
             let mut w = Writer::keeping_paths(&store).unwrap();
