@@ -29,9 +29,11 @@ pub struct Status {
     pub history: u64,
     /// The index on disk (RocksDB, without the report cache).
     pub disk_bytes: u64,
-    /// The write-ahead log's part of `disk_bytes`: changes not yet in
+    /// The write-ahead log files' part of `disk_bytes`: changes not yet in
     /// table files (a daemon flushes them after an idle second, or every
-    /// 30 s of steady changes).
+    /// 30 s of steady changes), and a flushed log RocksDB had not deleted
+    /// yet when its writer closed (a few KB after a `simd index`, deleted
+    /// by the next writer).
     pub wal_bytes: u64,
     /// Table files by column family, largest first.
     pub tables: Vec<TableSize>,

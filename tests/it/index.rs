@@ -401,7 +401,9 @@ fn runs_that_each_add_a_file_do_not_leave_a_table_file_each() {
     let out = env.simd().arg("status").assert().success();
     let t = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
     let total: u64 = tables.iter().map(|(_, n)| n).sum();
-    assert!(t.contains(&format!(" in {total} table files, ")), "{t}");
+    // (Then maybe the write-ahead log: RocksDB may leave a flushed one of a
+    // few KB for the next writer to delete.)
+    assert!(t.contains(&format!(" in {total} table files")), "{t}");
     // What the merges rewrote is all there.
     env.simd().arg("check").assert().success();
     let out = env.simd().args(["--format", "json", "lost"]).arg(env.root.join("n03.txt")).assert().success();
