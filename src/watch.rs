@@ -346,6 +346,13 @@ struct BusySince {
     wait: Duration,
 }
 
+impl BusySince {
+    /// Still busy (an event within `quiet`) and busy for its wait.
+    fn due(&self, now: Instant, quiet: Duration) -> bool {
+        now.duration_since(self.last) < quiet && now.duration_since(self.first) >= self.wait
+    }
+}
+
 /// How long a path's events may keep coming before the daemon looks at it
 /// without waiting for them to stop ([`Busy`]).
 const BUSY_MAX_WAIT: Duration = Duration::from_secs(2);
@@ -378,7 +385,7 @@ impl Busy {
     fn any_due(&self, quiet: Duration) -> bool {
         let now = Instant::now();
         let busy = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        busy.values().any(|b| now.duration_since(b.last) < quiet && now.duration_since(b.first) >= b.wait)
+        busy.values().any(|b| b.due(now, quiet))
     }
 
     /// [`Busy::due`]'s regular files under [`ingest::LARGE_READ`]. A larger
@@ -403,7 +410,7 @@ impl Busy {
         busy.retain(|_, b| now.duration_since(b.last) < quiet);
         let mut due = BTreeSet::new();
         for (p, b) in busy.iter_mut() {
-            if now.duration_since(b.first) >= b.wait {
+            if b.due(now, quiet) {
                 b.first = now;
                 b.wait = (2 * b.wait).min(BUSY_MAX_WAIT_CAP);
                 due.insert(p.clone());
@@ -854,10 +861,8 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                     Err(RecvTimeoutError::Timeout) if holds.any_due() => {
                         Batch { check: holds.due(), ..Batch::default() }
                     }
-                    Err(RecvTimeoutError::Timeout) if busy.any_due(quiet) => {
-                        let check = busy.due_small(quiet);
-                        Batch { written: check.clone(), check, ..Batch::default() }
-                    }
+                    // Filled with the busy files below.
+                    Err(RecvTimeoutError::Timeout) if busy.any_due(quiet) => Batch::default(),
                     Err(RecvTimeoutError::Timeout) if !look_again.is_empty() => {
                         Batch { check: std::mem::take(&mut look_again), ..Batch::default() }
                     }
