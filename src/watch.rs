@@ -68,6 +68,16 @@ pub enum WatchError {
     Notify(#[from] notify::Error),
     #[error("cannot install signal handlers: {0}")]
     Signals(std::io::Error),
+    /// The index directory was deleted (or another put in its place) under
+    /// the running daemon: what it writes goes nowhere a reader looks.
+    #[error(
+        "{}: the index directory was removed or replaced while the daemon ran{}\n  \
+         the roots it remembered went with it: `simd watch {}` builds the index anew from a scan",
+        crate::show_path(dir),
+        cause.as_ref().map(|c| format!(" ({c})")).unwrap_or_default(),
+        if roots.is_empty() { "ROOT...".to_string() } else { roots.join(" ") }
+    )]
+    IndexGone { dir: PathBuf, cause: Option<String>, roots: Vec<String> },
 }
 
 impl WatchError {
@@ -559,7 +569,10 @@ pub fn serve(db: &Path, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Result<()
     loop {
         // Opening writes too (a new write-ahead log, an options file).
         let run = Store::open(db, Access::Write, None).map_err(WatchError::from);
-        match run.and_then(|store| watch(&store, opts, stop.clone())) {
+        // An error from an index deleted under the daemon (RocksDB's, when
+        // it next makes a file there) says so.
+        let run = run.and_then(|store| watch(&store, opts, stop.clone()).map_err(|e| gone(&store, opts, e)));
+        match run {
             Err(e) if e.is_no_space() && !stop.load(Ordering::Relaxed) => {
                 // The error's first line: its hint is for commands run by hand.
                 tracing::error!(
@@ -577,6 +590,16 @@ pub fn serve(db: &Path, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Result<()
             result => return result,
         }
     }
+}
+
+/// `e`, or [`WatchError::IndexGone`] with `e` as its cause when the index
+/// directory is no longer the one `store` opened.
+fn gone(store: &Store, opts: &WatchOptions, e: WatchError) -> WatchError {
+    if matches!(e, WatchError::IndexGone { .. }) || store.in_place() {
+        return e;
+    }
+    let roots = opts.index.roots.iter().map(crate::show_path).collect();
+    WatchError::IndexGone { dir: store.dir().to_path_buf(), cause: Some(e.to_string()), roots }
 }
 
 /// Waits until the file system of the index at `dir` has
@@ -744,6 +767,9 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                 forced = true;
             }
             if !root_touched.is_empty() || last_root_check.elapsed() >= ROOT_CHECK {
+                if !store.in_place() {
+                    return Err(WatchError::IndexGone { dir: dir.clone(), cause: None, roots: state.roots.clone() });
+                }
                 let found = check_roots(&mut watched, &root_touched, &mut mounts, &mut debouncer, opts, &mut state)?;
                 forced |= found.rescan;
                 remounted.extend(found.remounted);

@@ -125,6 +125,17 @@ pub struct Store {
     // writer out, and it goes away with the process, even on SIGKILL.
     _lock: Option<File>,
     bulk: bool,
+    /// The index directory and the database directory in it as opened
+    /// ([`Store::in_place`]).
+    place: Option<[(u64, u64); 2]>,
+}
+
+/// The (device, inode) of the index directory `dir` and of its database
+/// directory.
+fn place_of(dir: &Path) -> Option<[(u64, u64); 2]> {
+    use std::os::unix::fs::MetadataExt;
+    let id = |p: &Path| fs::metadata(p).ok().filter(|m| m.is_dir()).map(|m| (m.dev(), m.ino()));
+    Some([id(dir)?, id(&dir.join(DB_DIR))?])
 }
 
 /// A table file of at most this many bytes is small ([`Store::tidy`]):
@@ -340,6 +351,7 @@ impl Store {
             format: Format { schema_version: SCHEMA_VERSION, params: params.unwrap_or_default(), created: 0 },
             _lock: lock,
             bulk,
+            place: place_of(dir),
         };
         match store.get::<Meta>(&MetaKey::Format)? {
             Some(MetaValue::Format(mut found)) => {
@@ -436,6 +448,15 @@ impl Store {
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Whether the index directory and the database directory in it are
+    /// still the ones this store opened. Deleted (or replaced) under a
+    /// long-lived writer such as the daemon, they take its writes with them:
+    /// RocksDB goes on appending to its unlinked log until it next makes a
+    /// file, and fails only then.
+    pub fn in_place(&self) -> bool {
+        self.place.is_some() && place_of(&self.dir) == self.place
     }
 
     pub fn format(&self) -> &Format {
@@ -1574,6 +1595,24 @@ mod tests {
         let wal = s.wal_size();
         assert!(wal > 100_000 && wal < s.disk_size(), "{wal}");
         flushed_below(1);
+    }
+
+    #[test]
+    fn a_store_knows_when_its_directory_is_removed_or_replaced() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("idx");
+        let s = Store::open(&dir, Access::Write, None).unwrap();
+        assert!(s.in_place());
+        // Its database directory replaced by another.
+        fs::rename(dir.join(DB_DIR), tmp.path().join("old-db")).unwrap();
+        fs::create_dir(dir.join(DB_DIR)).unwrap();
+        assert!(!s.in_place());
+        fs::remove_dir(dir.join(DB_DIR)).unwrap();
+        fs::rename(tmp.path().join("old-db"), dir.join(DB_DIR)).unwrap();
+        assert!(s.in_place(), "moved back");
+        // The whole index directory removed.
+        fs::remove_dir_all(&dir).unwrap();
+        assert!(!s.in_place());
     }
 
     #[test]

@@ -721,6 +721,47 @@ fn a_root_deleted_and_made_again_is_watched_again() {
     stop_with_sigterm(d);
 }
 
+/// The index directory deleted under the daemon (an index reset by hand):
+/// the daemon says so within seconds and exits 1, so that a service
+/// manager starts it again, and the next daemon builds the index anew from
+/// a scan. It neither goes on writing into the deleted files nor makes the
+/// directory again.
+#[test]
+fn an_index_deleted_under_the_daemon_stops_it_with_what_to_do() {
+    let env = Env::new();
+    env.write("a.txt", text(1, 400));
+    let log = env.tmp.path().join("daemon.log");
+    let root = env.root.to_str().unwrap();
+    let mut d = {
+        let _starting = LIMITS.read().unwrap_or_else(|p| p.into_inner());
+        spawn(&env, &["--debounce-ms", "50", root], Some(&log), false)
+    };
+    std::fs::remove_dir_all(&env.db).unwrap();
+    // A change for it to write meanwhile.
+    env.write("b.txt", text(2, 400));
+    let until = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(s) = d.0.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < until, "the daemon went on without its index");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(status.code(), Some(1), "{said}");
+    let db = env.db.display();
+    assert!(
+        said.contains(&format!("{db}: the index directory was removed or replaced while the daemon ran")),
+        "{said}"
+    );
+    assert!(said.contains(&format!("`simd watch {root}` builds the index anew")), "{said}");
+    assert!(!env.db.exists(), "the daemon made the index directory again");
+
+    let d = start(&env);
+    converges(&env, "a new daemon on a new index");
+    stop_with_sigterm(d);
+}
+
 #[test]
 fn the_daemon_merges_the_small_table_files_its_flushes_leave() {
     let env = Env::new();
