@@ -640,13 +640,23 @@ fn print_similar(
     a: &query::Similar,
     indexed: bool,
 ) -> std::io::Result<()> {
+    // A query of `--whole-from`'s default size or more is read whole, as
+    // `simd index` reads such a file: "0 chunks (0 B payload)" read as if
+    // nothing had been read.
+    let cut = if a.chunks == 0 && a.size > 0 {
+        format!(
+            "read whole, with no chunk list (from {} on: matched by its words)",
+            human_bytes(WholeFrom::default().0)
+        )
+    } else {
+        format!("in {} ({} payload)", count(a.chunks, "chunk"), human_bytes(a.payload))
+    };
     writeln!(
         out,
-        "{}: {} in {} ({} payload), {} similar{}",
+        "{}: {} {}, {} similar{}",
         file.display(),
         human_bytes(a.size),
-        count(a.chunks, "chunk"),
-        human_bytes(a.payload),
+        cut,
         a.hits.len(),
         if indexed { " (the file itself is in the index, and not listed)" } else { "" }
     )?;

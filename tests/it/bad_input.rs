@@ -165,6 +165,14 @@ fn empty_files_and_a_two_gigabyte_sparse_file_index_in_bounded_memory() {
     let st: serde_json::Value =
         serde_json::from_slice(&env.simd().args(["--format", "json", "status"]).output().unwrap().stdout).unwrap();
     assert_eq!((st["files"].as_u64(), st["contents"].as_u64()), (Some(3), Some(2)));
+    // Asked what resembles it, it is read whole, as the index read it, and
+    // said so (it once said "in 0 chunks (0 B payload)").
+    let out = env.simd().arg("similar").arg(&big).assert().success();
+    let said = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    assert!(
+        said.contains("2.00 GiB read whole, with no chunk list (from 1.00 GiB on: matched by its words)"),
+        "{said}"
+    );
 }
 
 /// A file of `--whole-from`'s size or more keeps no chunk list (whose
