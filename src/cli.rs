@@ -116,6 +116,10 @@ fn parse_size(s: &str) -> Result<u64, String> {
     n.checked_mul(1 << shift).ok_or_else(|| format!("{s}: too large"))
 }
 
+/// The signals that stop `simd index` and `simd watch` with what they did
+/// kept: Ctrl-C, a service manager's stop, a closed terminal.
+const STOP_SIGNALS: [i32; 3] = [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP];
+
 fn parse_whole_from(s: &str) -> Result<WholeFrom, String> {
     let n = parse_size(s)?;
     if n < WholeFrom::MIN {
@@ -238,7 +242,7 @@ pub enum Command {
     /// Declare a cluster's shared chunks a template: later reports ignore them
     #[command(subcommand)]
     Template(TemplateCommand),
-    /// Index, then keep the index live from file-system events until stopped (SIGINT/SIGTERM)
+    /// Index, then keep the index live from file-system events until stopped (SIGINT/SIGTERM/SIGHUP)
     Watch {
         /// Directories to watch [default: the roots the index remembers]
         roots: Vec<PathBuf>,
@@ -299,7 +303,7 @@ pub enum Exit {
     Ok,
     /// The command ran, and found the index inconsistent.
     Inconsistent,
-    /// Stopped early by SIGINT or SIGTERM, with what it did kept.
+    /// Stopped early by SIGINT, SIGTERM or SIGHUP, with what it did kept.
     Interrupted,
 }
 
@@ -342,8 +346,11 @@ pub fn run(cli: Cli) -> Result<Exit> {
             // Ctrl-C (or SIGTERM) stops a long first index with what it read
             // so far written, for the next run to go on from; a second one
             // stops at once (what is written stays consistent either way).
+            // So does SIGHUP: a terminal closed, an SSH session dropped
+            // under a first index (which writes no WAL) killed it with
+            // only what its memtables had flushed kept.
             let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-            for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            for sig in STOP_SIGNALS {
                 signal_hook::flag::register_conditional_shutdown(sig, 130, stop.clone())
                     .context("installing signal handlers")?;
                 signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
@@ -506,7 +513,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
         Command::Watch { roots, debounce_ms, rescan_every, scan } => {
             roots_for_new_index(&db, &roots)?;
             let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-            for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            for sig in STOP_SIGNALS {
                 signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
             }
             // The first scan and rescans stop at a signal too (a first

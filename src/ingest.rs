@@ -62,7 +62,7 @@ pub struct IndexOptions {
     /// root may (the daemon's rescans: a root deleted, moved away or
     /// unmounted while it runs must not stop it).
     pub tolerate_missing: bool,
-    /// Set (by SIGINT or SIGTERM) to stop a full run early: what was read
+    /// Set (by SIGINT, SIGTERM or SIGHUP) to stop a full run early: what was read
     /// is written and flushed, nothing is recorded as removed, and the
     /// next run goes on from there.
     pub interrupt: Option<Arc<AtomicBool>>,

@@ -8,7 +8,7 @@
 //! file system mounted or unmounted inside a root, which raises no event,
 //! has its mount point watched again and the files under it looked at again);
 //! a rename whose content did not change is recorded as a move without
-//! re-reading the file; SIGINT/SIGTERM stop after committing and flushing.
+//! re-reading the file; SIGINT/SIGTERM/SIGHUP stop after committing and flushing.
 
 use std::collections::{BTreeSet, HashMap};
 use std::os::unix::ffi::OsStrExt;
@@ -633,7 +633,7 @@ fn wait_for_room(dir: &Path, stop: &AtomicBool) -> bool {
     false
 }
 
-/// Runs the daemon until `stop` is set (SIGINT/SIGTERM in the binary).
+/// Runs the daemon until `stop` is set (SIGINT/SIGTERM/SIGHUP in the binary).
 pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Result<(), WatchError> {
     let dir = store.dir().to_path_buf();
     let mut state = DaemonState { pid: std::process::id(), started: ingest::now_ns(), ..DaemonState::default() };

@@ -757,9 +757,13 @@ fn an_index_deleted_under_the_daemon_stops_it_with_what_to_do() {
     assert!(said.contains(&format!("`simd watch {root}` builds the index anew")), "{said}");
     assert!(!env.db.exists(), "the daemon made the index directory again");
 
-    let d = start(&env);
+    let mut d = start(&env);
     converges(&env, "a new daemon on a new index");
-    stop_with_sigterm(d);
+    // Its terminal closed (SIGHUP): a clean stop too.
+    assert!(Command::new("kill").arg("-HUP").arg(d.0.id().to_string()).status().unwrap().success());
+    let status = d.0.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    assert!(!env.db.join("daemon.json").exists(), "a stopped daemon leaves no state file");
 }
 
 #[test]
