@@ -22,10 +22,14 @@ fn main() -> ExitCode {
         Ok(Exit::Inconsistent) => ExitCode::from(3),
         // As a shell reports a process stopped by SIGINT.
         Ok(Exit::Interrupted) => ExitCode::from(130),
-        // The reader went away (`simd report | head`): not an error.
+        // The reader went away (`simd report | head`): not an error. JSON
+        // is written through serde_json, whose error holds the I/O error's
+        // kind but does not name the error itself as its source.
         Err(e)
             if e.chain().any(|c| {
                 c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+                    || c.downcast_ref::<serde_json::Error>()
+                        .is_some_and(|j| j.io_error_kind() == Some(std::io::ErrorKind::BrokenPipe))
             }) =>
         {
             ExitCode::SUCCESS

@@ -299,9 +299,9 @@ pub fn write_json(out: &mut dyn Write, a: &Analysis, view: &View, pretty: bool) 
     // type those writes are inlined copies, not a virtual call each.
     let mut buffered = io::BufWriter::with_capacity(1 << 16, &mut *out);
     if pretty {
-        serde_json::to_writer_pretty(&mut buffered, &report).map_err(io::Error::other)?;
+        serde_json::to_writer_pretty(&mut buffered, &report).map_err(io::Error::from)?;
     } else {
-        serde_json::to_writer(&mut buffered, &report).map_err(io::Error::other)?;
+        serde_json::to_writer(&mut buffered, &report).map_err(io::Error::from)?;
     }
     writeln!(buffered)?;
     buffered.flush()

@@ -677,6 +677,40 @@ fn scattered_edits_that_leave_no_chunk_are_found_by_their_words() {
     assert!(hits.iter().all(|h| h["kind"] == "similar" && h["words"]["resemblance"].as_f64().unwrap() > 0.5), "{s:#}");
 }
 
+/// `simd report | head`: the reader going away is no error, in any format
+/// (JSON once said "simd: Broken pipe (os error 32)" and exited 1).
+#[test]
+fn a_reader_that_stops_reading_is_not_an_error() {
+    use std::io::Read;
+    let env = Env::new();
+    // Past simd's 1 MiB output buffer and a pipe's 64 KiB, so that the
+    // report is still being written when its reader goes: the error then
+    // comes from within serde_json, not from the last flush.
+    let dir = "a-directory-of-a-rather-long-name-".repeat(6);
+    for i in 0..4500u64 {
+        env.write(&format!("{dir}/copies-{}/file-{i}.txt", i % 3), text(i % 1500, 50));
+    }
+    env.index();
+    let whole = env.simd().args(["--format", "json", "report"]).assert().success();
+    assert!(whole.get_output().stdout.len() > 1_200_000, "{} bytes", whole.get_output().stdout.len());
+    for format in ["json", "text", "csv", "html"] {
+        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("simd"))
+            .arg("--db")
+            .arg(&env.db)
+            .args(["--format", format, "report"])
+            .env_remove("SIMD_LOG")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = [0u8; 1];
+        child.stdout.take().unwrap().read_exact(&mut first).unwrap();
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success() && err.is_empty(), "{format}: {:?} {err}", out.status);
+    }
+}
+
 #[test]
 fn empty_and_one_file_indexes_report_nothing_to_do() {
     let env = Env::new();
