@@ -191,6 +191,53 @@ fn a_file_saved_in_several_writes_is_read_once() {
     assert_eq!(changed() - before, 1, "five writes, one read");
 }
 
+/// A file closed after writing is read at its close, not once its events
+/// are a debounce old (here 3 s), and once only: the debouncer's events
+/// for it are dropped when nothing happened to it since. A second save
+/// soon after the first is left to the debouncer, and read then.
+#[test]
+fn a_file_is_read_when_its_writer_closes_it_and_once() {
+    use std::io::Write;
+    let env = Env::new();
+    env.write("a.txt", text(1, 300));
+    let _daemon = start_with(&env, 3000);
+    converges(&env, "start");
+    let changed = || simd::watch::DaemonState::running(&env.db).unwrap().changed_files;
+    let has = |name: &str, body: &[u8]| {
+        let s = Store::open(&env.db, Access::Read, None).unwrap();
+        let want = simd::fingerprint::fingerprint_bytes(body, s.params()).content.to_string();
+        files_of(&s).iter().any(|(p, c)| p.ends_with(name.as_bytes()) && *c == want)
+    };
+    let before = changed();
+    let written = Instant::now();
+    let body = text(10, 400);
+    let mut f = std::fs::File::create(env.root.join("saved.txt")).unwrap();
+    f.write_all(&body).unwrap();
+    drop(f);
+    while !has("/saved.txt", &body) {
+        assert!(written.elapsed() < Duration::from_millis(2500), "not read before the 3 s debounce");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // The debouncer's events come 3 s after the writes: nothing to read.
+    std::thread::sleep(Duration::from_millis(4000));
+    assert_eq!(changed() - before, 1, "read at its close, and only then");
+    converges(&env, "a file read at its close");
+
+    // Saved twice, 50 ms apart: the first save is read at its close, the
+    // second after the debounce, and the index ends with the second.
+    let before = changed();
+    for (i, seed) in [11, 12].into_iter().enumerate() {
+        if i > 0 {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        std::fs::write(env.root.join("twice.txt"), text(seed, 400)).unwrap();
+    }
+    converges(&env, "a file saved twice");
+    assert!(has("/twice.txt", &text(12, 400)));
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(changed() - before <= 2, "{} reads", changed() - before);
+}
+
 /// An edit that keeps a file's size and sets its mtime back (`touch -r`, a
 /// tool restoring timestamps, or two writes within one tick of the file
 /// system's clock) leaves the stat the index compares as it was: the write
