@@ -454,12 +454,22 @@ struct EarlyState {
     taken: HashMap<PathBuf, Instant>,
     /// When each path was last closed, taken or not.
     closed: HashMap<PathBuf, Instant>,
+    /// Closes not [`EARLY_DELAY`] old yet.
+    pending: Vec<(PathBuf, Instant)>,
     /// Each path's last raw event.
     last: HashMap<PathBuf, Instant>,
     /// Each path's last removal or rename (either side).
     moved: HashMap<PathBuf, Instant>,
     last_prune: Option<Instant>,
 }
+
+/// How long a file stays closed before it is taken ([`Early`]): a writer
+/// that moves the file it closed into place (a temporary file renamed over
+/// the document: rsync, editors, `sed -i`) does so at once, and the file
+/// is then the debouncer's to hand over under its final name, where taken
+/// at its close it was read, indexed and removed again under its
+/// temporary one, leaving a lost-and-found record.
+const EARLY_DELAY: Duration = Duration::from_millis(10);
 
 /// A close this soon after the path's last one is left to the debouncer
 /// ([`Early`]).
@@ -540,20 +550,10 @@ impl Early {
             s.moved.retain(|_, t| now.duration_since(*t) < keep);
         }
         let mut out = Vec::with_capacity(events.len());
-        for mut e in events {
+        for e in events {
             if is_close_write(&e.kind) {
-                e.event.paths.retain(|p| {
-                    let before = s.closed.insert(p.clone(), now);
-                    before.is_none_or(|t| now.duration_since(t) >= EARLY_AGAIN)
-                        && !p.ancestors().any(|a| s.moved.get(a).is_some_and(|t| now.duration_since(*t) < keep))
-                });
-                for p in &e.event.paths {
-                    s.taken.insert(p.clone(), now);
-                }
-                if !e.event.paths.is_empty() {
-                    e.event.kind = EventKind::Modify(ModifyKind::Data(notify::event::DataChange::Any));
-                    out.push(e);
-                }
+                let at = e.time;
+                s.pending.extend(e.event.paths.into_iter().map(|p| (p, at)));
                 continue;
             }
             let content = matches!(e.kind, EventKind::Create(_))
@@ -564,7 +564,37 @@ impl Early {
             }
             out.push(e);
         }
+        // The closes [`EARLY_DELAY`] old. A path the debouncer's events
+        // above name is read for them, not again for its close.
+        let named: std::collections::HashSet<&PathBuf> = out.iter().flat_map(|e| &e.paths).collect();
+        let (due, wait): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut s.pending).into_iter().partition(|(_, at)| now.duration_since(*at) >= EARLY_DELAY);
+        s.pending = wait;
+        let mut taken = Vec::new();
+        for (p, _) in due {
+            let before = s.closed.insert(p.clone(), now);
+            if before.is_some_and(|t| now.duration_since(t) < EARLY_AGAIN)
+                || p.ancestors().any(|a| s.moved.get(a).is_some_and(|t| now.duration_since(*t) < keep))
+                || named.contains(&p)
+            {
+                continue;
+            }
+            s.taken.insert(p.clone(), now);
+            taken.push(p);
+        }
+        drop(named);
+        if !taken.is_empty() {
+            let mut written = notify::Event::new(EventKind::Modify(ModifyKind::Data(notify::event::DataChange::Any)));
+            written.paths = taken;
+            out.push(notify_debouncer_full::DebouncedEvent::new(written, now));
+        }
         out
+    }
+
+    /// How long until the next close waiting in [`Early::sift`] is due.
+    fn next_due(&self) -> Option<Duration> {
+        let now = Instant::now();
+        self.lock().pending.iter().map(|(_, at)| EARLY_DELAY.saturating_sub(now.duration_since(*at))).min()
     }
 }
 
@@ -822,6 +852,8 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
         .with_follow_symlinks(false);
     let busy = Busy::default();
     let early = Early::default();
+    // How long `early` keeps what it noted of a path.
+    let early_keep = 4 * opts.debounce + EARLY_AGAIN;
     let mut debouncer = tapped_debouncer(opts.debounce, tx, config, busy.clone(), early.clone())?;
     // A path with no event for a debounce is the debouncer's to hand over
     // (at its next tick); one with a newer event it holds back.
@@ -1033,7 +1065,9 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                 let points = std::mem::take(&mut remounted);
                 Batch { check: points.clone(), removed: points, ..Batch::default() }
             } else {
-                match rx.recv_timeout(Duration::from_millis(100)) {
+                // Closes wait in `early` until they are due.
+                let wait = early.next_due().map_or(Duration::from_millis(100), |d| d.min(Duration::from_millis(100)));
+                match rx.recv_timeout(wait) {
                     Ok(first) => {
                         // Whatever else came meanwhile goes in the same
                         // batch: closes come one message a file.
@@ -1045,13 +1079,16 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                             }
                         }
                         if errors.is_empty() {
-                            classify(early.sift(events, 4 * quiet + EARLY_AGAIN))
+                            classify(early.sift(events, early_keep))
                         } else {
                             for e in &errors {
                                 tracing::warn!("file-system events: {e}; rescanning");
                             }
                             Batch { rescan: true, ..Batch::default() }
                         }
+                    }
+                    Err(RecvTimeoutError::Timeout) if early.next_due().is_some_and(|d| d.is_zero()) => {
+                        classify(early.sift(Vec::new(), early_keep))
                     }
                     Err(RecvTimeoutError::Timeout)
                         if !recheck.is_empty() && last_activity.elapsed() >= opts.flush_idle =>
@@ -2159,12 +2196,20 @@ mod tests {
         let data = |p: &str| event(p, EventKind::Modify(ModifyKind::Data(DataChange::Any)));
         let create = |p: &str| event(p, EventKind::Create(CreateKind::File));
         let keep = Duration::from_secs(2);
-        // What the daemon would make of the next message.
+        // What the daemon makes of what the tap sent and of `msgs` from the
+        // debouncer, then of the closes once they are due.
         let sifted = |msgs: Vec<notify::Event>| -> Vec<(EventKind, Vec<PathBuf>)> {
             let now = Instant::now();
             let mut events: Vec<DebouncedEvent> = rx.try_iter().flat_map(|m| m.unwrap()).collect();
             events.extend(msgs.into_iter().map(|e| DebouncedEvent::new(e, now)));
-            early.sift(events, keep).into_iter().map(|e| (e.event.kind, e.event.paths)).collect()
+            let mut out = early.sift(events, keep);
+            for (_, at) in &mut early.lock().pending {
+                *at = at.checked_sub(EARLY_DELAY).unwrap();
+            }
+            assert_eq!(early.next_due(), early.lock().pending.first().map(|_| Duration::ZERO));
+            out.extend(early.sift(Vec::new(), keep));
+            assert_eq!(early.next_due(), None);
+            out.into_iter().map(|e| (e.event.kind, e.event.paths)).collect()
         };
         let written = |p: &str| (EventKind::Modify(ModifyKind::Data(DataChange::Any)), vec![PathBuf::from(p)]);
 
@@ -2198,6 +2243,12 @@ mod tests {
         let from = event("/r/b", EventKind::Modify(ModifyKind::Name(RenameMode::From)));
         assert!(early.note(&from, &tx));
         assert_eq!(sifted(vec![]), vec![(EventKind::Remove(RemoveKind::Any), vec!["/r/b".into()])]);
+
+        // Closed, then moved into place at once (rsync, editors, `sed -i`):
+        // the debouncer's to hand over under the final name.
+        assert!(!early.note(&close("/r/.tmp-c"), &tx));
+        assert!(early.note(&event("/r/.tmp-c", EventKind::Modify(ModifyKind::Name(RenameMode::From))), &tx));
+        assert_eq!(sifted(vec![]), vec![]);
 
         // A close long after the last one is taken again.
         {

@@ -236,6 +236,17 @@ fn a_file_is_read_when_its_writer_closes_it_and_once() {
     assert!(has("/twice.txt", &text(12, 400)));
     std::thread::sleep(Duration::from_millis(500));
     assert!(changed() - before <= 2, "{} reads", changed() - before);
+
+    // Written to a temporary file and moved over the document at once
+    // (rsync, editors, `sed -i`): read under its final name only, and the
+    // temporary name leaves no lost-and-found record.
+    let tmp = env.root.join(".saved.txt.tmp-1");
+    std::fs::write(&tmp, text(13, 400)).unwrap();
+    std::fs::rename(&tmp, env.root.join("saved.txt")).unwrap();
+    converges(&env, "a temporary file moved into place");
+    let out = env.simd().args(["--format", "json", "lost"]).arg(&tmp).assert().success();
+    let r: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(r["state"], "unknown", "{r:#}");
 }
 
 /// An edit that keeps a file's size and sets its mtime back (`touch -r`, a
