@@ -445,11 +445,13 @@ impl Busy {
 /// again less than [`EARLY_AGAIN`] after its last close is left to the
 /// debouncer (and [`Busy`]): a log opened, appended to and closed every
 /// few milliseconds is not read at each close, nor every [`EARLY_AGAIN`].
-#[derive(Clone, Default)]
+#[derive(Clone)]
 struct Early(Arc<Mutex<EarlyState>>);
 
-#[derive(Default)]
 struct EarlyState {
+    /// How long after a path was taken the debouncer may still hold its
+    /// creation ([`Early::note`]).
+    fold: Duration,
     /// When each path was last taken at its close.
     taken: HashMap<PathBuf, Instant>,
     /// When each path was last closed, taken or not.
@@ -486,18 +488,33 @@ fn is_move(kind: &EventKind) -> bool {
 }
 
 impl Early {
+    /// For a debouncer of `debounce`, which hands an event over at its
+    /// first tick (a quarter of the debounce) once it is a debounce old.
+    fn new(debounce: Duration) -> Early {
+        Early(Arc::new(Mutex::new(EarlyState {
+            fold: 2 * debounce,
+            taken: HashMap::new(),
+            closed: HashMap::new(),
+            pending: Vec::new(),
+            last: HashMap::new(),
+            moved: HashMap::new(),
+            last_prune: None,
+        })))
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, EarlyState> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Notes a raw event, and says whether it goes on to the debouncer. A
     /// close does not: it goes to the daemon (`daemon`) at once. Nor, as
-    /// well, does a removal or rename of a path taken at its close go to
-    /// the debouncer alone: it goes to the daemon as that path's removal,
-    /// because the debouncer, which may still hold the path's creation,
-    /// folds it away (a file made and renamed within a debounce is handed
-    /// over as a file made under its new name, and the read of the old
-    /// name, begun at its close, went on to its end).
+    /// well, does a removal or rename of a path taken at its close while
+    /// the debouncer may still hold the path's creation go to the
+    /// debouncer alone: it goes to the daemon as that path's removal,
+    /// because the debouncer folds it away (a file made and renamed within
+    /// a debounce is handed over as a file made under its new name, and
+    /// the read of the old name, begun at its close, went on to its end).
+    /// Later, the debouncer hands the rename over as one, a move.
     fn note(&self, event: &notify::Event, daemon: &crossbeam_channel::Sender<DebounceEventResult>) -> bool {
         let now = Instant::now();
         let moved = is_move(&event.kind);
@@ -513,7 +530,13 @@ impl Early {
             return false;
         }
         if moved && !s.taken.is_empty() {
-            let gone: Vec<PathBuf> = event.paths.iter().filter(|p| s.taken.remove(*p).is_some()).cloned().collect();
+            let fold = s.fold;
+            let gone: Vec<PathBuf> = event
+                .paths
+                .iter()
+                .filter(|p| s.taken.remove(*p).is_some_and(|t| now.duration_since(t) < fold))
+                .cloned()
+                .collect();
             if !gone.is_empty() {
                 let mut removal = notify::Event::new(EventKind::Remove(notify::event::RemoveKind::Any));
                 removal.paths = gone;
@@ -851,7 +874,7 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
         .with_event_kinds(notify::EventKindMask::CORE | notify::EventKindMask::ACCESS_CLOSE)
         .with_follow_symlinks(false);
     let busy = Busy::default();
-    let early = Early::default();
+    let early = Early::new(opts.debounce);
     // How long `early` keeps what it noted of a path.
     let early_keep = 4 * opts.debounce + EARLY_AGAIN;
     let mut debouncer = tapped_debouncer(opts.debounce, tx, config, busy.clone(), early.clone())?;
@@ -2189,7 +2212,7 @@ mod tests {
     fn a_closed_file_is_taken_at_once_and_its_later_events_only_if_it_changed_since() {
         use notify::event::{AccessKind, AccessMode, CreateKind, DataChange, RemoveKind};
         use notify_debouncer_full::DebouncedEvent;
-        let early = Early::default();
+        let early = Early::new(Duration::from_secs(10));
         let (tx, rx) = crossbeam_channel::unbounded::<DebounceEventResult>();
         let event = |p: &str, kind| notify::Event::new(kind).add_path(PathBuf::from(p));
         let close = |p: &str| event(p, EventKind::Access(AccessKind::Close(AccessMode::Write)));
@@ -2243,6 +2266,17 @@ mod tests {
         let from = event("/r/b", EventKind::Modify(ModifyKind::Name(RenameMode::From)));
         assert!(early.note(&from, &tx));
         assert_eq!(sifted(vec![]), vec![(EventKind::Remove(RemoveKind::Any), vec!["/r/b".into()])]);
+        // Renamed once the debouncer has handed its creation over: the
+        // rename, a move, is the debouncer's alone.
+        assert!(!early.note(&close("/r/c"), &tx));
+        assert_eq!(sifted(vec![]), vec![written("/r/c")]);
+        {
+            let mut s = early.lock();
+            let t = s.taken.get_mut(Path::new("/r/c")).unwrap();
+            *t = t.checked_sub(Duration::from_secs(20)).unwrap();
+        }
+        assert!(early.note(&event("/r/c", EventKind::Modify(ModifyKind::Name(RenameMode::From))), &tx));
+        assert_eq!(sifted(vec![]), vec![]);
 
         // Closed, then moved into place at once (rsync, editors, `sed -i`):
         // the debouncer's to hand over under the final name.

@@ -437,6 +437,14 @@ fn the_live_index_follows_every_kind_of_change() {
 
     env.write("docs/new.txt", text(100, 900));
     converges(&env, "create");
+    // Read at its close, then renamed: a move all the same.
+    std::fs::rename(env.root.join("docs/new.txt"), env.root.join("docs/new-renamed.txt")).unwrap();
+    converges(&env, "a new file renamed");
+    let new = env.root.canonicalize().unwrap().join("docs/new.txt");
+    let s = Store::open(&env.db, Access::Read, None).unwrap();
+    let hist: Vec<_> = s.history_of(new.to_str().unwrap().as_bytes()).map(|r| r.unwrap().1).collect();
+    assert!(matches!(hist.last(), Some(HistoryRecord::Moved { to }) if to.ends_with(b"new-renamed.txt")), "{hist:?}");
+    drop(s);
 
     let p = env.root.join("docs/d1.txt");
     let mut body = std::fs::read(&p).unwrap();
