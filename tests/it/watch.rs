@@ -99,6 +99,11 @@ fn start_command(env: &Env, mut cmd: Command, args: &[&str], log: Option<&std::p
     d
 }
 
+/// How many files the running daemon of `env` has handled so far.
+fn changed_files(env: &Env) -> u64 {
+    simd::watch::DaemonState::running(&env.db).unwrap().changed_files
+}
+
 /// (path, content) of every file, and every posting, of an index.
 type IndexState = (Vec<(Vec<u8>, String)>, Vec<String>);
 
@@ -175,7 +180,7 @@ fn a_file_saved_in_several_writes_is_read_once() {
     // cannot split them.
     let _daemon = start_with(&env, 1000);
     converges(&env, "start");
-    let changed = || simd::watch::DaemonState::running(&env.db).unwrap().changed_files;
+    let changed = || changed_files(&env);
     let before = changed();
     let mut f = std::fs::File::create(env.root.join("saved.txt")).unwrap();
     for i in 0..5 {
@@ -202,7 +207,7 @@ fn a_file_is_read_when_its_writer_closes_it_and_once() {
     env.write("a.txt", text(1, 300));
     let _daemon = start_with(&env, 3000);
     converges(&env, "start");
-    let changed = || simd::watch::DaemonState::running(&env.db).unwrap().changed_files;
+    let changed = || changed_files(&env);
     let has = |name: &str, body: &[u8]| {
         let s = Store::open(&env.db, Access::Read, None).unwrap();
         let want = simd::fingerprint::fingerprint_bytes(body, s.params()).content.to_string();
@@ -993,7 +998,7 @@ fn a_large_file_that_keeps_changing_is_held_between_reads() {
     env.write("small.txt", text(1, 300));
     env.index();
     let d = start(&env);
-    let changed = |env: &Env| simd::watch::DaemonState::running(&env.db).unwrap().changed_files;
+    let changed = changed_files;
     let before = changed(&env);
     let appends = 24;
     for i in 0..appends {
@@ -1548,7 +1553,7 @@ fn a_file_changed_again_and_again_keeps_few_earlier_versions() {
     let due_after = simd::ingest::VERSION_RUNS_DUE.div_ceil(runs);
     let log = env.write("app.log", &data);
     let _daemon = start(&env);
-    let changed = || simd::watch::DaemonState::running(&env.db).unwrap().changed_files;
+    let changed = || changed_files(&env);
     let records = || Store::open(&env.db, Access::Read, None).unwrap().scan::<History>().count() as u64;
     let mut most = 0;
     for i in 0..2 * due_after + 2 {
@@ -1591,7 +1596,7 @@ fn a_file_written_to_without_a_pause_is_indexed_while_it_is_written() {
         files.into_iter().find(|(p, _)| p.ends_with(b"large.bin")).unwrap().1
     };
     let large_before = large_record();
-    let changed = || simd::watch::DaemonState::running(&env.db).unwrap().changed_files;
+    let changed = || changed_files(&env);
     let before = changed();
     let append = |path: &std::path::Path| std::fs::OpenOptions::new().append(true).open(path).unwrap();
     let (mut f, mut g) = (append(&log), append(&large));
