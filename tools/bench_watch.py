@@ -110,6 +110,13 @@ def main():
     # size of every file it appends to, and its scratch directory.
     appended = {}
     work = os.path.join(tree, f".simd-bench-{os.getpid()}")
+    # Every line the script writes names this run, so that what it writes
+    # is new content each time: a later run writing the same bytes again
+    # would find their contents still recorded (the index keeps a lost
+    # content's record for `simd lost`), and the daemon takes a known
+    # content's sketch from its record instead of shingling it, work a
+    # real change costs.
+    run = f"{os.getpid()} {time.time_ns()}"
 
     def append(f, line):
         appended.setdefault(f, os.path.getsize(f))
@@ -163,7 +170,7 @@ def main():
                           f"table files {tables}  manifest {manifest} KiB  lost {lost:.0f} ms", flush=True)
                     last = time.time()
                 for _ in range(a.soak_files):
-                    append(files[k % len(files)], b"\n# soak\n")
+                    append(files[k % len(files)], f"\n# soak {run}\n".encode())
                     k += 1
                 time.sleep(a.soak_every)
             return
@@ -194,9 +201,10 @@ def main():
                     while h.read(1 << 20):
                         pass
             t = time.time()
+            line = f"\n# churn {run}\n".encode()
             for f in churn:
                 with open(f, "ab") as h:
-                    h.write(b"\n# churn\n")
+                    h.write(line)
             wrote = time.time() - t
             while json.load(open(state))["changed_files"] - before < len(churn):
                 if time.time() - t > 600:
@@ -256,7 +264,7 @@ def main():
             if a.probe == "lost":
                 body = os.urandom(8000).hex().encode()
             else:
-                body = open(originals[i], "rb").read() + f"\n# edit {i}\n".encode()
+                body = open(originals[i], "rb").read() + f"\n# edit {i} {run}\n".encode()
             start = time.time()
             with open(p, "wb") as f:
                 f.write(body)
