@@ -712,7 +712,22 @@ pub fn ingest_with<'s, T>(
         let mut result = feed(writer, &mut f);
         // The readers end once they have read everything queued.
         f.tx = None;
-        while let Ok(outcome) = f.rx.recv() {
+        loop {
+            let outcome = match f.rx.try_recv() {
+                Ok(o) => o,
+                Err(crossbeam_channel::TryRecvError::Disconnected) => break,
+                Err(crossbeam_channel::TryRecvError::Empty) => {
+                    if result.is_ok() {
+                        if let Err(e) = writer.hand_over_while_idle() {
+                            result = Err(e);
+                        }
+                    }
+                    match f.rx.recv() {
+                        Ok(o) => o,
+                        Err(_) => break,
+                    }
+                }
+            };
             if result.is_ok() {
                 if let Err(e) = f.take(writer, outcome) {
                     result = Err(e);
@@ -2351,6 +2366,33 @@ impl<'s> Writer<'s> {
         self.write_group(true)
     }
 
+    /// Hands the open group to the committer if it holds [`SMALL_GROUP`]
+    /// files or more and the group before it is written; for a writer
+    /// about to wait for its readers. The group a daemon's batch ends with
+    /// is then what the readers finished last, not up to [`GROUP_FILES`]
+    /// files, and the batch waits for less when it commits: in a 10 %
+    /// burst over the generated corpus the last group's write took 5-7 ms
+    /// after the readers were done.
+    pub fn hand_over_while_idle(&mut self) -> Result<(), StoreError> {
+        let Some(committer) = &self.committer else { return Ok(()) };
+        if self.group.files < SMALL_GROUP {
+            return Ok(());
+        }
+        if self.inflight.is_some() {
+            match committer.done.try_recv() {
+                Ok(written) => {
+                    let inflight = self.inflight.take().expect("a group in flight");
+                    self.landed(inflight, written)?;
+                }
+                Err(crossbeam_channel::TryRecvError::Empty) => return Ok(()),
+                Err(crossbeam_channel::TryRecvError::Disconnected) => {
+                    return Err(StoreError::WriterGone { dir: self.store.dir().to_path_buf() })
+                }
+            }
+        }
+        self.write_group(false)
+    }
+
     /// Writes the open group; with a committer and not `wait`, hands it
     /// over and returns at once (after the group before it is written).
     fn write_group(&mut self, wait: bool) -> Result<(), StoreError> {
@@ -3129,6 +3171,50 @@ mod tests {
             assert!(report.is_consistent(), "{:?}", report.problems);
             assert_eq!(store.scan::<ChunkContents>().count(), 0, "postings left behind");
         });
+    }
+
+    /// A writer about to wait for its readers hands its group over once
+    /// it holds [`SMALL_GROUP`] files and the group before it has landed
+    /// ([`Writer::hand_over_while_idle`]); what lands is what a commit of
+    /// it all at once would have written.
+    #[test]
+    fn a_group_handed_over_while_the_writer_waits_lands_as_a_commit_would() {
+        let (_tmp, store) = temp_store();
+        let (_tmp2, alone) = temp_store();
+        let text = |n: usize| format!("file {n}: {}", "words of a document ".repeat(n % 7 + 1)).into_bytes();
+        std::thread::scope(|scope| {
+            let mut w = Writer::keeping_paths(&store).unwrap().with_committer(Committer::spawn(scope, &store));
+            let mut handed = 0;
+            for n in 0..300 {
+                upsert_bytes(&mut w, &format!("/r/{n}"), &text(n), false);
+                let before = w.group.files;
+                w.hand_over_while_idle().unwrap();
+                if before >= SMALL_GROUP {
+                    // Handed over, or kept while the group before is in flight.
+                    assert!(w.group.files == 0 || w.inflight.is_some(), "file {n}");
+                }
+                handed += usize::from(w.group.files == 0 && before > 0);
+            }
+            // Fewer files than that are kept for more.
+            w.commit().unwrap();
+            upsert_bytes(&mut w, "/r/last", &text(1), false);
+            w.hand_over_while_idle().unwrap();
+            assert_eq!(w.group.files, 1);
+            w.commit().unwrap();
+            assert!(handed >= 1, "no group was handed over");
+            assert!(handed <= 300 / SMALL_GROUP, "{handed} groups for 300 files");
+        });
+        let mut w = Writer::keeping_paths(&alone).unwrap();
+        for n in 0..300 {
+            upsert_bytes(&mut w, &format!("/r/{n}"), &text(n), false);
+        }
+        upsert_bytes(&mut w, "/r/last", &text(1), false);
+        w.commit().unwrap();
+        let report = crate::check::check(&store).unwrap();
+        assert!(report.is_consistent(), "{:?}", report.problems);
+        let names = |s: &Store| s.scan::<ContentNames>().count();
+        assert_eq!(names(&store), names(&alone));
+        assert_eq!(Writer::keeping_paths(&store).unwrap().counts, Writer::keeping_paths(&alone).unwrap().counts);
     }
 
     fn name_counts_follow_the_index(with_committer: bool) {
