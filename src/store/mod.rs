@@ -13,6 +13,8 @@ use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use rocksdb::{
     BlockBasedOptions, Cache, ColumnFamilyDescriptor, DBCompressionType, Options, ReadOptions, WriteBatch,
@@ -127,12 +129,17 @@ pub struct Store {
     bulk: bool,
     /// The index directory and the database directory in it as opened
     /// ([`Store::in_place`]).
-    place: Option<[(u64, u64); 2]>,
+    place: Option<Place>,
+    /// Set once the directory is found gone: RocksDB's complaints about
+    /// its missing files go to debug ([`rocksdb_logger`]).
+    hushed: Arc<AtomicBool>,
 }
 
-/// The (device, inode) of the index directory `dir` and of its database
-/// directory.
-fn place_of(dir: &Path) -> Option<[(u64, u64); 2]> {
+/// The (device, inode) of an index directory and of its database directory.
+type Place = [(u64, u64); 2];
+
+/// The [`Place`] of the index directory `dir`.
+fn place_of(dir: &Path) -> Option<Place> {
     use std::os::unix::fs::MetadataExt;
     let id = |p: &Path| fs::metadata(p).ok().filter(|m| m.is_dir()).map(|m| (m.dev(), m.ino()));
     Some([id(dir)?, id(&dir.join(DB_DIR))?])
@@ -278,6 +285,8 @@ impl Store {
         }
 
         let cache = Cache::new_lru_cache(BLOCK_CACHE);
+        let place = place_of(dir);
+        let hushed = Arc::new(AtomicBool::new(false));
         let mut opts = Options::default();
         opts.create_if_missing(false);
         opts.create_missing_column_families(access == Access::Write);
@@ -293,7 +302,7 @@ impl Store {
             opts.set_max_background_flushes(2);
             opts.set_max_background_compactions(1);
         }
-        opts.set_info_logger(rocksdb_logger());
+        opts.set_info_logger(rocksdb_logger(Some((dir.to_path_buf(), place)), hushed.clone()));
         // A bulk load writes no WAL, so the column families must reach disk
         // together: a flush, whether asked for or made because a memtable is
         // full, writes all of them at one sequence number.
@@ -351,7 +360,8 @@ impl Store {
             format: Format { schema_version: SCHEMA_VERSION, params: params.unwrap_or_default(), created: 0 },
             _lock: lock,
             bulk,
-            place: place_of(dir),
+            place,
+            hushed,
         };
         match store.get::<Meta>(&MetaKey::Format)? {
             Some(MetaValue::Format(mut found)) => {
@@ -456,7 +466,13 @@ impl Store {
     /// RocksDB goes on appending to its unlinked log until it next makes a
     /// file, and fails only then.
     pub fn in_place(&self) -> bool {
-        self.place.is_some() && place_of(&self.dir) == self.place
+        let here = self.place.is_some() && place_of(&self.dir) == self.place;
+        if !here {
+            // The caller says so: RocksDB's errors as it fails to update
+            // or close the files that went with it go to debug.
+            self.hushed.store(true, Ordering::Relaxed);
+        }
+        here
     }
 
     pub fn format(&self) -> &Format {
@@ -978,7 +994,7 @@ fn older_format(dir: &Path, db_dir: &Path, existing: &[String]) -> Result<u32> {
     }
     let cfs = existing.iter().map(|n| ColumnFamilyDescriptor::new(n, Options::default()));
     let mut opts = Options::default();
-    opts.set_info_logger(rocksdb_logger());
+    opts.set_info_logger(rocksdb_logger(None, Arc::default()));
     let Ok(db) = DB::open_cf_descriptors_read_only(&opts, db_dir, cfs, false) else {
         return Err(not_index());
     };
@@ -1001,8 +1017,25 @@ fn older_format(dir: &Path, db_dir: &Path, existing: &[String]) -> Result<u32> {
 /// and errors only. It used to be a LOG file in the index, where every open
 /// wrote a ~125 KB dump of the options of the 11 column families (3 % of
 /// the index of a 70 MB tree).
-fn rocksdb_logger() -> rocksdb::InfoLogger {
-    rocksdb::InfoLogger::new_callback_logger(rocksdb::LogLevel::Warn, |level, msg| match level {
+///
+/// Once the index directory `place` names (its path, and its and its
+/// database directory's device and inode as opened) is gone, looked at
+/// when a message comes, or once `hushed` is set ([`Store::in_place`]
+/// found it gone), everything goes to debug: RocksDB's errors about the
+/// files that went with it come before the caller's message that says
+/// what happened (five lines of them when the daemon closed such an
+/// index), and say nothing more.
+fn rocksdb_logger(place: Option<(PathBuf, Option<Place>)>, hushed: Arc<AtomicBool>) -> rocksdb::InfoLogger {
+    let gone = move || {
+        hushed.load(Ordering::Relaxed)
+            || place.as_ref().is_some_and(|(dir, at)| {
+                let gone = at.is_some() && place_of(dir) != *at;
+                hushed.store(gone, Ordering::Relaxed);
+                gone
+            })
+    };
+    rocksdb::InfoLogger::new_callback_logger(rocksdb::LogLevel::Warn, move |level, msg| match level {
+        _ if gone() => tracing::debug!(target: "rocksdb", "rocksdb: {}", msg.trim_end()),
         // A write stall while flushes catch up (a bulk load on two cores
         // meets one now and then) slows a run and loses nothing: news for
         // whoever tunes the store, not a warning on a user's terminal.
@@ -1106,7 +1139,7 @@ fn create(dir: &Path, params: ChunkParams, bulk: bool) -> Result<()> {
     let rocks = |source| StoreError::Rocks { dir: dir.to_path_buf(), source };
     {
         let mut opts = Options::default();
-        opts.set_info_logger(rocksdb_logger());
+        opts.set_info_logger(rocksdb_logger(None, Arc::default()));
         opts.create_if_missing(true);
         opts.create_missing_column_families(true);
         let cfs = ALL_CFS.iter().map(|&name| ColumnFamilyDescriptor::new(name, Options::default()));
