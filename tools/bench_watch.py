@@ -80,27 +80,33 @@ def main():
                     pass
 
         def first_index(root):
-            times = []
+            # Wall-clock and CPU time (user + system) medians.
+            import resource
+            times, cpus = [], []
             for _ in range(3):
                 base = tempfile.mkdtemp()
                 try:
+                    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
                     t = time.time()
                     subprocess.run([a.simd, "--db", os.path.join(base, "idx"), "--quiet", "index", root], check=True)
                     times.append(time.time() - t)
+                    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                    cpus.append(r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime)
                 finally:
                     shutil.rmtree(base)
-            return statistics.median(times)
+            return statistics.median(times), statistics.median(cpus)
 
-        first = first_index(tree)
+        first, first_cpu = first_index(tree)
         total = sum(os.path.getsize(f) for f in files)
-        print(f"simd index, first run: {total/1e6:.0f} MB in {first:.2f} s = {total/1e6/first:.0f} MB/s")
+        print(f"simd index, first run: {total/1e6:.0f} MB in {first:.2f} s = {total/1e6/first:.0f} MB/s "
+              f"({1e6 * first_cpu / total:.2f} CPU-ms a MB)")
         copy = tempfile.mkdtemp()
         try:
             for k, f in enumerate(churn):
                 d = os.path.join(copy, str(k % 100))
                 os.makedirs(d, exist_ok=True)
                 shutil.copyfile(f, os.path.join(d, f"{k}-{os.path.basename(f)}"))
-            same = first_index(copy)
+            same, _ = first_index(copy)
         finally:
             shutil.rmtree(copy)
         print(f"simd index, first run of just the burst's {len(churn)} files: {nbytes/1e6:.0f} MB in {same:.2f} s "
@@ -200,8 +206,17 @@ def main():
                 with open(f, "rb") as h:
                     while h.read(1 << 20):
                         pass
-            t = time.time()
+            # The daemon's CPU time over the burst, from /proc (user +
+            # system, all its threads), read again once it has handled
+            # every file: less noisy on a shared VM than the wall-clock
+            # ratio, and comparable with the first index's CPU a MB.
+            def daemon_cpu():
+                fields = open(f"/proc/{d.pid}/stat").read().rsplit(")", 1)[1].split()
+                return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+            cpu0 = daemon_cpu()
             line = f"\n# churn {run}\n".encode()
+            t = time.time()
             for f in churn:
                 with open(f, "ab") as h:
                     h.write(line)
@@ -211,6 +226,7 @@ def main():
                     sys.exit("churn not absorbed after 600 s")
                 time.sleep(0.005)
             took = time.time() - t
+            burst_cpu = daemon_cpu() - cpu0
             print(f"churn: {len(churn)} files, {nbytes/1e6:.0f} MB absorbed in {took:.2f} s = {nbytes/1e6/took:.0f} MB/s "
                   f"({100 * (nbytes/took) / (total/first):.0f} % of the first-run throughput; "
                   f"{100 * same / took:.0f} % of that of just the burst's files)")
@@ -218,6 +234,8 @@ def main():
             # the writes took, and how far behind them the daemon ended.
             print(f"writing the burst took {wrote:.2f} s; the daemon had handled every file "
                   f"{1000 * (took - wrote):.0f} ms after the last write (the debounce included)")
+            print(f"the daemon's CPU over the burst: {burst_cpu:.2f} s = {1e6 * burst_cpu / nbytes:.2f} CPU-ms a MB "
+                  f"({burst_cpu / (first_cpu * nbytes / total):.2f} x the first index's; at 10 ms a clock tick)")
             try:
                 q = open("/proc/sys/fs/inotify/max_queued_events").read().strip()
                 print(f"fs.inotify.max_queued_events = {q} (a burst beyond it overflows into a rescan; "
