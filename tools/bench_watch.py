@@ -19,7 +19,12 @@ that many changed files (daemon.json's changed_files), and prints the
 throughput (bytes of the rewritten files per second, from the first write to
 the last file handled) beside `simd index`'s first-run throughput (median of
 3 runs, warm page cache) on the whole tree and on a copy of just the files
-the burst rewrites, measured just before (bar: churn >= 80 % of it).
+the burst rewrites, measured just before (bar: churn >= 80 % of it). It
+also prints the daemon's CPU time over the burst (from /proc) against the
+first index's CPU time for as many bytes: on a shared VM the CPU a burst
+costs drifts less than its wall-clock time. Each run appends a line naming
+the run, so the burst is new content (a line written before would be
+content the index still holds a record of, and not sketched again).
 
 The daemon's log is discarded unless DAEMON_LOG names a file for it (with
 SIMD_LOG=simd=debug, one line per batch with its time).
@@ -99,7 +104,7 @@ def main():
         first, first_cpu = first_index(tree)
         total = sum(os.path.getsize(f) for f in files)
         print(f"simd index, first run: {total/1e6:.0f} MB in {first:.2f} s = {total/1e6/first:.0f} MB/s "
-              f"({1e6 * first_cpu / total:.2f} CPU-ms a MB)")
+              f"({1e9 * first_cpu / total:.2f} CPU-ms a MB)")
         copy = tempfile.mkdtemp()
         try:
             for k, f in enumerate(churn):
@@ -234,7 +239,7 @@ def main():
             # the writes took, and how far behind them the daemon ended.
             print(f"writing the burst took {wrote:.2f} s; the daemon had handled every file "
                   f"{1000 * (took - wrote):.0f} ms after the last write (the debounce included)")
-            print(f"the daemon's CPU over the burst: {burst_cpu:.2f} s = {1e6 * burst_cpu / nbytes:.2f} CPU-ms a MB "
+            print(f"the daemon's CPU over the burst: {burst_cpu:.2f} s = {1e9 * burst_cpu / nbytes:.2f} CPU-ms a MB "
                   f"({burst_cpu / (first_cpu * nbytes / total):.2f} x the first index's; at 10 ms a clock tick)")
             try:
                 q = open("/proc/sys/fs/inotify/max_queued_events").read().strip()
