@@ -2180,7 +2180,10 @@ mod tests {
                 proptest::sample::select(vec!["a", "a.md", "a-b", "b", "", ".", "é", "a b"]), 1..5), 0..40)
         ) {
             let paths: Vec<PathBuf> = names.iter().map(|n| PathBuf::from(format!("/r/{}", n.join("/")))).collect();
-            let inserted: BTreeSet<PathBuf> = paths.iter().cloned().collect();
+            let mut inserted = BTreeSet::new();
+            for p in &paths {
+                inserted.insert(p.clone());
+            }
             let made = path_set(paths);
             proptest::prop_assert!(made.iter().eq(inserted.iter()));
         }
