@@ -51,7 +51,7 @@ what the user waits for), and until that report or query has finished
 (the end-to-end time, which adds the whole report: ~0.25 s on a 66k-file
 tree).
 """
-import argparse, json, os, signal, statistics, subprocess, sys, time
+import argparse, json, os, resource, signal, statistics, subprocess, sys, time
 
 
 def main():
@@ -86,7 +86,6 @@ def main():
 
         def first_index(root):
             # Wall-clock and CPU time (user + system) medians.
-            import resource
             times, cpus = [], []
             for _ in range(3):
                 base = tempfile.mkdtemp()
@@ -240,7 +239,8 @@ def main():
             print(f"writing the burst took {wrote:.2f} s; the daemon had handled every file "
                   f"{1000 * (took - wrote):.0f} ms after the last write (the debounce included)")
             print(f"the daemon's CPU over the burst: {burst_cpu:.2f} s = {1e9 * burst_cpu / nbytes:.2f} CPU-ms a MB "
-                  f"({burst_cpu / (first_cpu * nbytes / total):.2f} x the first index's; at 10 ms a clock tick)")
+                  f"({burst_cpu / (first_cpu * nbytes / total):.2f} x the first index's; "
+                  f"counted in clock ticks of {1000 / os.sysconf('SC_CLK_TCK'):.0f} ms)")
             try:
                 q = open("/proc/sys/fs/inotify/max_queued_events").read().strip()
                 print(f"fs.inotify.max_queued_events = {q} (a burst beyond it overflows into a rescan; "
