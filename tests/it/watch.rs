@@ -65,6 +65,16 @@ fn start_with(env: &Env, debounce_ms: u64) -> Daemon {
     spawn(env, &["--debounce-ms", &debounce_ms.to_string(), env.root.to_str().unwrap()], None, false)
 }
 
+/// A tree of one file and a daemon of `debounce_ms` on it, its live index
+/// caught up (the daemon is declared last, so it stops before the tree goes).
+fn one_file_watched(debounce_ms: u64) -> (Env, Daemon) {
+    let env = Env::new();
+    env.write("a.txt", text(1, 300));
+    let daemon = start_with(&env, debounce_ms);
+    converges(&env, "start");
+    (env, daemon)
+}
+
 /// Starts `simd watch ARGS` (roots among them) on `env` and waits until it is ready, its
 /// log in `log` (else inherited). With `as_nobody` it runs as nobody (uid
 /// 65534), for whom the tree and the index's parent are opened up: root
@@ -174,12 +184,9 @@ fn converges_to(env: &Env, roots: &[&std::path::Path], what: &str) {
 #[test]
 fn a_file_saved_in_several_writes_is_read_once() {
     use std::io::Write;
-    let env = Env::new();
-    env.write("a.txt", text(1, 300));
     // A debounce far longer than the writes take, so that a slow machine
     // cannot split them.
-    let _daemon = start_with(&env, 1000);
-    converges(&env, "start");
+    let (env, _daemon) = one_file_watched(1000);
     let changed = || changed_files(&env);
     let before = changed();
     let mut f = std::fs::File::create(env.root.join("saved.txt")).unwrap();
@@ -203,10 +210,7 @@ fn a_file_saved_in_several_writes_is_read_once() {
 #[test]
 fn a_file_is_read_when_its_writer_closes_it_and_once() {
     use std::io::Write;
-    let env = Env::new();
-    env.write("a.txt", text(1, 300));
-    let _daemon = start_with(&env, 3000);
-    converges(&env, "start");
+    let (env, _daemon) = one_file_watched(3000);
     let changed = || changed_files(&env);
     let has = |name: &str, body: &[u8]| {
         let s = Store::open(&env.db, Access::Read, None).unwrap();
