@@ -65,6 +65,16 @@ fn start_with(env: &Env, debounce_ms: u64) -> Daemon {
     spawn(env, &["--debounce-ms", &debounce_ms.to_string(), env.root.to_str().unwrap()], None, false)
 }
 
+/// Asserts that the live index's last history record of `rel` (under the
+/// tree) is a move to a path ending in `to`; returns the old path.
+fn assert_moved(env: &Env, rel: &str, to: &str) -> std::path::PathBuf {
+    let old = env.root.canonicalize().unwrap().join(rel);
+    let s = Store::open(&env.db, Access::Read, None).unwrap();
+    let hist: Vec<_> = s.history_of(old.to_str().unwrap().as_bytes()).map(|r| r.unwrap().1).collect();
+    assert!(matches!(hist.last(), Some(HistoryRecord::Moved { to: t }) if t.ends_with(to.as_bytes())), "{hist:?}");
+    old
+}
+
 /// A tree of one file and a daemon of `debounce_ms` on it, its live index
 /// caught up (the daemon is declared last, so it stops before the tree goes).
 fn one_file_watched(debounce_ms: u64) -> (Env, Daemon) {
@@ -453,11 +463,7 @@ fn the_live_index_follows_every_kind_of_change() {
     std::thread::sleep(Duration::from_millis(300));
     std::fs::rename(env.root.join("docs/new.txt"), env.root.join("docs/new-renamed.txt")).unwrap();
     converges(&env, "a new file renamed");
-    let new = env.root.canonicalize().unwrap().join("docs/new.txt");
-    let s = Store::open(&env.db, Access::Read, None).unwrap();
-    let hist: Vec<_> = s.history_of(new.to_str().unwrap().as_bytes()).map(|r| r.unwrap().1).collect();
-    assert!(matches!(hist.last(), Some(HistoryRecord::Moved { to }) if to.ends_with(b"new-renamed.txt")), "{hist:?}");
-    drop(s);
+    assert_moved(&env, "docs/new.txt", "new-renamed.txt");
 
     let p = env.root.join("docs/d1.txt");
     let mut body = std::fs::read(&p).unwrap();
@@ -471,11 +477,7 @@ fn the_live_index_follows_every_kind_of_change() {
     std::fs::rename(env.root.join("docs/d3.txt"), env.root.join("docs/d3-renamed.txt")).unwrap();
     converges(&env, "rename");
     // The rename is a move record, not a delete and a re-read.
-    let old = env.root.canonicalize().unwrap().join("docs/d3.txt");
-    let s = Store::open(&env.db, Access::Read, None).unwrap();
-    let hist: Vec<_> = s.history_of(old.to_str().unwrap().as_bytes()).map(|r| r.unwrap().1).collect();
-    assert!(matches!(hist.last(), Some(HistoryRecord::Moved { to }) if to.ends_with(b"d3-renamed.txt")), "{hist:?}");
-    drop(s);
+    let old = assert_moved(&env, "docs/d3.txt", "d3-renamed.txt");
     // And `simd lost` answers it from the live index while the daemon runs.
     let out = env.simd().args(["--format", "json", "lost"]).arg(&old).assert().success();
     let r: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
