@@ -274,6 +274,7 @@ fn relink(store: &Store, params: &AnalysisParams, threads: usize, prev: Basis) -
     let templates = templates(store)?;
     let digest = templates_digest(&templates);
     if cutoff != prev.cutoff || digest != prev.templates {
+        tracing::debug!("analysis update: the cutoff or the templates changed");
         return Ok(None);
     }
     let (added, removed) = diff(&prev.contents, &contents);
@@ -286,6 +287,7 @@ fn relink(store: &Store, params: &AnalysisParams, threads: usize, prev: Basis) -
     // small indexes are always brought up to date.
     let most = (contents.len() / 32).max(64);
     if added.len() + removed.len() > most {
+        tracing::debug!("analysis update: {} contents came and {} went, over {most}", added.len(), removed.len());
         return Ok(None);
     }
 
@@ -365,6 +367,12 @@ fn relink(store: &Store, params: &AnalysisParams, threads: usize, prev: Basis) -
     let mut relink = dirty;
     relink.extend(added.iter().filter_map(place));
     if relink.len() > most {
+        tracing::debug!(
+            "analysis update: {} contents to relink ({} came, {} went), over {most}",
+            relink.len(),
+            added.len(),
+            removed.len()
+        );
         return Ok(None);
     }
 
