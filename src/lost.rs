@@ -140,6 +140,12 @@ pub fn absolute(p: &Path) -> std::io::Result<PathBuf> {
 /// The similar contents a lost file's candidates are drawn from, best first.
 const SIMILAR_POOL: usize = 64;
 
+/// The least share of a lost content a live file must hold to be answered
+/// as where it may have gone. Below it the overlap is a shared line or a
+/// few shingles of boilerplate, which `lost` listed as "0% of it there":
+/// nothing a user can act on.
+const MIN_SIMILAR_SHARE: f64 = 0.02;
+
 /// A live file holding part of a lost content: (name, containment of the
 /// lost content in it, resemblance).
 type Holder = (Name, f64, f64);
@@ -173,7 +179,8 @@ impl Ctx<'_> {
                 // Enough for the ranking below to reorder (new files first).
                 let order = query::Order::QueryInside;
                 let sim = query::similar_to(self.store, *content, &chunks, None, &params, true, SIMILAR_POOL, order)?;
-                for h in sim.hits.into_iter().filter(|h| !h.identical && h.measures.best_a_in_b() > 0.0) {
+                for h in sim.hits.into_iter().filter(|h| !h.identical && h.measures.best_a_in_b() >= MIN_SIMILAR_SHARE)
+                {
                     for n in h.names {
                         out.push((n, h.measures.best_a_in_b(), h.measures.best_resemblance()));
                     }

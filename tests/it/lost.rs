@@ -378,3 +378,29 @@ fn a_file_changed_in_place_many_times_keeps_one_record_not_one_per_version() {
     assert_eq!((r["state"].as_str(), r["files"][0]["size"].as_u64()), (Some("lost"), Some(gone_size)), "{r:#}");
     env.check();
 }
+
+#[test]
+fn a_live_file_holding_only_a_sliver_of_a_lost_one_is_no_answer() {
+    let env = Env::new();
+    // Words of their own (the test vocabulary's 16 words would make any
+    // two texts share ~6 % of their shingles by chance).
+    let words = |tag: &str, n: usize| -> String { (0..n).map(|i| format!("{tag}{i} ")).collect() };
+    let lost_text = words("lost", 40_000).into_bytes();
+    // The sliver: four whole chunks of the lost file (~1 % of it), so that
+    // it shares chunks with it and is measured, not merely never found.
+    let lengths = simd::chunker::chunk_lengths(&lost_text, &simd::chunker::ChunkParams::default());
+    let start: usize = lengths[..100].iter().sum();
+    let end = start + lengths[100..104].iter().sum::<usize>();
+    let holding = |own: &str, piece: &[u8]| [words(own, 2000).as_bytes(), piece, words(own, 2000).as_bytes()].concat();
+    let gone = env.write("gone.txt", lost_text.clone());
+    env.write("sliver.txt", holding("s", &lost_text[start..end]));
+    let tenth = lost_text.len() / 10;
+    env.write("part.txt", holding("p", &lost_text[4 * tenth..6 * tenth])); // ~20 % of it
+    env.index();
+    fs::remove_file(&gone).unwrap();
+    env.index();
+    let r = lost(&env, &gone);
+    let found = r["files"][0]["candidates"].as_array().unwrap();
+    assert_eq!(found.iter().map(tail).collect::<Vec<_>>(), ["part.txt"], "{r:#}");
+    assert!((0.15..0.25).contains(&found[0]["score"].as_f64().unwrap()), "{r:#}");
+}
