@@ -2778,6 +2778,7 @@ impl<'s> Writer<'s> {
         self.settle()?;
         self.last_expiry = Some((self.history_written.get(), Instant::now()));
         self.version_runs_expired = self.version_runs;
+        let started = Instant::now();
         let mut records = Vec::new();
         for item in self.store.scan::<History>() {
             let ((path, time), rec) = item?;
@@ -2804,6 +2805,7 @@ impl<'s> Writer<'s> {
             expire[i] = true;
         }
         let expired = expire.iter().filter(|&&e| e).count() as u64;
+        tracing::debug!("history: {} records read, {expired} to expire, after {:?}", records.len(), started.elapsed());
         if expired == 0 {
             return Ok(0);
         }
