@@ -1020,7 +1020,7 @@ fn older_format(dir: &Path, db_dir: &Path, existing: &[String]) -> Result<u32> {
 ///
 /// Once the index directory `place` names (its path, and its and its
 /// database directory's device and inode as opened) is gone, looked at
-/// when a message comes, or once `hushed` is set ([`Store::in_place`]
+/// when a warning or an error comes, or once `hushed` is set ([`Store::in_place`]
 /// found it gone), everything goes to debug: RocksDB's errors about the
 /// files that went with it come before the caller's message that says
 /// what happened (five lines of them when the daemon closed such an
