@@ -152,13 +152,19 @@ def main():
                 sys.exit("daemon not ready after 600 s")
             time.sleep(0.05)
         print(f"daemon ready after {time.time() - t0:.1f} s", file=sys.stderr)
+
+        # The daemon's CPU time so far, from /proc (user + system, all its
+        # threads): on a shared VM it drifts less than wall-clock time.
+        def daemon_cpu():
+            fields = open(f"/proc/{d.pid}/stat").read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
         if a.soak:
             files = sorted(os.path.join(r, f) for r, _, fs in os.walk(tree) for f in fs
                            if os.path.isfile(os.path.join(r, f)) and not os.path.islink(os.path.join(r, f)))
             def sample():
                 rss = next(l.split()[1] for l in open(f"/proc/{d.pid}/status") if l.startswith("VmRSS"))
-                st = open(f"/proc/{d.pid}/stat").read().split(")")[-1].split()
-                return int(rss) // 1024, (int(st[11]) + int(st[12])) / os.sysconf("SC_CLK_TCK")
+                return int(rss) // 1024, daemon_cpu()
 
             def shape():
                 # The index's table files and manifest, and a reader's open.
@@ -210,14 +216,8 @@ def main():
                 with open(f, "rb") as h:
                     while h.read(1 << 20):
                         pass
-            # The daemon's CPU time over the burst, from /proc (user +
-            # system, all its threads), read again once it has handled
-            # every file: less noisy on a shared VM than the wall-clock
-            # ratio, and comparable with the first index's CPU a MB.
-            def daemon_cpu():
-                fields = open(f"/proc/{d.pid}/stat").read().rsplit(")", 1)[1].split()
-                return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
+            # The daemon's CPU time over the burst, read again once it has
+            # handled every file: comparable with the first index's CPU a MB.
             cpu0 = daemon_cpu()
             line = f"\n# churn {run}\n".encode()
             t = time.time()
