@@ -392,7 +392,7 @@ fn a_live_file_holding_only_a_sliver_of_a_lost_one_is_no_answer() {
     let start: usize = lengths[..100].iter().sum();
     let end = start + lengths[100..104].iter().sum::<usize>();
     let holding = |own: &str, piece: &[u8]| [words(own, 2000).as_bytes(), piece, words(own, 2000).as_bytes()].concat();
-    let gone = env.write("gone.txt", lost_text.clone());
+    let gone = env.write("gone.txt", &lost_text);
     env.write("sliver.txt", holding("s", &lost_text[start..end]));
     let tenth = lost_text.len() / 10;
     env.write("part.txt", holding("p", &lost_text[4 * tenth..6 * tenth])); // ~20 % of it
