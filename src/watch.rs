@@ -458,6 +458,9 @@ struct EarlyState {
     closed: HashMap<PathBuf, Instant>,
     /// Closes not [`EARLY_DELAY`] old yet.
     pending: Vec<(PathBuf, Instant)>,
+    /// Paths taken at their close and renamed since, whose new name (the
+    /// rename's `To` and `Both` events) has not come yet ([`Early::note`]).
+    renaming: Vec<(PathBuf, Instant)>,
     /// Each path's last raw event.
     last: HashMap<PathBuf, Instant>,
     /// Each path's last removal or rename (either side).
@@ -477,9 +480,23 @@ const EARLY_DELAY: Duration = Duration::from_millis(10);
 /// ([`Early`]).
 const EARLY_AGAIN: Duration = Duration::from_secs(1);
 
+/// How long the old name of a rename of a path taken at its close waits
+/// for the new one ([`Early::note`]). The kernel queues a rename's two
+/// events one after the other, and notify reads them in one go but at the
+/// end of its buffer; the old name alone after this is a removal (moved
+/// out of the roots).
+const RENAME_WAIT: Duration = Duration::from_millis(2);
+
 /// Whether a raw event is a file's close after writing.
 fn is_close_write(kind: &EventKind) -> bool {
     matches!(kind, EventKind::Access(notify::event::AccessKind::Close(notify::event::AccessMode::Write)))
+}
+
+/// A removal of `paths`, as the daemon hears of it.
+fn removal(paths: Vec<PathBuf>) -> notify::Event {
+    let mut removal = notify::Event::new(EventKind::Remove(notify::event::RemoveKind::Any));
+    removal.paths = paths;
+    removal
 }
 
 /// Whether a raw event removes or renames its paths.
@@ -496,6 +513,7 @@ impl Early {
             taken: HashMap::default(),
             closed: HashMap::default(),
             pending: Vec::new(),
+            renaming: Vec::new(),
             last: HashMap::default(),
             moved: HashMap::default(),
             last_prune: None,
@@ -509,12 +527,18 @@ impl Early {
     /// Notes a raw event, and says whether it goes on to the debouncer. A
     /// close does not: it goes to the daemon (`daemon`) at once. Nor, as
     /// well, does a removal or rename of a path taken at its close while
-    /// the debouncer may still hold the path's creation go to the
-    /// debouncer alone: it goes to the daemon as that path's removal,
-    /// because the debouncer folds it away (a file made and renamed within
-    /// a debounce is handed over as a file made under its new name, and
-    /// the read of the old name, begun at its close, went on to its end).
-    /// Later, the debouncer hands the rename over as one, a move.
+    /// the debouncer may still hold the path's creation go to the debouncer
+    /// alone, because the debouncer folds it away (a file made and renamed
+    /// within a debounce is handed over as a file made under its new name,
+    /// and the read of the old name, begun at its close, went on to its
+    /// end). A removal goes to the daemon as that path's removal. A rename
+    /// within the roots goes to it as the rename, a move of what was read
+    /// (an editor or a download that writes a temporary file, syncs it and
+    /// renames it over the document: the sync took it past
+    /// [`EARLY_DELAY`]), so the file is not read again under its new name
+    /// and the temporary name leaves a move, not a deleted file, in the
+    /// lost and found. Its old name waits [`RENAME_WAIT`] for the new one,
+    /// then is a removal (moved out of the roots).
     fn note(&self, event: &notify::Event, daemon: &crossbeam_channel::Sender<DebounceEventResult>) -> bool {
         let now = Instant::now();
         let moved = is_move(&event.kind);
@@ -525,8 +549,30 @@ impl Early {
                 s.moved.insert(p.clone(), now);
             }
         }
+        let send = |event: notify::Event| {
+            let _ = daemon.send(Ok(vec![notify_debouncer_full::DebouncedEvent::new(event, now)]));
+        };
+        match event.kind {
+            // A rename's new name comes as `To`, then `Both` with both names.
+            EventKind::Modify(ModifyKind::Name(RenameMode::To)) => {}
+            EventKind::Modify(ModifyKind::Name(RenameMode::Both)) if event.paths.len() == 2 => {
+                if let Some(i) = s.renaming.iter().position(|(p, _)| *p == event.paths[0]) {
+                    s.renaming.swap_remove(i);
+                    // The new name, taken lately too, is renamed over: the
+                    // move replaces what the index holds there.
+                    s.taken.remove(&event.paths[1]);
+                    send(event.clone());
+                    return true;
+                }
+            }
+            _ => {
+                if !s.renaming.is_empty() {
+                    send(removal(s.renaming.drain(..).map(|(p, _)| p).collect()));
+                }
+            }
+        }
         if is_close_write(&event.kind) {
-            let _ = daemon.send(Ok(vec![notify_debouncer_full::DebouncedEvent::new(event.clone(), now)]));
+            send(event.clone());
             return false;
         }
         if moved && !s.taken.is_empty() {
@@ -537,10 +583,10 @@ impl Early {
                 .filter(|p| s.taken.remove(*p).is_some_and(|t| now.duration_since(t) < fold))
                 .cloned()
                 .collect();
-            if !gone.is_empty() {
-                let mut removal = notify::Event::new(EventKind::Remove(notify::event::RemoveKind::Any));
-                removal.paths = gone;
-                let _ = daemon.send(Ok(vec![notify_debouncer_full::DebouncedEvent::new(removal, now)]));
+            if matches!(event.kind, EventKind::Modify(ModifyKind::Name(RenameMode::From))) {
+                s.renaming.extend(gone.into_iter().map(|p| (p, now)));
+            } else if !gone.is_empty() {
+                send(removal(gone));
             }
         }
         true
@@ -572,7 +618,15 @@ impl Early {
             s.last.retain(|_, t| now.duration_since(*t) < keep);
             s.moved.retain(|_, t| now.duration_since(*t) < keep);
         }
-        let mut out = Vec::with_capacity(events.len());
+        let mut out = Vec::with_capacity(events.len() + 1);
+        // Old names of renames whose new name did not come: moved out.
+        let (gone, wait): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut s.renaming).into_iter().partition(|(_, at)| now.duration_since(*at) >= RENAME_WAIT);
+        s.renaming = wait;
+        if !gone.is_empty() {
+            let gone = removal(gone.into_iter().map(|(p, _)| p).collect());
+            out.push(notify_debouncer_full::DebouncedEvent::new(gone, now));
+        }
         for e in events {
             if is_close_write(&e.kind) {
                 let at = e.time;
@@ -617,10 +671,14 @@ impl Early {
         out
     }
 
-    /// How long until the next close waiting in [`Early::sift`] is due.
+    /// How long until the next close, or old name of a rename, waiting in
+    /// [`Early::sift`] is due.
     fn next_due(&self) -> Option<Duration> {
         let now = Instant::now();
-        self.lock().pending.iter().map(|(_, at)| EARLY_DELAY.saturating_sub(now.duration_since(*at))).min()
+        let s = self.lock();
+        let closes = s.pending.iter().map(|(_, at)| EARLY_DELAY.saturating_sub(now.duration_since(*at)));
+        let renames = s.renaming.iter().map(|(_, at)| RENAME_WAIT.saturating_sub(now.duration_since(*at)));
+        closes.chain(renames).min()
     }
 }
 
@@ -2266,10 +2324,17 @@ mod tests {
             let mut events: Vec<DebouncedEvent> = rx.try_iter().flat_map(|m| m.unwrap()).collect();
             events.extend(msgs.into_iter().map(|e| DebouncedEvent::new(e, now)));
             let mut out = early.sift(events, keep);
-            for (_, at) in &mut early.lock().pending {
-                *at = at.checked_sub(EARLY_DELAY).unwrap();
-            }
-            assert_eq!(early.next_due(), early.lock().pending.first().map(|_| Duration::ZERO));
+            let waiting = {
+                let mut s = early.lock();
+                for (_, at) in &mut s.pending {
+                    *at = at.checked_sub(EARLY_DELAY).unwrap();
+                }
+                for (_, at) in &mut s.renaming {
+                    *at = at.checked_sub(RENAME_WAIT).unwrap();
+                }
+                !s.pending.is_empty() || !s.renaming.is_empty()
+            };
+            assert_eq!(early.next_due(), waiting.then_some(Duration::ZERO));
             out.extend(early.sift(Vec::new(), keep));
             assert_eq!(early.next_due(), None);
             out.into_iter().map(|e| (e.event.kind, e.event.paths)).collect()
@@ -2298,14 +2363,35 @@ mod tests {
         assert_eq!(sifted(vec![]), vec![]);
         assert_eq!(sifted(vec![create("/r/d/f")]), vec![(EventKind::Create(CreateKind::File), vec!["/r/d/f".into()])]);
 
-        // Taken, then renamed: the daemon hears of the old name's removal
-        // at once (the debouncer folds a file made and renamed within a
-        // debounce into one made under the new name).
+        // Taken, then renamed out of the roots (no new name comes): the
+        // daemon hears of the old name's removal (the debouncer folds a
+        // file made and renamed within a debounce into one made under the
+        // new name, or into nothing).
+        let name = |p: &str, mode| event(p, EventKind::Modify(ModifyKind::Name(mode)));
         assert!(!early.note(&close("/r/b"), &tx));
         assert_eq!(sifted(vec![]), vec![written("/r/b")]);
-        let from = event("/r/b", EventKind::Modify(ModifyKind::Name(RenameMode::From)));
-        assert!(early.note(&from, &tx));
+        assert!(early.note(&name("/r/b", RenameMode::From), &tx));
         assert_eq!(sifted(vec![]), vec![(EventKind::Remove(RemoveKind::Any), vec!["/r/b".into()])]);
+        // Likewise when another event comes before a new name: at once.
+        assert!(!early.note(&close("/r/b2"), &tx));
+        assert_eq!(sifted(vec![]), vec![written("/r/b2")]);
+        assert!(early.note(&name("/r/b2", RenameMode::From), &tx));
+        assert!(early.note(&data("/r/other"), &tx));
+        assert_eq!(rx.len(), 1, "the removal is sent before the next event");
+        assert_eq!(sifted(vec![]), vec![(EventKind::Remove(RemoveKind::Any), vec!["/r/b2".into()])]);
+        // Taken, then renamed within the roots (a temporary file synced and
+        // renamed over a document): the daemon hears of the rename, a move.
+        assert!(!early.note(&close("/r/.e.tmp"), &tx));
+        assert_eq!(sifted(vec![]), vec![written("/r/.e.tmp")]);
+        assert!(early.note(&name("/r/.e.tmp", RenameMode::From), &tx));
+        assert!(early.note(&name("/r/e", RenameMode::To), &tx));
+        let both = name("/r/.e.tmp", RenameMode::Both).add_path("/r/e".into());
+        assert!(early.note(&both, &tx));
+        let renamed = (EventKind::Modify(ModifyKind::Name(RenameMode::Both)), vec!["/r/.e.tmp".into(), "/r/e".into()]);
+        assert_eq!(sifted(vec![]), vec![renamed]);
+        // The debouncer's creation of the new name later is the daemon's
+        // to compare with what it moved (unchanged: nothing read).
+        assert_eq!(sifted(vec![create("/r/e")]), vec![(EventKind::Create(CreateKind::File), vec!["/r/e".into()])]);
         // Renamed once the debouncer has handed its creation over: the
         // rename, a move, is the debouncer's alone.
         assert!(!early.note(&close("/r/c"), &tx));

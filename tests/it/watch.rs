@@ -268,6 +268,47 @@ fn a_file_is_read_when_its_writer_closes_it_and_once() {
     assert_eq!(r["state"], "unknown", "{r:#}");
 }
 
+/// A document saved the way editors and downloaders save (a temporary
+/// file written, synced, and renamed over the document some tens of
+/// milliseconds after its close, when the daemon has already read it): the
+/// rename is a move of what was read, so the document is not read again and
+/// the temporary name leaves a move in the lost and found, not a deleted
+/// file. (A debounce of 1 s keeps the rename well within the time the
+/// debouncer may still hold the temporary file's creation.)
+#[test]
+fn a_temporary_file_renamed_over_a_document_after_it_was_read_is_a_move() {
+    let (env, _daemon) = one_file_watched(1000);
+    let tmp = env.root.join(".a.txt.swp");
+    let body = text(14, 400);
+    let want = {
+        let s = Store::open(&env.db, Access::Read, None).unwrap();
+        simd::fingerprint::fingerprint_bytes(&body, s.params()).content.to_string()
+    };
+    let before = changed_files(&env);
+    std::fs::write(&tmp, &body).unwrap();
+    let written = Instant::now();
+    loop {
+        let s = Store::open(&env.db, Access::Read, None).unwrap();
+        if files_of(&s).iter().any(|(p, c)| p.ends_with(b"/.a.txt.swp") && *c == want) {
+            break;
+        }
+        assert!(written.elapsed() < Duration::from_millis(900), "the temporary file was not read at its close");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::fs::rename(&tmp, env.root.join("a.txt")).unwrap();
+    converges(&env, "a temporary file renamed over a document");
+    assert_moved(&env, ".a.txt.swp", "/a.txt");
+    let out = env.simd().args(["--format", "json", "lost"]).arg(&tmp).assert().success();
+    let r: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(r["files"][0]["candidates"][0]["kind"], "moved", "{r:#}");
+    // The debouncer's events come a second after the writes; wait them out.
+    std::thread::sleep(Duration::from_millis(2000));
+    // The temporary file new, moved over the document, the document's old
+    // content removed; the debouncer's events then change nothing.
+    assert_eq!(changed_files(&env) - before, 3);
+    converges(&env, "after the debouncer's events");
+}
+
 /// An edit that keeps a file's size and sets its mtime back (`touch -r`, a
 /// tool restoring timestamps, or two writes within one tick of the file
 /// system's clock) leaves the stat the index compares as it was: the write
