@@ -776,6 +776,10 @@ struct Batch {
     /// something other than a directory may have been a directory, whose
     /// files' own remove events the debouncer dropped in favour of its own.
     removed: BTreeSet<PathBuf>,
+    /// Paths of `check` named by one side of a rename (the other outside
+    /// the roots, or a directory watched itself moved): with `removed` and
+    /// `renames`, what says that a root itself went or was replaced.
+    renamed: BTreeSet<PathBuf>,
     rescan: bool,
     /// A second look at new directories: schedules no further look.
     settle: bool,
@@ -810,6 +814,10 @@ fn classify(events: Vec<notify_debouncer_full::DebouncedEvent>) -> Batch {
             }
             EventKind::Modify(ModifyKind::Data(_)) => {
                 written.extend(ev.paths.iter().cloned());
+                check.extend(ev.paths);
+            }
+            EventKind::Modify(ModifyKind::Name(_)) => {
+                b.renamed.extend(ev.paths.iter().cloned());
                 check.extend(ev.paths);
             }
             _ => check.extend(ev.paths),
@@ -1255,7 +1263,13 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
             }
             let named: Vec<&PathBuf> =
                 batch.check.iter().chain(batch.renames.iter().flat_map(|(a, b)| [a, b])).collect();
-            root_touched.extend(named.iter().filter(|p| watched.iter().any(|w| w.path == ***p)).map(|p| (*p).clone()));
+            // A root removed or renamed itself. Not one whose own metadata
+            // changed (`rsync -a` into it sets its mtime, `chmod`, `touch`):
+            // renewing its watch and rescanning it then was a warning that
+            // it had been replaced, and a walk of the whole tree.
+            let replaced =
+                batch.removed.iter().chain(&batch.renamed).chain(batch.renames.iter().flat_map(|(a, b)| [a, b]));
+            root_touched.extend(replaced.filter(|p| watched.iter().any(|w| w.path == **p)).cloned());
             // An ignore file written, edited or removed changes which files
             // are followed, and the files themselves raise no event: a
             // rescan once things settle (one for a burst of them) drops

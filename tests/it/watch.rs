@@ -843,6 +843,41 @@ fn a_root_deleted_and_made_again_is_watched_again() {
     stop_with_sigterm(d);
 }
 
+/// A root whose own metadata changes (`rsync -a SRC/ ROOT/` sets its
+/// mtime, as do `touch` and `chmod`) is the same directory: it is not
+/// taken as replaced (watched anew and rescanned, with a warning), and
+/// what is written into it later is followed as before.
+#[test]
+fn a_root_whose_own_metadata_changes_is_not_rescanned() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = Env::new();
+    env.write("a.txt", text(1, 400));
+    env.index();
+    let log = env.tmp.path().join("daemon.log");
+    let d = {
+        let _starting = LIMITS.read().unwrap_or_else(|p| p.into_inner());
+        spawn(&env, &["--debounce-ms", "50", env.root.to_str().unwrap()], Some(&log), false)
+    };
+    let running = || simd::watch::DaemonState::running(&env.db).unwrap();
+    let (rescans, batches) = (running().rescans, running().batches);
+    let f = std::fs::File::open(&env.root).unwrap();
+    f.set_modified(std::time::SystemTime::now() - Duration::from_secs(3600)).unwrap();
+    std::fs::set_permissions(&env.root, std::fs::Permissions::from_mode(0o750)).unwrap();
+    let until = Instant::now() + Duration::from_secs(30);
+    while running().batches == batches {
+        assert!(Instant::now() < until, "the daemon saw no event for its root");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Past the once-a-second look at the roots.
+    std::thread::sleep(Duration::from_millis(1500));
+    env.write("b.txt", text(2, 400));
+    converges(&env, "a file written after the root's metadata changed");
+    assert_eq!(running().rescans, rescans, "no rescan");
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert!(!said.contains("the root is back"), "{said}");
+    stop_with_sigterm(d);
+}
+
 /// The index directory deleted under the daemon (an index reset by hand):
 /// the daemon says so within seconds and exits 1, so that a service
 /// manager starts it again, and the next daemon builds the index anew from
