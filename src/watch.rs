@@ -1831,6 +1831,7 @@ fn apply(
         let defer_from = Some(ingest::BACKGROUND_READ);
         let done = ingest::ingest_with(writer, workers, defer_from, &mut summary, |writer, feed| {
             let (mut cands, mut walked) = (Vec::new(), Vec::new());
+            let mut walked_dirs = crate::scan::HashSet::default();
             for path in paths {
                 if first_round {
                     match writer.lookup(&path)? {
@@ -1854,7 +1855,16 @@ fn apply(
                     }
                 }
                 let (was_removed, was_written) = (removed.contains(&path), written.contains(&path));
-                if examine(store, writer, filter, &path, was_removed, was_written, &mut cands)? {
+                // A directory under one walked in this batch was walked with
+                // it (paths come parents first): `rsync -a` or `touch`ing a
+                // tree's directories names each, and walking each one's
+                // subtree again stat'ed every file once per directory above
+                // it.
+                let walk = walked_dirs.is_empty() || !path.ancestors().skip(1).any(|a| walked_dirs.contains(a));
+                if examine(store, writer, filter, &path, was_removed, was_written, walk, &mut cands)? && walk {
+                    if filter.follows(&path, true) {
+                        walked_dirs.insert(path.clone());
+                    }
                     dirs.push(path);
                     walked.append(&mut cands);
                 }
@@ -2114,8 +2124,9 @@ fn rename(
 
 /// Compares one path with the index: queues it for reading when it is new or
 /// changed, removes what is gone (a file, or everything under a directory),
-/// and walks a directory that appeared. Returns whether the path is a
-/// directory.
+/// and walks a directory (unless not `walk`: its files were just looked
+/// at). Returns whether the path is a directory.
+#[allow(clippy::too_many_arguments)]
 fn examine(
     store: &Store,
     writer: &mut Writer<'_>,
@@ -2123,6 +2134,7 @@ fn examine(
     path: &Path,
     was_removed: bool,
     was_written: bool,
+    walk: bool,
     cands: &mut Vec<Candidate>,
 ) -> Result<bool, StoreError> {
     let meta = std::fs::symlink_metadata(path);
@@ -2176,7 +2188,7 @@ fn examine(
     if let Some((id, rec)) = old {
         writer.remove(id, &rec)?;
     }
-    if is_dir && filter.follows(path, true) {
+    if is_dir && walk && filter.follows(path, true) {
         let mut stack = vec![path.to_path_buf()];
         while let Some(d) = stack.pop() {
             let Ok(entries) = std::fs::read_dir(&d) else { continue };

@@ -878,6 +878,28 @@ fn a_root_whose_own_metadata_changes_is_not_rescanned() {
     stop_with_sigterm(d);
 }
 
+/// Every directory of a tree named in one batch (`rsync -a` sets each
+/// one's mtime at its end): each is walked within the walk of the first
+/// one above it, not again, and what changed under them meanwhile (a file
+/// written deep down, a subdirectory removed, one made) is all found.
+#[test]
+fn directories_named_together_are_walked_once_and_miss_nothing() {
+    let env = Env::new();
+    for d in ["a", "a/b", "a/b/c", "a/b/c/d", "e", "e/f"] {
+        env.write(&format!("{d}/x.txt"), text(d.len() as u64 * 7, 300));
+    }
+    env.index();
+    let _daemon = start(&env);
+    env.write("a/b/c/d/new.txt", text(40, 300));
+    std::fs::remove_dir_all(env.root.join("e/f")).unwrap();
+    env.write("a/b/g/h/made.txt", text(41, 300));
+    let past = std::time::SystemTime::now() - Duration::from_secs(7200);
+    for d in ["a/b/c/d", "a/b/c", "a/b/g/h", "a/b/g", "a/b", "a", "e", "."] {
+        std::fs::File::open(env.root.join(d)).unwrap().set_modified(past).unwrap();
+    }
+    converges(&env, "a tree's directories touched while files changed under them");
+}
+
 /// The index directory deleted under the daemon (an index reset by hand):
 /// the daemon says so within seconds and exits 1, so that a service
 /// manager starts it again, and the next daemon builds the index anew from
