@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::control;
 use crate::ingest::{self, IndexOptions, IngestError, Summary, Writer};
-use crate::scan::{is_under, path_bytes, Candidate, HashMap, Stat};
+use crate::scan::{is_under, path_bytes, Candidate, HashMap, HashSet, Stat};
 use crate::store::{Access, Store, StoreError};
 
 /// What `simd watch` is told.
@@ -643,7 +643,7 @@ impl Early {
         }
         // The closes [`EARLY_DELAY`] old. A path the debouncer's events
         // above name is read for them, not again for its close.
-        let named: crate::scan::HashSet<&PathBuf> = out.iter().flat_map(|e| &e.paths).collect();
+        let named: HashSet<&PathBuf> = out.iter().flat_map(|e| &e.paths).collect();
         let (due, wait): (Vec<_>, Vec<_>) =
             std::mem::take(&mut s.pending).into_iter().partition(|(_, at)| now.duration_since(*at) >= EARLY_DELAY);
         s.pending = wait;
@@ -1824,14 +1824,14 @@ fn apply(
     // the main thread in a burst). Those that are no longer readable
     // regular files come back, and are examined in a second round.
     let mut summary = Summary::default();
-    let mut queued = std::collections::HashSet::new();
+    let mut queued = HashSet::default();
     let mut paths: Vec<PathBuf> = check.into_iter().collect();
     let mut first_round = true;
     loop {
         let defer_from = Some(ingest::BACKGROUND_READ);
         let done = ingest::ingest_with(writer, workers, defer_from, &mut summary, |writer, feed| {
             let (mut cands, mut walked) = (Vec::new(), Vec::new());
-            let mut walked_dirs = crate::scan::HashSet::default();
+            let mut walked_dirs = HashSet::default();
             for path in paths {
                 if first_round {
                     match writer.lookup(&path)? {
