@@ -778,6 +778,10 @@ pub struct Background {
     in_flight: HashMap<PathBuf, Arc<AtomicBool>>,
     /// Asked for again while in flight.
     again: HashSet<PathBuf>,
+    /// Reads sent under a name since renamed: the name sent → the name now.
+    renamed: HashMap<PathBuf, PathBuf>,
+    /// The renames those reads followed: the name now → the name before.
+    followed: HashMap<PathBuf, PathBuf>,
 }
 
 /// A large file's read, done by a [`Background`] reader.
@@ -786,6 +790,16 @@ pub struct BackgroundRead(Outcome);
 impl BackgroundRead {
     pub fn path(&self) -> &Path {
         &self.0.cand().path
+    }
+
+    fn cand_mut(&mut self) -> &mut Candidate {
+        match &mut self.0 {
+            Outcome::Read { cand, .. }
+            | Outcome::Skip { cand, .. }
+            | Outcome::Vanished { cand }
+            | Outcome::Unchanged { cand }
+            | Outcome::Deferred(cand) => cand,
+        }
     }
 }
 
@@ -833,7 +847,7 @@ impl Background {
                 while let Ok((cand, given_up)) = jobs.recv() {
                     let mut outcome = match open_candidate(cand) {
                         Opening::Ready(opened) => {
-                            read_opened(opened, &params, whole_from, &mut buf, &known, Some(&given_up))
+                            read_opened(opened, &params, whole_from, &mut buf, &known, Some(&given_up), true)
                         }
                         Opening::Said(outcome) => outcome,
                     };
@@ -848,7 +862,14 @@ impl Background {
                 }
             });
         }
-        Background { tx: Some(tx), rx, in_flight: HashMap::default(), again: HashSet::default() }
+        Background {
+            tx: Some(tx),
+            rx,
+            in_flight: HashMap::default(),
+            again: HashSet::default(),
+            renamed: HashMap::default(),
+            followed: HashMap::default(),
+        }
     }
 
     /// Queues a file to read, unless it is being read already: then it is
@@ -875,6 +896,40 @@ impl Background {
         self.give_up_where(|p| is_under(&path_bytes(p), &pb), why);
     }
 
+    /// `from` was renamed to `to`: a read of what was under `to` is given
+    /// up, and the reads of `from` and of files under it go on under `to`.
+    /// A rename keeps a file's bytes, and a read its open descriptor. (A
+    /// large download, written under a temporary name, synced and renamed
+    /// as it was being read, was read twice; [`Writer::apply_background`]
+    /// checks that the file under the new name is still the one read.) A
+    /// read of the new name asked for meanwhile waits for it
+    /// ([`Background::send`]). The same rename heard again (the daemon
+    /// hears some at once and again from the debouncer) changes nothing.
+    pub fn renamed(&mut self, from: &Path, to: &Path) {
+        if self.followed.get(to).is_some_and(|f| f == from) {
+            return;
+        }
+        self.give_up(to, "renamed over");
+        let (from_path, to_path) = (from, to);
+        let (from, to) = (path_bytes(from), path_bytes(to));
+        let moved: Vec<PathBuf> = self.in_flight.keys().filter(|p| is_under(&path_bytes(p), &from)).cloned().collect();
+        for old in moved {
+            let mut new = to.clone();
+            new.extend_from_slice(&path_bytes(&old)[from.len()..]);
+            let new = scan::bytes_path(&new);
+            let flag = self.in_flight.remove(&old).expect("in flight");
+            if self.again.remove(&old) {
+                self.again.insert(new.clone());
+            }
+            let sent = self.renamed.remove(&old).unwrap_or(old);
+            self.renamed.insert(sent, new.clone());
+            self.in_flight.insert(new, flag);
+        }
+        if self.in_flight.contains_key(to_path) {
+            self.followed.insert(to_path.to_path_buf(), from_path.to_path_buf());
+        }
+    }
+
     /// Gives up the reads of the files `which` picks, `why`.
     pub fn give_up_where(&mut self, mut which: impl FnMut(&Path) -> bool, why: &str) {
         for (p, flag) in &self.in_flight {
@@ -894,8 +949,12 @@ impl Background {
     pub fn done(&mut self) -> (Vec<BackgroundRead>, Vec<PathBuf>) {
         let (mut reads, mut again) = (Vec::new(), Vec::new());
         while let Ok(outcome) = self.rx.try_recv() {
-            let read = BackgroundRead(outcome);
+            let mut read = BackgroundRead(outcome);
+            if let Some(now) = self.renamed.remove(read.path()) {
+                read.cand_mut().path = now;
+            }
             self.in_flight.remove(read.path());
+            self.followed.remove(read.path());
             if self.again.remove(read.path()) {
                 again.push(read.path().to_path_buf());
             }
@@ -1023,7 +1082,7 @@ fn spawn_readers<'scope, 'env>(
                 if opened.before.len() > SMALL_FILE {
                     // A stopped run leaves a large file half read, and what
                     // was read goes nowhere (the writer takes no more).
-                    let outcome = read_opened(opened, &params, whole_from, &mut buf, &known, stop);
+                    let outcome = read_opened(opened, &params, whole_from, &mut buf, &known, stop, false);
                     if stopped() || !send(outcome) {
                         break;
                     }
@@ -1152,7 +1211,7 @@ impl SmallFiles {
             .files
             .drain(..)
             .zip(fps.into_iter().zip(answers.into_inner()))
-            .map(|((o, _), (fp, answer))| match settle(o, fp, answer) {
+            .map(|((o, _), (fp, answer))| match settle(o, fp, answer, false) {
                 Ok(outcome) => outcome,
                 Err(cand) => {
                     tracing::debug!("{}: changed while being read, reading again", crate::show_path(&cand.path));
@@ -1508,13 +1567,15 @@ fn open_candidate(cand: Candidate) -> Opening {
 /// candidate back when the file changed while it was read. `answer` is
 /// the index's answer about the content (None: not asked, or the lookup
 /// failed).
-fn settle(o: Opened, fp: Fingerprint, answer: Option<bool>) -> Result<Outcome, Candidate> {
+fn settle(o: Opened, fp: Fingerprint, answer: Option<bool>, renamed_ok: bool) -> Result<Outcome, Candidate> {
     let after = match o.file.metadata() {
         Ok(m) => m,
         Err(e) => return Ok(Outcome::Skip { cand: o.cand, reason: SkipReason::Unreadable, detail: e.to_string() }),
     };
     let stat = Stat::of(&o.before);
-    let same = stat == Stat::of(&after) && ctime(&o.before) == ctime(&after) && fp.size == stat.size;
+    let same = stat == Stat::of(&after)
+        && fp.size == stat.size
+        && (ctime(&o.before) == ctime(&after) || renamed_ok && renamed_away(&o.cand.path, &after));
     if !same {
         return Err(o.cand);
     }
@@ -1531,7 +1592,7 @@ fn read_candidate(
     known: &dyn Fn(&ContentHash) -> Option<bool>,
 ) -> Outcome {
     match open_candidate(cand) {
-        Opening::Ready(o) => read_opened(o, params, whole_from, buf, known, None),
+        Opening::Ready(o) => read_opened(o, params, whole_from, buf, known, None, false),
         Opening::Said(outcome) => outcome,
     }
 }
@@ -1553,7 +1614,9 @@ impl std::io::Read for Stoppable<'_> {
     }
 }
 
-/// [`read_candidate`] for a candidate already opened.
+/// [`read_candidate`] for a candidate already opened. With `renamed_ok`
+/// (the daemon's background reads), a file renamed as it was read is not
+/// read again for its ctime ([`renamed_away`]).
 fn read_opened(
     mut o: Opened,
     params: &crate::chunker::ChunkParams,
@@ -1561,6 +1624,7 @@ fn read_opened(
     buf: &mut Vec<u8>,
     known: &dyn Fn(&ContentHash) -> Option<bool>,
     stop: Option<&AtomicBool>,
+    renamed_ok: bool,
 ) -> Outcome {
     let mut attempts = 1;
     loop {
@@ -1577,7 +1641,7 @@ fn read_opened(
                 Ok(fp) => fp,
                 Err(e) => return Outcome::Skip { cand: o.cand, reason: SkipReason::Unreadable, detail: e.to_string() },
             };
-        let cand = match settle(o, fp, answer.get()) {
+        let cand = match settle(o, fp, answer.get(), renamed_ok) {
             Ok(outcome) => return outcome,
             Err(cand) => cand,
         };
@@ -1592,6 +1656,16 @@ fn read_opened(
             Opening::Said(outcome) => return outcome,
         };
     }
+}
+
+/// Whether `path` no longer names the file read (`after`, whose name
+/// count did not change): it was renamed, which sets a file's ctime and
+/// leaves its bytes. Only the daemon's background reads take such a read
+/// ([`Background::renamed`] follows the rename); a write meanwhile raises
+/// an event of its own, which has the file read again.
+fn renamed_away(path: &Path, after: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path).map_or(true, |m| m.ino() != after.ino() || m.dev() != after.dev())
 }
 
 fn ctime(m: &std::fs::Metadata) -> (i64, i64) {
@@ -3282,6 +3356,7 @@ mod tests {
                 &mut Vec::new(),
                 &|_| Some(false),
                 Some(&flag),
+                false,
             )
         };
         assert!(matches!(read(false), Outcome::Read { .. }));

@@ -1243,11 +1243,15 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                 batch.check.extend(due);
             }
             filter.prune(&mut batch);
-            // A large file being read that is removed, renamed or renamed
-            // over: its read would be thrown away, so it is given up now.
+            // A large file being read that is removed or renamed over: its
+            // read would be thrown away, so it is given up now. One renamed
+            // is read on under its new name.
             if background.in_flight() > 0 {
-                for p in batch.removed.iter().chain(batch.renames.iter().flat_map(|(from, to)| [from, to])) {
-                    background.give_up(p, "removed or renamed");
+                for p in &batch.removed {
+                    background.give_up(p, "removed");
+                }
+                for (from, to) in &batch.renames {
+                    background.renamed(from, to);
                 }
             }
             if !batch.rescan {
