@@ -918,6 +918,7 @@ impl Background {
             new.extend_from_slice(&path_bytes(&old)[from.len()..]);
             let new = scan::bytes_path(&new);
             let flag = self.in_flight.remove(&old).expect("in flight");
+            self.followed.remove(&old);
             if self.again.remove(&old) {
                 self.again.insert(new.clone());
             }
