@@ -60,6 +60,13 @@ fn wait_ready(env: &Env, log: Option<&std::path::Path>) {
     panic!("the daemon did not become ready\n{log}");
 }
 
+/// [`start`], its log (at the default level) in the returned file.
+fn start_logged(env: &Env) -> (Daemon, std::path::PathBuf) {
+    let log = env.tmp.path().join("daemon.log");
+    let _starting = LIMITS.read().unwrap_or_else(|p| p.into_inner());
+    (spawn(env, &["--debounce-ms", "50", env.root.to_str().unwrap()], Some(&log), false), log)
+}
+
 fn start_with(env: &Env, debounce_ms: u64) -> Daemon {
     let _starting = LIMITS.read().unwrap_or_else(|p| p.into_inner());
     spawn(env, &["--debounce-ms", &debounce_ms.to_string(), env.root.to_str().unwrap()], None, false)
@@ -843,11 +850,7 @@ fn a_root_deleted_and_made_again_is_watched_again() {
     env.write("a.txt", text(1, 400));
     env.write("d/b.txt", text(2, 400));
     env.index();
-    let log = env.tmp.path().join("daemon.log");
-    let d = {
-        let _starting = LIMITS.read().unwrap_or_else(|p| p.into_inner());
-        spawn(&env, &["--debounce-ms", "50", env.root.to_str().unwrap()], Some(&log), false)
-    };
+    let (d, log) = start_logged(&env);
     let root = env.root.display().to_string();
     std::fs::remove_dir_all(&env.root).unwrap();
     let until = Instant::now() + Duration::from_secs(60);
@@ -882,11 +885,7 @@ fn a_root_whose_own_metadata_changes_is_not_rescanned() {
     let env = Env::new();
     env.write("a.txt", text(1, 400));
     env.index();
-    let log = env.tmp.path().join("daemon.log");
-    let d = {
-        let _starting = LIMITS.read().unwrap_or_else(|p| p.into_inner());
-        spawn(&env, &["--debounce-ms", "50", env.root.to_str().unwrap()], Some(&log), false)
-    };
+    let (d, log) = start_logged(&env);
     let running = || simd::watch::DaemonState::running(&env.db).unwrap();
     let (rescans, batches) = (running().rescans, running().batches);
     let f = std::fs::File::open(&env.root).unwrap();
@@ -938,12 +937,7 @@ fn directories_named_together_are_walked_once_and_miss_nothing() {
 fn an_index_deleted_under_the_daemon_stops_it_with_what_to_do() {
     let env = Env::new();
     env.write("a.txt", text(1, 400));
-    let log = env.tmp.path().join("daemon.log");
-    let root = env.root.to_str().unwrap();
-    let mut d = {
-        let _starting = LIMITS.read().unwrap_or_else(|p| p.into_inner());
-        spawn(&env, &["--debounce-ms", "50", root], Some(&log), false)
-    };
+    let (mut d, log) = start_logged(&env);
     std::fs::remove_dir_all(&env.db).unwrap();
     // A change for it to write meanwhile.
     env.write("b.txt", text(2, 400));
@@ -962,6 +956,7 @@ fn an_index_deleted_under_the_daemon_stops_it_with_what_to_do() {
         said.contains(&format!("{db}: the index directory was removed or replaced while the daemon ran")),
         "{said}"
     );
+    let root = env.root.to_str().unwrap();
     assert!(said.contains(&format!("`simd watch {root}` builds the index anew")), "{said}");
     // RocksDB's errors as it closes files that went with the directory
     // (a missing manifest) would only bury that message.
