@@ -780,8 +780,6 @@ pub struct Background {
     again: HashSet<PathBuf>,
     /// Reads sent under a name since renamed: the name sent → the name now.
     renamed: HashMap<PathBuf, PathBuf>,
-    /// The renames those reads followed: the name now → the name before.
-    followed: HashMap<PathBuf, PathBuf>,
 }
 
 /// A large file's read, done by a [`Background`] reader.
@@ -868,7 +866,6 @@ impl Background {
             in_flight: HashMap::default(),
             again: HashSet::default(),
             renamed: HashMap::default(),
-            followed: HashMap::default(),
         }
     }
 
@@ -904,13 +901,14 @@ impl Background {
     /// checks that the file under the new name is still the one read.) A
     /// read of the new name asked for meanwhile waits for it
     /// ([`Background::send`]). The same rename heard again (the daemon
-    /// hears some at once and again from the debouncer) changes nothing.
+    /// hears a file's at once when the file was taken at its close, under
+    /// the name its read was sent with, and again from the debouncer)
+    /// changes nothing.
     pub fn renamed(&mut self, from: &Path, to: &Path) {
-        if self.followed.get(to).is_some_and(|f| f == from) {
+        if self.renamed.get(from).is_some_and(|now| now == to) {
             return;
         }
         self.give_up(to, "renamed over");
-        let (from_path, to_path) = (from, to);
         let (from, to) = (path_bytes(from), path_bytes(to));
         let moved: Vec<PathBuf> = self.in_flight.keys().filter(|p| is_under(&path_bytes(p), &from)).cloned().collect();
         for old in moved {
@@ -918,16 +916,12 @@ impl Background {
             new.extend_from_slice(&path_bytes(&old)[from.len()..]);
             let new = scan::bytes_path(&new);
             let flag = self.in_flight.remove(&old).expect("in flight");
-            self.followed.remove(&old);
             if self.again.remove(&old) {
                 self.again.insert(new.clone());
             }
             let sent = self.renamed.remove(&old).unwrap_or(old);
             self.renamed.insert(sent, new.clone());
             self.in_flight.insert(new, flag);
-        }
-        if self.in_flight.contains_key(to_path) {
-            self.followed.insert(to_path.to_path_buf(), from_path.to_path_buf());
         }
     }
 
@@ -955,7 +949,6 @@ impl Background {
                 read.cand_mut().path = now;
             }
             self.in_flight.remove(read.path());
-            self.followed.remove(read.path());
             if self.again.remove(read.path()) {
                 again.push(read.path().to_path_buf());
             }
