@@ -919,8 +919,10 @@ impl Background {
             if self.again.remove(&old) {
                 self.again.insert(new.clone());
             }
-            let sent = self.renamed.remove(&old).unwrap_or(old);
-            self.renamed.insert(sent, new.clone());
+            // Keyed by the name the read was sent under (renamed before, it
+            // is not `old`): its outcome comes back with that name.
+            let sent = self.renamed.iter().find(|(_, now)| **now == old).map(|(sent, _)| sent.clone());
+            self.renamed.insert(sent.unwrap_or(old), new.clone());
             self.in_flight.insert(new, flag);
         }
     }
@@ -3330,6 +3332,42 @@ mod tests {
             // A writer started afresh counts the same names from the records.
             assert_eq!(Writer::keeping_paths(&store).unwrap().names, w.names);
             assert_eq!(handed > 0, with_committer, "groups handed to the committer");
+        });
+    }
+
+    /// A large file renamed twice while its background read is in flight
+    /// (or its outcome waits to be taken) comes back under its last name,
+    /// asked for again under that name once: nothing stays in flight.
+    #[test]
+    fn a_background_read_follows_its_file_through_renames() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::open_build(&tmp.path().join("idx"), None).unwrap();
+        let (a, b, c) = (tmp.path().join("a.img"), tmp.path().join("b.img"), tmp.path().join("c.img"));
+        std::fs::File::create(&a).unwrap().set_len(32 << 20).unwrap();
+        std::thread::scope(|s| {
+            let mut bg = Background::spawn(s, &store, 1, WholeFrom::default());
+            bg.send(Deferred(candidate(&a)));
+            std::fs::rename(&a, &b).unwrap();
+            bg.renamed(&a, &b);
+            std::fs::rename(&b, &c).unwrap();
+            bg.renamed(&b, &c);
+            bg.renamed(&a, &b); // the first rename heard again
+            bg.send(Deferred(candidate(&c))); // asked for while in flight
+            assert_eq!(bg.in_flight(), 1);
+            let until = Instant::now() + Duration::from_secs(30);
+            let (reads, again) = loop {
+                let (reads, again) = bg.done();
+                if !reads.is_empty() {
+                    break (reads, again);
+                }
+                assert!(Instant::now() < until, "the read never came back");
+                std::thread::sleep(Duration::from_millis(5));
+            };
+            assert_eq!(reads.iter().map(|r| r.path().to_path_buf()).collect::<Vec<_>>(), vec![c.clone()]);
+            // (Read, or vanished when the reader opened it after the
+            // renames: either way the daemon takes it under its last name.)
+            assert_eq!(again, vec![c.clone()]);
+            assert_eq!(bg.in_flight(), 0);
         });
     }
 
