@@ -789,20 +789,20 @@ impl BackgroundRead {
     pub fn path(&self) -> &Path {
         &self.0.cand().path
     }
-
-    fn cand_mut(&mut self) -> &mut Candidate {
-        match &mut self.0 {
-            Outcome::Read { cand, .. }
-            | Outcome::Skip { cand, .. }
-            | Outcome::Vanished { cand }
-            | Outcome::Unchanged { cand }
-            | Outcome::Deferred(cand) => cand,
-        }
-    }
 }
 
 impl Outcome {
     fn cand(&self) -> &Candidate {
+        match self {
+            Outcome::Read { cand, .. }
+            | Outcome::Skip { cand, .. }
+            | Outcome::Vanished { cand }
+            | Outcome::Unchanged { cand } => cand,
+            Outcome::Deferred(cand) => cand,
+        }
+    }
+
+    fn cand_mut(&mut self) -> &mut Candidate {
         match self {
             Outcome::Read { cand, .. }
             | Outcome::Skip { cand, .. }
@@ -948,7 +948,7 @@ impl Background {
         while let Ok(outcome) = self.rx.try_recv() {
             let mut read = BackgroundRead(outcome);
             if let Some(now) = self.renamed.remove(read.path()) {
-                read.cand_mut().path = now;
+                read.0.cand_mut().path = now;
             }
             self.in_flight.remove(read.path());
             if self.again.remove(read.path()) {
