@@ -845,7 +845,8 @@ impl Background {
                 while let Ok((cand, given_up)) = jobs.recv() {
                     let mut outcome = match open_candidate(cand) {
                         Opening::Ready(opened) => {
-                            read_opened(opened, &params, whole_from, &mut buf, &known, Some(&given_up), true)
+                            let on_change = OnChange::Background;
+                            read_opened(opened, &params, whole_from, &mut buf, &known, Some(&given_up), on_change)
                         }
                         Opening::Said(outcome) => outcome,
                     };
@@ -1078,7 +1079,14 @@ fn spawn_readers<'scope, 'env>(
                 if opened.before.len() > SMALL_FILE {
                     // A stopped run leaves a large file half read, and what
                     // was read goes nowhere (the writer takes no more).
-                    let outcome = read_opened(opened, &params, whole_from, &mut buf, &known, stop, false);
+                    // The daemon's batches hand a file that turns out to be
+                    // written as it is read to the background readers, once
+                    // it is large enough to be read there.
+                    let on_change = match defer_from {
+                        Some(n) if defer_new || opened.cand.old.is_some() => OnChange::DeferFrom(n),
+                        _ => OnChange::Reread,
+                    };
+                    let outcome = read_opened(opened, &params, whole_from, &mut buf, &known, stop, on_change);
                     if stopped() || !send(outcome) {
                         break;
                     }
@@ -1563,7 +1571,7 @@ fn open_candidate(cand: Candidate) -> Opening {
 /// candidate back when the file changed while it was read. `answer` is
 /// the index's answer about the content (None: not asked, or the lookup
 /// failed).
-fn settle(o: Opened, fp: Fingerprint, answer: Option<bool>, renamed_ok: bool) -> Result<Outcome, Candidate> {
+fn settle(o: Opened, fp: Fingerprint, answer: Option<bool>, background: bool) -> Result<Outcome, Candidate> {
     let after = match o.file.metadata() {
         Ok(m) => m,
         Err(e) => return Ok(Outcome::Skip { cand: o.cand, reason: SkipReason::Unreadable, detail: e.to_string() }),
@@ -1571,7 +1579,7 @@ fn settle(o: Opened, fp: Fingerprint, answer: Option<bool>, renamed_ok: bool) ->
     let stat = Stat::of(&o.before);
     let same = stat == Stat::of(&after)
         && fp.size == stat.size
-        && (ctime(&o.before) == ctime(&after) || renamed_ok && renamed_away(&o.cand.path, &after));
+        && (ctime(&o.before) == ctime(&after) || background && renamed_away(&o.cand.path, &after));
     if !same {
         return Err(o.cand);
     }
@@ -1588,16 +1596,34 @@ fn read_candidate(
     known: &dyn Fn(&ContentHash) -> Option<bool>,
 ) -> Outcome {
     match open_candidate(cand) {
-        Opening::Ready(o) => read_opened(o, params, whole_from, buf, known, None, false),
+        Opening::Ready(o) => read_opened(o, params, whole_from, buf, known, None, OnChange::Reread),
         Opening::Said(outcome) => outcome,
     }
 }
 
 /// A file's reads, which fail once `stop` is set: a stopped run does not
 /// finish reading a large file first (1 MB a read, so it stops within one).
+/// Every [`CHANGE_CHECK`] bytes they also look at the file's size and
+/// mtime, and fail with `changed` set once either moved from `before`: a
+/// large file being written is not read to its end before the read is
+/// found stale.
 struct Stoppable<'a> {
     file: &'a File,
     stop: Option<&'a AtomicBool>,
+    before: &'a std::fs::Metadata,
+    /// Bytes read since the last look.
+    unchecked: u64,
+    changed: bool,
+}
+
+/// How many bytes of a file are read between two looks at its size and
+/// mtime ([`Stoppable`]): an `fstat` per 8 MiB costs nothing beside them.
+const CHANGE_CHECK: u64 = 8 << 20;
+
+impl<'a> Stoppable<'a> {
+    fn new(file: &'a File, stop: Option<&'a AtomicBool>, before: &'a std::fs::Metadata) -> Self {
+        Stoppable { file, stop, before, unchecked: 0, changed: false }
+    }
 }
 
 impl std::io::Read for Stoppable<'_> {
@@ -1605,14 +1631,74 @@ impl std::io::Read for Stoppable<'_> {
         if self.stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
             return Err(std::io::Error::other("the run was stopped"));
         }
+        if self.unchecked >= CHANGE_CHECK {
+            self.unchecked = 0;
+            use std::os::unix::fs::MetadataExt;
+            let (b, now) = (self.before, self.file.metadata()?);
+            if (now.len(), now.mtime(), now.mtime_nsec()) != (b.len(), b.mtime(), b.mtime_nsec()) {
+                self.changed = true;
+                return Err(std::io::Error::other("changed while being read"));
+            }
+        }
         let mut file = self.file;
-        file.read(buf)
+        let n = file.read(buf)?;
+        self.unchecked += n as u64;
+        Ok(n)
     }
 }
 
-/// [`read_candidate`] for a candidate already opened. With `renamed_ok`
-/// (the daemon's background reads), a file renamed as it was read is not
-/// read again for its ctime ([`renamed_away`]).
+/// How long a background read waits at most for a file that changed while
+/// it was read to stop changing ([`wait_until_quiet`]) before reading it
+/// again.
+const QUIET_WAIT: Duration = Duration::from_secs(2);
+
+/// The interval at which that file is looked at: a file whose size and
+/// mtime stayed the same over it is taken for written.
+const QUIET: Duration = Duration::from_millis(50);
+
+/// Waits until the file at `path` keeps its size and mtime over [`QUIET`],
+/// at most [`QUIET_WAIT`], or until `stop`. A large file written in one
+/// long write (a download's single `write` of 100 MB, a copy under load)
+/// is seen by the daemon before the write ends: read again at once, it
+/// was read in part three times over (157-258 MB read for 96 MiB, with
+/// both cores busy), then held for seconds. Its write's end raises an
+/// event of its own, which the read, if still running, meets as a file
+/// asked for again and looks at once it is back.
+fn wait_until_quiet(path: &Path, stop: Option<&AtomicBool>) {
+    use std::os::unix::fs::MetadataExt;
+    let look = || std::fs::symlink_metadata(path).ok().map(|m| (m.len(), m.mtime(), m.mtime_nsec(), m.ino()));
+    let until = Instant::now() + QUIET_WAIT;
+    let mut last = look();
+    while Instant::now() < until && !stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+        std::thread::sleep(QUIET);
+        let now = look();
+        if now == last {
+            return;
+        }
+        last = now;
+    }
+}
+
+/// What a reader does with a file that changed while it read it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum OnChange {
+    /// Reads it again at once, up to [`READ_ATTEMPTS`] reads (`simd
+    /// index`, the daemon's scans).
+    Reread,
+    /// The daemon's batches: hands it to the background readers
+    /// ([`Outcome::Deferred`]) if it is now this large (a file being
+    /// written in one long write, seen before the write ended), else reads
+    /// it again at once.
+    DeferFrom(u64),
+    /// The daemon's background readers: a file renamed as it was read is
+    /// not read again for its ctime ([`renamed_away`]), and one that
+    /// changed is read again once it stopped changing
+    /// ([`wait_until_quiet`]).
+    Background,
+}
+
+/// [`read_candidate`] for a candidate already opened; `on_change` says
+/// what a change met while reading leads to.
 fn read_opened(
     mut o: Opened,
     params: &crate::chunker::ChunkParams,
@@ -1620,8 +1706,9 @@ fn read_opened(
     buf: &mut Vec<u8>,
     known: &dyn Fn(&ContentHash) -> Option<bool>,
     stop: Option<&AtomicBool>,
-    renamed_ok: bool,
+    on_change: OnChange,
 ) -> Outcome {
+    let background = on_change == OnChange::Background;
     let mut attempts = 1;
     loop {
         // The index's answer for this attempt's content (None: not asked,
@@ -1632,21 +1719,32 @@ fn read_opened(
             answer.set(a);
             a.unwrap_or(false)
         };
-        let fp =
-            match fingerprint_file(Stoppable { file: &o.file, stop }, o.before.len(), params, whole_from, buf, &ask) {
-                Ok(fp) => fp,
-                Err(e) => return Outcome::Skip { cand: o.cand, reason: SkipReason::Unreadable, detail: e.to_string() },
-            };
-        let cand = match settle(o, fp, answer.get(), renamed_ok) {
-            Ok(outcome) => return outcome,
-            Err(cand) => cand,
+        let mut reader = Stoppable::new(&o.file, stop, &o.before);
+        let read = fingerprint_file(&mut reader, o.before.len(), params, whole_from, buf, &ask);
+        let changed = reader.changed;
+        let cand = match read {
+            Ok(fp) => match settle(o, fp, answer.get(), background) {
+                Ok(outcome) => return outcome,
+                Err(cand) => cand,
+            },
+            Err(_) if changed => o.cand,
+            Err(e) => return Outcome::Skip { cand: o.cand, reason: SkipReason::Unreadable, detail: e.to_string() },
         };
         if attempts == READ_ATTEMPTS {
             let detail = format!("changed during {READ_ATTEMPTS} reads");
             return Outcome::Skip { cand, reason: SkipReason::KeptChanging, detail };
         }
+        if let OnChange::DeferFrom(n) = on_change {
+            if std::fs::metadata(&cand.path).is_ok_and(|m| m.len() >= n) {
+                tracing::debug!("{}: changed while being read, read beside the batches", crate::show_path(&cand.path));
+                return Outcome::Deferred(cand);
+            }
+        }
         tracing::debug!("{}: changed while being read, reading again", crate::show_path(&cand.path));
         attempts += 1;
+        if background {
+            wait_until_quiet(&cand.path, stop);
+        }
         o = match open_candidate(cand) {
             Opening::Ready(o) => o,
             Opening::Said(outcome) => return outcome,
@@ -3388,7 +3486,7 @@ mod tests {
                 &mut Vec::new(),
                 &|_| Some(false),
                 Some(&flag),
-                false,
+                OnChange::Reread,
             )
         };
         assert!(matches!(read(false), Outcome::Read { .. }));
@@ -3405,6 +3503,59 @@ mod tests {
                 Some(false)
             });
         assert!(matches!(out, Outcome::Vanished { .. }));
+    }
+
+    /// A read looks at the file's size and mtime every [`CHANGE_CHECK`]
+    /// bytes and stops at the first look after a write: a file being
+    /// written is not read to its end before the read is known stale.
+    #[test]
+    fn a_read_stops_at_its_next_look_after_the_file_changed() {
+        use std::io::{Read, Write};
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("big.img");
+        std::fs::write(&p, vec![7u8; 3 * CHANGE_CHECK as usize]).unwrap();
+        let file = File::open(&p).unwrap();
+        let before = file.metadata().unwrap();
+        let mut r = Stoppable::new(&file, None, &before);
+        let mut buf = vec![0u8; 1 << 20];
+        let mut read = 0;
+        while read < CHANGE_CHECK {
+            read += r.read(&mut buf).unwrap() as u64;
+        }
+        // Unchanged at the look: reading goes on.
+        read += r.read(&mut buf).unwrap() as u64;
+        assert!(!r.changed);
+        std::fs::OpenOptions::new().append(true).open(&p).unwrap().write_all(b"more").unwrap();
+        while read < 2 * CHANGE_CHECK {
+            read += r.read(&mut buf).unwrap() as u64;
+        }
+        let e = r.read(&mut buf).unwrap_err();
+        assert!(r.changed && e.to_string().contains("changed"), "{e}");
+        assert!(read < 3 * CHANGE_CHECK, "stopped before the end");
+    }
+
+    /// A file that changed between its open and its read: `simd index`
+    /// reads it again at once, the daemon's batches hand it to the
+    /// background readers once it is large enough to be read there, and
+    /// those read it again once it is quiet.
+    #[test]
+    fn a_file_changed_as_it_is_read_is_read_again_or_handed_on() {
+        use std::io::Write;
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("download.iso");
+        let read = |on_change: OnChange| {
+            std::fs::write(&p, text(1)).unwrap();
+            let Opening::Ready(o) = open_candidate(candidate(&p)) else { panic!("not opened") };
+            std::fs::OpenOptions::new().append(true).open(&p).unwrap().write_all(&text(2)).unwrap();
+            let params = ChunkParams::default();
+            read_opened(o, &params, WholeFrom::default(), &mut Vec::new(), &|_| Some(false), None, on_change)
+        };
+        let size = (text(1).len() + text(2).len()) as u64;
+        for on_change in [OnChange::Reread, OnChange::DeferFrom(size + 1), OnChange::Background] {
+            let Outcome::Read { fp, .. } = read(on_change) else { panic!("not read") };
+            assert_eq!(fp.size, size, "read again, whole");
+        }
+        assert!(matches!(read(OnChange::DeferFrom(size)), Outcome::Deferred(_)));
     }
 
     #[test]
