@@ -20,7 +20,7 @@ use crate::fingerprint::{fingerprint_file, fingerprint_many, ContentHash, Finger
 use crate::scan::{self, is_under, path_bytes, Candidate, HashMap, HashSet, SkipReason, Stat, WalkOptions};
 use crate::store::{
     Batch, ChunkContents, ContentById, ContentChunks, ContentId, ContentNames, ContentPostings, ContentRecord, Counts,
-    FileId, FileRecord, Files, History, HistoryRecord, Meta, MetaKey, MetaValue, NameProbe, Paths, Posting,
+    Expiry, FileId, FileRecord, Files, History, HistoryRecord, Meta, MetaKey, MetaValue, NameProbe, Paths, Posting,
     PostingSpill, SketchContents, Store, StoreError, TimeNs,
 };
 
@@ -1858,17 +1858,22 @@ pub struct Writer<'s> {
     /// numbers, logged with `large_reads`: the daemon looks at the other
     /// names, whose content changed with no event of their own.
     linked_reads: Option<Vec<(PathBuf, u64)>>,
-    /// History records written by this writer ([`Writer::stamp`]), and
-    /// that count and the time when [`Writer::expire_history`] last ran:
-    /// see [`Writer::expiry_due`].
+    /// History records written ([`Writer::stamp`]), and that count and the
+    /// wall-clock time when [`Writer::expire_history`] last ran: see
+    /// [`Writer::expiry_due`]. Both start from `meta`'s [`Expiry`] record,
+    /// so that each `simd index` run need not read all of `history` to
+    /// apply retention.
     history_written: std::cell::Cell<u64>,
-    last_expiry: Option<(u64, Instant)>,
+    last_expiry: Option<(u64, TimeNs, Retention)>,
     /// Chunk-list entries (runs) kept reachable by version ghosts (a file
-    /// changed in place leaves its previous content's), counted since this
-    /// writer began, and that count when [`Writer::expire_history`] last
-    /// ran: see [`Writer::versions_due`].
+    /// changed in place leaves its previous content's), counted as
+    /// `history_written` is, and that count when [`Writer::expire_history`]
+    /// last ran: see [`Writer::versions_due`].
     version_runs: u64,
     version_runs_expired: u64,
+    /// The [`Expiry`] record as the index holds it (written with a group
+    /// when it changed).
+    expiry_stored: Option<Expiry>,
     /// [`VERSION_RUNS_DUE`], smaller in tests.
     version_runs_due: u64,
     /// A bulk load's postings, written as table files and ingested at its
@@ -1878,6 +1883,11 @@ pub struct Writer<'s> {
 
 /// Files from this size on are reported by [`Writer::take_large_reads`].
 pub const LARGE_READ: u64 = 16 << 20;
+
+/// How long a writer (the daemon, or `simd index` runs one after another)
+/// goes at most without applying history retention
+/// ([`Writer::expiry_due`]).
+pub const EXPIRE_EVERY: Duration = Duration::from_secs(600);
 
 /// The chunk-list entries version ghosts may keep between two passes of
 /// [`Writer::expire_history`] ([`Writer::versions_due`]): ~2.4 MB of chunk
@@ -1994,6 +2004,10 @@ impl<'s> Writer<'s> {
             _ => 1,
         };
         let counts = store.counts()?;
+        let expiry_stored = match store.get::<Meta>(&MetaKey::Expiry)? {
+            Some(MetaValue::Expiry(e)) => Some(e),
+            _ => None,
+        };
         let fresh = match store.scan::<ContentChunks>().next() {
             None => true,
             Some(r) => r.map(|_| false)?,
@@ -2022,10 +2036,14 @@ impl<'s> Writer<'s> {
             large_reads: None,
             linked_reads: None,
             whole_from: WholeFrom::default(),
-            history_written: std::cell::Cell::new(0),
-            last_expiry: None,
-            version_runs: 0,
+            history_written: std::cell::Cell::new(expiry_stored.map_or(0, |e| e.records)),
+            last_expiry: expiry_stored.map(|e| {
+                let kept = Retention { max_age_days: e.kept_days, max_records: e.kept_records as usize };
+                (0, e.at, kept)
+            }),
+            version_runs: expiry_stored.map_or(0, |e| e.version_runs),
             version_runs_expired: 0,
+            expiry_stored,
             version_runs_due: VERSION_RUNS_DUE,
             spill: store.posting_spill()?,
         })
@@ -2498,16 +2516,34 @@ impl<'s> Writer<'s> {
 
     /// Whether [`Writer::expire_history`] is worth running now: it never
     /// ran, or `every` has passed since, or the records written since
-    /// reach 1 % of `retention`'s cap, or [`Writer::versions_due`]. It
+    /// reach 1 % of `retention`'s cap, or [`Writer::versions_due`], or it
+    /// applied another retention (the options changed). It
     /// reads all of `history` (~45 ms of CPU at the default cap of 100,000
-    /// records, for every idle moment of the daemon, where handling a
-    /// changed file and flushing took ~25 ms), so the daemon lets the cap
-    /// be exceeded by 1 % and an old record outlive its age by up to
-    /// `every`.
+    /// records, for every idle moment of the daemon, and for every `simd
+    /// index` run that changed a file, where handling a changed file and
+    /// flushing took ~25 ms), so a writer lets the cap be exceeded by 1 %
+    /// and an old record outlive its age by up to `every`. The interval is
+    /// measured on the wall clock, since the last pass may have been
+    /// another process's: a clock set back makes a pass due.
     pub fn expiry_due(&self, retention: Retention, every: Duration) -> bool {
-        let Some((written, when)) = self.last_expiry else { return true };
+        let Some((written, when, kept)) = self.last_expiry else { return true };
         let threshold = (retention.max_records as u64 / 100).max(1);
-        when.elapsed() >= every || self.history_written.get() - written >= threshold || self.versions_due()
+        let elapsed = now_ns().checked_sub(when).filter(|&e| e >= 0).map(|e| Duration::from_nanos(e as u64));
+        kept != retention
+            || elapsed.is_none_or(|e| e >= every)
+            || self.history_written.get() - written >= threshold
+            || self.versions_due()
+    }
+
+    /// The [`Expiry`] record as this writer sees it (none before any pass).
+    fn expiry(&self) -> Option<Expiry> {
+        self.last_expiry.map(|(written, at, kept)| Expiry {
+            at,
+            records: self.history_written.get() - written,
+            version_runs: self.version_runs - self.version_runs_expired,
+            kept_days: kept.max_age_days,
+            kept_records: kept.max_records as u64,
+        })
     }
 
     /// Whether the chunk lists kept for earlier versions of files changed
@@ -2581,6 +2617,14 @@ impl<'s> Writer<'s> {
         }
         if group.next_content != self.next_content {
             group.batch.put::<Meta>(&MetaKey::NextContentId, &MetaValue::NextContentId(group.next_content));
+        }
+        // With the records it counts: a kill loses both or neither.
+        let expiry = self.expiry();
+        if expiry != self.expiry_stored {
+            if let Some(e) = expiry {
+                group.batch.put::<Meta>(&MetaKey::Expiry, &MetaValue::Expiry(e));
+            }
+            self.expiry_stored = expiry;
         }
         let inflight = InFlight { records: group.records, counts, next_id, next_content, files: group.files };
         match &self.committer {
@@ -2916,7 +2960,8 @@ impl<'s> Writer<'s> {
     }
 
     /// Commits what is pending; after a run with changes, expires history
-    /// and flushes the memtables (see [`Store::flush`]).
+    /// when that is due ([`Writer::expiry_due`]) and flushes the memtables
+    /// (see [`Store::flush`]).
     pub fn finish(&mut self, retention: Retention) -> Result<(), StoreError> {
         self.commit()?;
         self.settle()?;
@@ -2929,9 +2974,11 @@ impl<'s> Writer<'s> {
         }
         // A bulk load has written its roots at least, and without a WAL.
         if self.changes > 0 || self.store.is_bulk() {
-            let expired = self.expire_history(retention, now_ns())?;
-            if expired > 0 {
-                tracing::info!("{expired} lost-and-found records expired");
+            if self.expiry_due(retention, EXPIRE_EVERY) {
+                let expired = self.expire_history(retention, now_ns())?;
+                if expired > 0 {
+                    tracing::info!("{expired} lost-and-found records expired");
+                }
             }
             self.store.flush()?;
             self.store.tidy()?;
@@ -2944,8 +2991,14 @@ impl<'s> Writer<'s> {
     pub fn expire_history(&mut self, retention: Retention, now: TimeNs) -> Result<u64, StoreError> {
         // It writes beside the groups: the one in flight lands first.
         self.settle()?;
-        self.last_expiry = Some((self.history_written.get(), Instant::now()));
+        self.last_expiry = Some((self.history_written.get(), now, retention));
         self.version_runs_expired = self.version_runs;
+        let mut batch = self.store.batch();
+        let expiry = self.expiry();
+        if let Some(e) = expiry {
+            batch.put::<Meta>(&MetaKey::Expiry, &MetaValue::Expiry(e));
+        }
+        self.expiry_stored = expiry;
         let started = Instant::now();
         let mut records = Vec::new();
         for item in self.store.scan::<History>() {
@@ -2975,11 +3028,11 @@ impl<'s> Writer<'s> {
         let expired = expire.iter().filter(|&&e| e).count() as u64;
         tracing::debug!("history: {} records read, {expired} to expire, after {:?}", records.len(), started.elapsed());
         if expired == 0 {
+            self.store.write(batch)?;
             return Ok(0);
         }
         let kept: HashSet<ContentHash> =
             records.iter().zip(&expire).filter(|(_, &e)| !e).filter_map(|(r, _)| r.1).collect();
-        let mut batch = self.store.batch();
         let mut dropped: HashSet<ContentHash> = HashSet::default();
         for (r, _) in records.iter().zip(&expire).filter(|(_, &e)| e) {
             batch.delete::<History>(&r.0);
@@ -3181,6 +3234,66 @@ mod tests {
         assert_eq!(w.expire_history(tight, now_ns()).unwrap(), 2);
         assert_eq!(store.scan::<History>().count(), 1);
         assert!(!w.expiry_due(tight, hour));
+    }
+
+    /// Where retention stands outlives the writer: the next writer (the
+    /// next `simd index` run) counts on from the records the last one
+    /// wrote, runs a pass only when one is due, and runs one at once when
+    /// asked for another retention or when the clock went back.
+    #[test]
+    fn the_next_writer_knows_when_retention_last_ran() {
+        let (_tmp, store) = temp_store();
+        let retention = Retention { max_age_days: 90, max_records: 300 }; // 1 %: 3 records
+        let hour = Duration::from_secs(3600);
+        let remove = |w: &mut Writer<'_>, n: u32| {
+            let (id, rec) = w.lookup(Path::new(&format!("/r/{n}"))).unwrap().unwrap();
+            w.remove(id, &rec).unwrap();
+        };
+        {
+            let mut w = Writer::new(&store).unwrap();
+            for n in 0..6 {
+                upsert_bytes(&mut w, &format!("/r/{n}"), &text(n), true);
+            }
+            w.commit().unwrap();
+            assert!(w.expiry_due(retention, hour), "never ran");
+            w.finish(retention).unwrap();
+            remove(&mut w, 0);
+            w.commit().unwrap();
+        }
+        let stored = |store: &Store| match store.get::<Meta>(&MetaKey::Expiry).unwrap() {
+            Some(MetaValue::Expiry(e)) => e,
+            other => panic!("{other:?}"),
+        };
+        let e = stored(&store);
+        assert_eq!((e.records, e.kept_days, e.kept_records), (1, 90, 300));
+        {
+            let mut w = Writer::new(&store).unwrap();
+            assert!(!w.expiry_due(retention, hour), "1 record of 3 since the last pass");
+            assert!(w.expiry_due(Retention { max_age_days: 0, ..retention }, hour), "another retention");
+            remove(&mut w, 1);
+            w.finish(retention).unwrap();
+            assert_eq!(store.scan::<History>().count(), 2, "no pass: both records kept");
+            assert_eq!(stored(&store).records, 2);
+        }
+        {
+            let mut w = Writer::new(&store).unwrap();
+            remove(&mut w, 2);
+            assert!(w.expiry_due(retention, hour), "3 records of 3");
+            w.finish(Retention { max_records: 1, ..retention }).unwrap();
+            assert_eq!(store.scan::<History>().count(), 1, "the pass ran");
+            let e = stored(&store);
+            assert_eq!((e.records, e.kept_records), (0, 1));
+        }
+        // The clock set back since that pass: a pass is due.
+        let mut e = stored(&store);
+        e.at = now_ns() + 3_600_000_000_000;
+        let mut b = store.batch();
+        b.put::<Meta>(&MetaKey::Expiry, &MetaValue::Expiry(e));
+        store.write(b).unwrap();
+        let w = Writer::new(&store).unwrap();
+        assert!(w.expiry_due(Retention { max_records: 1, ..retention }, hour));
+        let report = crate::check::check(&store).unwrap();
+        assert!(report.is_consistent(), "{:?}", report.problems);
     }
 
     /// The chunk lists version ghosts keep are counted, and make a pass due

@@ -1773,15 +1773,11 @@ fn watch_mount_points<W: notify::Watcher, C: notify_debouncer_full::FileIdCache>
     Ok(points)
 }
 
-/// How long the daemon goes at most without applying history retention
-/// ([`Writer::expiry_due`]).
-const EXPIRE_EVERY: Duration = Duration::from_secs(600);
-
 /// Applies history retention when it is due, then flushes the memtables
 /// (the writer's group is committed: the daemon commits after every batch)
 /// and merges the small table files the flushes left ([`Store::tidy`]).
 fn expire_and_flush(store: &Store, writer: &mut Writer<'_>, opts: &WatchOptions) -> Result<(), StoreError> {
-    if writer.expiry_due(opts.index.retention, EXPIRE_EVERY) {
+    if writer.expiry_due(opts.index.retention, ingest::EXPIRE_EVERY) {
         let expired = writer.expire_history(opts.index.retention, ingest::now_ns())?;
         if expired > 0 {
             tracing::info!("{expired} lost-and-found records expired");

@@ -173,10 +173,13 @@ pub enum MetaKey {
     /// [`MetaValue::PostingsPending`]: a bulk load's postings are not
     /// written yet (see `store::PostingSpill`).
     PostingsPending,
+    /// [`MetaValue::Expiry`]: when history retention last ran, and what
+    /// was written since (absent: it never ran).
+    Expiry,
 }
 
 impl MetaKey {
-    pub const ALL: [MetaKey; 7] = [
+    pub const ALL: [MetaKey; 8] = [
         MetaKey::Format,
         MetaKey::Roots,
         MetaKey::NextFileId,
@@ -184,6 +187,7 @@ impl MetaKey {
         MetaKey::Counts,
         MetaKey::NextContentId,
         MetaKey::PostingsPending,
+        MetaKey::Expiry,
     ];
 
     pub fn name(self) -> &'static str {
@@ -195,6 +199,7 @@ impl MetaKey {
             MetaKey::Counts => "counts",
             MetaKey::NextContentId => "next_content_id",
             MetaKey::PostingsPending => "postings_pending",
+            MetaKey::Expiry => "expiry",
         }
     }
 }
@@ -217,6 +222,25 @@ pub enum MetaValue {
     Counts(Counts),
     NextContentId(u64),
     PostingsPending,
+    Expiry(Expiry),
+}
+
+/// Where history retention stands, kept by the writer in the batches that
+/// write history, so that a run can tell whether a retention pass (which
+/// reads all of `history`) is due without reading it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Expiry {
+    /// When the last pass ran (wall clock).
+    pub at: TimeNs,
+    /// History records written since.
+    pub records: u64,
+    /// Chunk-list entries (runs) that version ghosts written since keep
+    /// reachable.
+    pub version_runs: u64,
+    /// The retention that pass applied: days, then records (a run asking
+    /// for another applies its own at once).
+    pub kept_days: u64,
+    pub kept_records: u64,
 }
 
 /// Totals the writer keeps current in the same batch as each change, so that

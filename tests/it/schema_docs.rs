@@ -32,6 +32,10 @@ fn examples() -> Vec<(&'static str, u8, String, String)> {
             MetaValue::Format(Format { schema_version: 3, params: ChunkParams::default(), created: T }),
         ),
         example::<Meta>(MetaKey::NextContentId, MetaValue::NextContentId(301)),
+        example::<Meta>(
+            MetaKey::Expiry,
+            MetaValue::Expiry(Expiry { at: T, records: 12, version_runs: 300, kept_days: 90, kept_records: 100_000 }),
+        ),
         example::<Files>(
             file,
             FileRecord {
@@ -95,6 +99,13 @@ fn schema_documents_match_the_code() {
             if !doc.contains(line.as_str()) {
                 wrong.push(format!("schema/{name}.md lacks `{line}`"));
             }
+        }
+    }
+    // Every name `meta` holds is in its document's key table.
+    let meta = std::fs::read_to_string(dir.join("meta.md")).unwrap();
+    for key in MetaKey::ALL {
+        if !meta.contains(&format!("`{}`", key.name())) {
+            wrong.push(format!("schema/meta.md does not name `{}`", key.name()));
         }
     }
     assert!(wrong.is_empty(), "code and schema/ disagree:\n{}", wrong.join("\n"));
