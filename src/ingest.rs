@@ -780,7 +780,25 @@ pub struct Background {
     again: HashSet<PathBuf>,
     /// Reads sent under a name since renamed: the name sent → the name now.
     renamed: HashMap<PathBuf, PathBuf>,
+    /// Reads that came back after their file's name had gone, kept for
+    /// [`ORPHAN_KEEP`] in case the name it went to is asked for
+    /// ([`Background::send`]): a rename the daemon hears of after the read
+    /// is done.
+    orphans: Vec<(Instant, Outcome)>,
+    /// Orphans taken for the name they went to, handed back by the next
+    /// [`Background::done`].
+    adopted: Vec<Outcome>,
+    /// Reads handed to the reader threads.
+    sent: u64,
 }
+
+/// How long a read whose file's name had gone when it came back is kept
+/// for the name the file was renamed to: the debouncer hands a rename over
+/// two debounces after it at most.
+const ORPHAN_KEEP: Duration = Duration::from_secs(5);
+
+/// At most this many such reads are kept (each holds a chunk list).
+const ORPHANS_KEPT: usize = 8;
 
 /// A large file's read, done by a [`Background`] reader.
 pub struct BackgroundRead(Outcome);
@@ -867,6 +885,9 @@ impl Background {
             in_flight: HashMap::default(),
             again: HashSet::default(),
             renamed: HashMap::default(),
+            orphans: Vec::new(),
+            adopted: Vec::new(),
+            sent: 0,
         }
     }
 
@@ -878,12 +899,49 @@ impl Background {
             self.again.insert(path);
             return;
         }
+        let d = match self.adopt(d) {
+            Ok(()) => return,
+            Err(d) => d,
+        };
         let given_up = Arc::new(AtomicBool::new(false));
         if let Some(tx) = &self.tx {
             if tx.send((d.0, given_up.clone())).is_ok() {
                 self.in_flight.insert(path, given_up);
+                self.sent += 1;
             }
         }
+    }
+
+    /// Takes the read of a file whose name had gone when its read came
+    /// back, if `d` now names that file unchanged (same device, inode,
+    /// size and mtime: a rename keeps them): the daemon heard of the
+    /// rename only after the read was done (through the debouncer, in the
+    /// read's last moments), and the file is not read again under its new
+    /// name. (Session 40 left this: a 100 MB download renamed 300 ms after
+    /// its close was read twice in two runs of three.)
+    fn adopt(&mut self, d: Deferred) -> Result<(), Deferred> {
+        self.orphans.retain(|(when, _)| when.elapsed() < ORPHAN_KEEP);
+        if self.orphans.is_empty() {
+            return Err(d);
+        }
+        let Ok(m) = std::fs::symlink_metadata(d.path()) else { return Err(d) };
+        let now = Stat::of(&m);
+        let same = |o: &Outcome| match o {
+            Outcome::Read { stat, .. } => {
+                (stat.dev, stat.inode, stat.size, stat.mtime) == (now.dev, now.inode, now.size, now.mtime)
+            }
+            _ => false,
+        };
+        let Some(i) = self.orphans.iter().position(|(_, o)| same(o)) else { return Err(d) };
+        let mut read = self.orphans.swap_remove(i).1;
+        tracing::debug!(
+            "{}: the read of {}, renamed to it, is taken: not read again",
+            crate::show_path(d.path()),
+            crate::show_path(&read.cand().path)
+        );
+        *read.cand_mut() = d.0;
+        self.adopted.push(read);
+        Ok(())
     }
 
     /// Gives up the reads of `path` and of files under it, `why` (removed
@@ -955,8 +1013,22 @@ impl Background {
             if self.again.remove(read.path()) {
                 again.push(read.path().to_path_buf());
             }
+            // Read whole, and its name gone since: renamed, most likely,
+            // before the daemon heard of it. Kept for the new name; the
+            // old one is looked at again as a vanished file's.
+            let gone = |p: &Path| std::fs::symlink_metadata(p).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound);
+            if matches!(read.0, Outcome::Read { .. }) && gone(read.path()) {
+                let cand = Candidate::new(read.path().to_path_buf(), None);
+                if self.orphans.len() == ORPHANS_KEPT {
+                    self.orphans.remove(0);
+                }
+                self.orphans.push((Instant::now(), read.0));
+                reads.push(BackgroundRead(Outcome::Vanished { cand }));
+                continue;
+            }
             reads.push(read);
         }
+        reads.extend(self.adopted.drain(..).map(BackgroundRead));
         (reads, again)
     }
 }
@@ -3579,6 +3651,62 @@ mod tests {
             // renames: either way the daemon takes it under its last name.)
             assert_eq!(again, vec![c.clone()]);
             assert_eq!(bg.in_flight(), 0);
+        });
+    }
+
+    /// A read done before the daemon hears that its file was renamed comes
+    /// back with its name gone; asked for under the new name, the file is
+    /// not read again, unless it changed since.
+    #[test]
+    fn a_read_whose_file_was_renamed_before_it_came_back_serves_the_new_name() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::open_build(&tmp.path().join("idx"), None).unwrap();
+        let names = ["a.part", "a.iso", "b.part", "b.iso"].map(|n| tmp.path().join(n));
+        let [a_part, a_iso, b_part, b_iso] = &names;
+        std::fs::write(a_part, text(1)).unwrap();
+        std::fs::write(b_part, text(2)).unwrap();
+        std::thread::scope(|s| {
+            let mut bg = Background::spawn(s, &store, 1, WholeFrom::default());
+            let until = Instant::now() + Duration::from_secs(30);
+            let back = |bg: &mut Background| loop {
+                let (reads, _) = bg.done();
+                if !reads.is_empty() {
+                    return reads.into_iter().map(|r| r.0).collect::<Vec<_>>();
+                }
+                assert!(Instant::now() < until, "no read came back");
+                std::thread::sleep(Duration::from_millis(5));
+            };
+            for (part, iso) in [(a_part, a_iso), (b_part, b_iso)] {
+                bg.send(Deferred(candidate(part)));
+                while bg.rx.is_empty() {
+                    assert!(Instant::now() < until, "the read never ended");
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                std::fs::rename(part, iso).unwrap();
+                let reads = back(&mut bg);
+                let vanished = matches!(&reads[..], [Outcome::Vanished { cand }] if cand.path == *part);
+                assert!(vanished, "{} came back as another outcome", part.display());
+            }
+            // b.iso written to since its read: read again.
+            std::fs::OpenOptions::new().append(true).open(b_iso).unwrap().write_all(b"more").unwrap();
+            bg.send(Deferred(candidate(b_iso)));
+            assert_eq!((bg.sent, bg.in_flight()), (3, 1));
+            bg.send(Deferred(candidate(a_iso)));
+            assert_eq!((bg.sent, bg.in_flight()), (3, 1), "a.iso is not read again");
+            let mut reads = back(&mut bg);
+            if reads.len() == 1 {
+                reads.extend(back(&mut bg));
+            }
+            let mut got: Vec<(PathBuf, u64)> = reads
+                .into_iter()
+                .map(|o| match o {
+                    Outcome::Read { cand, fp, .. } => (cand.path, fp.size),
+                    other => panic!("{} not read", other.cand().path.display()),
+                })
+                .collect();
+            got.sort();
+            let len = |n: u32| text(n).len() as u64;
+            assert_eq!(got, vec![(a_iso.clone(), len(1)), (b_iso.clone(), len(2) + 4)]);
         });
     }
 
