@@ -1671,8 +1671,9 @@ fn read_candidate(
 
 /// A file's reads, which fail once `stop` is set: a stopped run does not
 /// finish reading a large file first (1 MB a read, so it stops within one).
-/// Every [`CHANGE_CHECK`] bytes they also look at the file's size and
-/// mtime, and fail with `changed` set once either moved from `before`: a
+/// Every [`CHANGE_CHECK`] bytes they also look at the file's [`Stat`]
+/// (size, mtime, inode, links), and fail with `changed` set once it moved
+/// from `before`: a
 /// large file being written is not read to its end before the read is
 /// found stale.
 struct Stoppable<'a> {
@@ -1701,9 +1702,9 @@ impl std::io::Read for Stoppable<'_> {
         }
         if self.unchecked >= CHANGE_CHECK {
             self.unchecked = 0;
-            use std::os::unix::fs::MetadataExt;
-            let (b, now) = (self.before, self.file.metadata()?);
-            if (now.len(), now.mtime(), now.mtime_nsec()) != (b.len(), b.mtime(), b.mtime_nsec()) {
+            // As `settle` compares once the read is done (less the ctime,
+            // which a rename also sets).
+            if Stat::of(&self.file.metadata()?) != Stat::of(self.before) {
                 self.changed = true;
                 return Err(std::io::Error::other("changed while being read"));
             }
@@ -1733,8 +1734,7 @@ const QUIET: Duration = Duration::from_millis(50);
 /// event of its own, which the read, if still running, meets as a file
 /// asked for again and looks at once it is back.
 fn wait_until_quiet(path: &Path, stop: Option<&AtomicBool>) {
-    use std::os::unix::fs::MetadataExt;
-    let look = || std::fs::symlink_metadata(path).ok().map(|m| (m.len(), m.mtime(), m.mtime_nsec(), m.ino()));
+    let look = || std::fs::symlink_metadata(path).ok().map(|m| Stat::of(&m));
     let until = Instant::now() + QUIET_WAIT;
     let mut last = look();
     while Instant::now() < until && !stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
