@@ -13,7 +13,7 @@ use md5::{Digest, Md5};
 use serde::{Deserialize, Serialize};
 
 use crate::chunker::{find_cut, ChunkParams};
-use crate::sketch::{Shingler, Sketch};
+use crate::sketch::{sketch_grown, Shingler, Sketch};
 
 /// MD5 of a chunk's bytes.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -134,6 +134,77 @@ impl Fingerprint {
     }
 }
 
+/// What the index asks of a read: whether it holds a content, and a held
+/// content's chunk list and sketch.
+#[derive(Clone, Copy)]
+pub struct Lookup<'a> {
+    /// Whether the index holds a content's record (which has its sketch).
+    pub known: &'a dyn Fn(&ContentHash) -> bool,
+    /// The chunk list and sketch of a content the index holds, if its
+    /// sketch was made as this simd makes one.
+    pub prior: &'a dyn Fn(&ContentHash) -> Option<PriorRecord>,
+}
+
+impl Lookup<'static> {
+    /// No index: every content is sketched from its bytes.
+    pub const NONE: Lookup<'static> = Lookup { known: &|_| false, prior: &|_| None };
+}
+
+/// The content the index last held for a file: a file grown at its end
+/// (a log appended to) begins with it, and is then sketched from that
+/// content's sketch and its new bytes ([`sketch_grown`]) instead of word by
+/// word.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Prior {
+    pub content: ContentHash,
+    pub size: u64,
+}
+
+/// What the index holds of a [`Prior`] content.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PriorRecord {
+    pub runs: Vec<ChunkRun>,
+    pub sketch: Sketch,
+}
+
+/// The sketch of `whole`, a content held whole that may begin with
+/// `prior`, from the prior's sketch when it does; None when it does not,
+/// or cannot be sketched so ([`sketch_grown`]).
+///
+/// Whether it does is told by the prior's chunk list: TTTD cuts a chunk by
+/// its own bytes, so up to the first chunk of `runs` that differs (the
+/// prior's last, or one cut at Tmax past the prior's end) the lists are
+/// alike, and what is left of the prior's is hashed from `whole` (about a
+/// chunk), where hashing the prior's whole length again would cost what
+/// sketching saves. Chunks are compared by their 64-bit keys: two unlike
+/// chunks with one key would cost no more than an estimate off by their
+/// shingles.
+fn grown_sketch(prior: Prior, runs: &[ChunkRun], whole: &[u8], lookup: Lookup) -> Option<Sketch> {
+    let size = usize::try_from(prior.size).ok().filter(|&n| n > 0 && n < whole.len())?;
+    // What `sketch_grown` checks first, before any lookup.
+    if !matches!(whole[size - 1], b' ' | 9..=13) {
+        return None;
+    }
+    let rec = (lookup.prior)(&prior.content)?;
+    let chunks = |runs: &[ChunkRun]| -> Vec<(ChunkKey, u32)> {
+        runs.iter().flat_map(|r| std::iter::repeat_n((r.key, r.len), r.count as usize)).collect()
+    };
+    let (before, now) = (chunks(&rec.runs), chunks(runs));
+    let alike = before.iter().zip(&now).take_while(|(a, b)| a == b).count();
+    let mut at: usize = before[..alike].iter().map(|&(_, len)| len as usize).sum();
+    for &(key, len) in &before[alike..] {
+        let chunk = whole.get(at..at + len as usize)?;
+        if ChunkId(Md5::digest(chunk).into()).key() != key {
+            return None;
+        }
+        at += len as usize;
+    }
+    if at != size {
+        return None;
+    }
+    sketch_grown(&rec.sketch, whole, size)
+}
+
 /// Builds a [`Fingerprint`] chunk by chunk.
 struct Builder {
     /// None when the caller hashes the content's (chunk id, length)
@@ -147,11 +218,20 @@ struct Builder {
     /// Once the content reaches this size its chunk list is dropped and no
     /// more is kept.
     whole_from: WholeFrom,
+    /// A content held whole that may begin with the file's prior content.
+    prior: Option<Prior>,
 }
 
 impl Builder {
     fn new(whole_from: WholeFrom) -> Self {
-        Builder { content: Some(Md5::new()), size: 0, runs: Vec::new(), shingles: Some(Shingler::new()), whole_from }
+        Builder {
+            content: Some(Md5::new()),
+            size: 0,
+            runs: Vec::new(),
+            shingles: Some(Shingler::new()),
+            whole_from,
+            prior: None,
+        }
     }
 
     /// Adds the chunks in order, their MD5s computed side by side.
@@ -174,6 +254,7 @@ impl Builder {
             c.update(len.to_be_bytes());
         }
         self.size += chunk.len() as u64;
+
         if self.whole_from.applies(self.size) {
             if !self.runs.is_empty() {
                 self.runs = Vec::new();
@@ -188,18 +269,22 @@ impl Builder {
     }
 
     /// The fingerprint; `whole` is the content when the sketch was deferred.
-    fn finish(mut self, whole: &[u8], known: &dyn Fn(&ContentHash) -> bool) -> Fingerprint {
+    fn finish(mut self, whole: &[u8], lookup: Lookup) -> Fingerprint {
         let content = ContentHash(self.content.take().expect("a builder that hashes its content").finalize().into());
-        self.finish_as(content, whole, known)
+        self.finish_as(content, whole, lookup)
     }
 
     /// [`Builder::finish`] for a builder made without its content hash,
     /// given it.
-    fn finish_as(self, content: ContentHash, whole: &[u8], known: &dyn Fn(&ContentHash) -> bool) -> Fingerprint {
+    fn finish_as(self, content: ContentHash, whole: &[u8], lookup: Lookup) -> Fingerprint {
         let sketch = match self.shingles {
             Some(s) => Some(s.finish()),
-            None if known(&content) => None,
-            None => Some(crate::sketch::sketch_bytes(whole)),
+            None if (lookup.known)(&content) => None,
+            None => Some(
+                self.prior
+                    .and_then(|p| grown_sketch(p, &self.runs, whole, lookup))
+                    .unwrap_or_else(|| crate::sketch::sketch_bytes(whole)),
+            ),
         };
         Fingerprint { content, size: self.size, runs: self.runs, sketch }
     }
@@ -217,19 +302,22 @@ pub const READ_BUF: usize = 1 << 20;
 
 /// Fingerprints an in-memory input.
 pub fn fingerprint_bytes(data: &[u8], params: &ChunkParams) -> Fingerprint {
-    fingerprint_many(&[data], params, &|_| false).pop().expect("one fingerprint for one content")
+    fingerprint_many(&[data], &[None], params, Lookup::NONE).pop().expect("one fingerprint for one content")
 }
 
 /// Fingerprints several whole contents held in memory, their chunks' MD5s
 /// computed side by side: a small file has too few chunks to fill the
 /// hasher's lanes alone (a document tree's files have ~3 chunks each, and
 /// 16 lanes of AVX-512). Each result equals [`fingerprint_file`]'s for that
-/// content; `known` is asked about each content in order, as there.
+/// content and its prior (`priors`, one per content); the index is asked
+/// about each content in order, as there.
 pub fn fingerprint_many(
     contents: &[&[u8]],
+    priors: &[Option<Prior>],
     params: &ChunkParams,
-    known: &dyn Fn(&ContentHash) -> bool,
+    lookup: Lookup,
 ) -> Vec<Fingerprint> {
+    assert_eq!(contents.len(), priors.len(), "a prior, or none, for each content");
     let mut chunks: Vec<&[u8]> = Vec::new();
     let mut ends = Vec::with_capacity(contents.len());
     for &data in contents {
@@ -250,9 +338,10 @@ pub fn fingerprint_many(
     let mut start = 0;
     let (builders, spans): (Vec<Builder>, Vec<std::ops::Range<usize>>) = ends
         .iter()
-        .map(|&end| {
+        .zip(priors)
+        .map(|(&end, &prior)| {
             // The sketch is deferred to the end, as for any whole content.
-            let mut b = Builder { shingles: None, content: None, ..Builder::new(WholeFrom(u64::MAX)) };
+            let mut b = Builder { shingles: None, content: None, prior, ..Builder::new(WholeFrom(u64::MAX)) };
             let from = message.len();
             for (chunk, id) in chunks[start..end].iter().zip(&ids[start..end]) {
                 b.push(chunk, ChunkId(*id));
@@ -270,7 +359,7 @@ pub fn fingerprint_many(
         .into_iter()
         .zip(contents)
         .zip(hashes)
-        .map(|((b, &data), hash)| b.finish_as(ContentHash(hash), data, known))
+        .map(|((b, &data), hash)| b.finish_as(ContentHash(hash), data, lookup))
         .collect()
 }
 
@@ -282,39 +371,43 @@ pub fn fingerprint_reader<R: Read>(
     whole_from: WholeFrom,
     buf: &mut Vec<u8>,
 ) -> io::Result<Fingerprint> {
-    fingerprint_reader_sized(reader.take(u64::MAX), params, whole_from, buf, READ_BUF, &|_| false)
+    fingerprint_reader_sized(reader.take(u64::MAX), None, params, whole_from, buf, READ_BUF, Lookup::NONE)
 }
 
 /// [`fingerprint_reader`] for a file whose size was just stat'ed: reads at
 /// most `size` bytes, sparing the final zero-length read. A file that grew
 /// meanwhile is caught by the caller's second stat, as any change is.
 ///
-/// `known` says whether the index already holds a content's record: a
+/// `lookup` says whether the index already holds a content's record: a
 /// sketch is a function of the content, so for a file that fits in the
 /// buffer (the sketch is then made after the content hash is known) an
 /// identical copy of a content the index has costs a lookup instead of
 /// shingling, and its fingerprint carries no sketch (the record has it).
-/// Larger files are sketched as they stream.
+/// Such a file that begins with its `prior` content is sketched from that
+/// content's sketch and its new bytes. Larger files are sketched as they
+/// stream.
 pub fn fingerprint_file(
     file: impl Read,
     size: u64,
+    prior: Option<Prior>,
     params: &ChunkParams,
     whole_from: WholeFrom,
     buf: &mut Vec<u8>,
-    known: &dyn Fn(&ContentHash) -> bool,
+    lookup: Lookup,
 ) -> io::Result<Fingerprint> {
-    fingerprint_reader_sized(file.take(size), params, whole_from, buf, READ_BUF, known)
+    fingerprint_reader_sized(file.take(size), prior, params, whole_from, buf, READ_BUF, lookup)
 }
 
 /// [`fingerprint_reader`] with a given buffer size (at least two maximal
 /// chunks, so that every refill makes progress).
 fn fingerprint_reader_sized<R: Read>(
     mut reader: io::Take<R>,
+    prior: Option<Prior>,
     params: &ChunkParams,
     whole_from: WholeFrom,
     buf: &mut Vec<u8>,
     size: usize,
-    known: &dyn Fn(&ContentHash) -> bool,
+    lookup: Lookup,
 ) -> io::Result<Fingerprint> {
     let cap = size.max(2 * params.max as usize);
     // Zeroed once per buffer, not per file: reads overwrite what they use.
@@ -343,6 +436,7 @@ fn fingerprint_reader_sized<R: Read>(
         let whole = eof && b.size == 0;
         if whole {
             b.shingles = None;
+            b.prior = prior;
         }
         let mut start = 0;
         let mut chunks: Vec<&[u8]> = Vec::new();
@@ -352,7 +446,7 @@ fn fingerprint_reader_sized<R: Read>(
         }
         b.push_all(&chunks, &mut ids);
         if eof {
-            return Ok(b.finish(if whole { &buf[..filled] } else { &[] }, known));
+            return Ok(b.finish(if whole { &buf[..filled] } else { &[] }, lookup));
         }
         buf.copy_within(start..filled, 0);
         filled -= start;
@@ -420,7 +514,8 @@ mod tests {
         };
         let read = |step: usize, known: &dyn Fn(&ContentHash) -> bool| {
             let r = (&data[..]).take(u64::MAX);
-            fingerprint_reader_sized(r, &p, WholeFrom::default(), &mut Vec::new(), step, known).unwrap()
+            let lookup = Lookup { known, prior: &|_| None };
+            fingerprint_reader_sized(r, None, &p, WholeFrom::default(), &mut Vec::new(), step, lookup).unwrap()
         };
         // Fits in the buffer: the index is asked by content hash, and has it.
         let fp = read(READ_BUF, &known);
@@ -435,6 +530,72 @@ mod tests {
         assert_eq!(asked.get(), None);
     }
 
+    /// A file that begins with its prior content is sketched from that
+    /// content's sketch, told here by a sample put in it that the file's
+    /// words do not give; any other file, or one streamed, from its bytes.
+    #[test]
+    fn a_file_grown_at_its_end_is_sketched_from_its_prior_sketch() {
+        let p = ChunkParams::default();
+        let text = |n: u32, seed: u32| -> Vec<u8> {
+            (0..n)
+                .flat_map(|i| format!("w{} ", (i * 31 + seed).wrapping_mul(2_654_435_761) % 7919).into_bytes())
+                .collect()
+        };
+        let before = [text(6000, 1), b"\n".to_vec()].concat();
+        let grown = [&before[..], &text(300, 2), b"\n"].concat();
+        let fresh = fingerprint_bytes(&grown, &p).sketch.unwrap();
+        // Sample 1 (level 31) is kept at any level, and no shingle gave it.
+        assert!(!fresh.samples.contains(&1));
+        let marked = |data: &[u8]| {
+            let fp = fingerprint_bytes(data, &p);
+            let mut sketch = fp.sketch.unwrap();
+            assert!(sketch.level > 0, "a prior sketch that is a sample");
+            sketch.samples.insert(0, 1);
+            (fp.content, PriorRecord { runs: fp.runs, sketch })
+        };
+        // The record of `before`, and one of the same size whose chunks
+        // are another content's.
+        let records = [marked(&before), marked(&grown[1..=before.len()])];
+        let asked = std::cell::Cell::new(0);
+        let prior_of = |c: &ContentHash| {
+            asked.set(asked.get() + 1);
+            records.iter().find(|(content, _)| content == c).map(|(_, r)| r.clone())
+        };
+        let lookup = Lookup { known: &|_| false, prior: &prior_of };
+        let prior = Prior { content: records[0].0, size: before.len() as u64 };
+        let many = |data: &[u8], prior: Prior| fingerprint_many(&[data], &[Some(prior)], &p, lookup).pop().unwrap();
+        let read = |data: &[u8], step: usize| {
+            let r = data.take(u64::MAX);
+            fingerprint_reader_sized(r, Some(prior), &p, WholeFrom::default(), &mut Vec::new(), step, lookup).unwrap()
+        };
+        let without_marker = |mut s: Sketch| {
+            s.samples.retain(|&x| x != 1);
+            s
+        };
+        for fp in [many(&grown, prior), read(&grown, READ_BUF)] {
+            let s = fp.sketch.unwrap();
+            assert!(s.samples.contains(&1), "sketched from the prior's sketch");
+            assert_eq!(without_marker(s), fresh);
+        }
+        // Its start edited: not the prior content, sketched from its bytes.
+        let mut edited = grown.clone();
+        edited[10] = b'x';
+        assert_eq!(many(&edited, prior), fingerprint_bytes(&edited, &p));
+        // The record of another content: its chunks are not the file's.
+        assert_eq!(many(&grown, Prior { content: records[1].0, ..prior }).sketch.unwrap(), fresh);
+        assert_eq!(asked.get(), 4);
+        // Streamed through a smaller buffer: sketched as it is read.
+        assert_eq!(read(&grown, 8192).sketch.unwrap(), fresh);
+        // The prior not ending between words: no lookup.
+        let cut = Prior { size: before.len() as u64 - 2, ..prior };
+        assert_eq!(many(&grown, cut).sketch.unwrap(), fresh);
+        assert_eq!(asked.get(), 4);
+        // The prior's record not to be had (an older record): from its bytes.
+        let lookup = Lookup { known: &|_| false, prior: &|_| None };
+        let fp = fingerprint_many(&[&grown[..]], &[Some(prior)], &p, lookup).pop().unwrap();
+        assert_eq!(fp.sketch.unwrap(), fresh);
+    }
+
     #[test]
     fn a_content_indexed_whole_keeps_its_hash_and_sketch_and_no_chunk_list() {
         let p = ChunkParams::default();
@@ -442,7 +603,7 @@ mod tests {
             (0..300_000u32).flat_map(|i| format!("w{} ", i.wrapping_mul(2_654_435_761) % 9973).into_bytes()).collect();
         let read = |whole_from: u64, step: usize| {
             let r = (&data[..]).take(u64::MAX);
-            fingerprint_reader_sized(r, &p, WholeFrom(whole_from), &mut Vec::new(), step, &|_| false).unwrap()
+            fingerprint_reader_sized(r, None, &p, WholeFrom(whole_from), &mut Vec::new(), step, Lookup::NONE).unwrap()
         };
         let chunked = read(u64::MAX, READ_BUF);
         assert!(chunked.runs.len() > 100);
@@ -485,10 +646,45 @@ mod tests {
         ) {
             let p = ChunkParams::for_average(128).unwrap();
             let mut buf = Vec::new();
-            let streamed =
-                fingerprint_reader_sized(Trickle { data: &data, step }.take(u64::MAX), &p, WholeFrom::default(), &mut buf, size, &|_| false)
-                    .unwrap();
+            let r = Trickle { data: &data, step }.take(u64::MAX);
+            let streamed = fingerprint_reader_sized(r, None, &p, WholeFrom::default(), &mut buf, size, Lookup::NONE).unwrap();
             prop_assert_eq!(streamed, fingerprint_bytes(&data, &p));
+        }
+
+        /// A file grown at its end, fingerprinted with its prior content:
+        /// the same fingerprint, and the prior's sketch asked for whenever
+        /// the prior ends between words (here always) with a whole
+        /// shingle; at chunk sizes that put the prior's end anywhere in a
+        /// chunk, or in the first one, and with cuts decided at Tmax.
+        #[test]
+        fn a_grown_file_fingerprints_as_from_its_bytes(
+            words in proptest::collection::vec((1usize..12, 0u8..26), 0..3000),
+            tail in proptest::collection::vec(prop_oneof![Just(b' '), Just(b'\n'), 97u8..123], 1..3000),
+            p in prop_oneof![
+                Just(ChunkParams::for_average(128).unwrap()),
+                Just(ChunkParams::default()),
+                // Cut at backup points or Tmax, seldom at the main divisor:
+                // a cut decided at Tmax past the prior's end is no cut of it.
+                Just(ChunkParams { min: 40, max: 300, main_div: 1 << 20, backup_div: 60 }),
+            ],
+        ) {
+            let before: Vec<u8> = words
+                .iter()
+                .flat_map(|&(len, c)| (0..len).map(move |i| b'a' + (c + i as u8) % 26).chain([b' ']))
+                .collect();
+            let grown = [&before[..], &tail].concat();
+            let prior = fingerprint_bytes(&before, &p);
+            let asked = std::cell::Cell::new(0);
+            let prior_of = |c: &ContentHash| {
+                asked.set(asked.get() + 1);
+                assert_eq!(*c, prior.content);
+                Some(PriorRecord { runs: prior.runs.clone(), sketch: prior.sketch.clone().unwrap() })
+            };
+            let lookup = Lookup { known: &|_| false, prior: &prior_of };
+            let as_prior = Prior { content: prior.content, size: before.len() as u64 };
+            let fp = fingerprint_many(&[&grown[..]], &[Some(as_prior)], &p, lookup).pop().unwrap();
+            prop_assert_eq!(fp, fingerprint_bytes(&grown, &p));
+            prop_assert_eq!(asked.get(), usize::from(words.len() >= crate::sketch::WORDS));
         }
 
         /// Several contents fingerprinted together, each as it would be
@@ -508,7 +704,7 @@ mod tests {
                 a.push(*c);
                 known_mask >> (a.len() - 1) & 1 == 1
             };
-            let many = fingerprint_many(&slices, &p, &known);
+            let many = fingerprint_many(&slices, &vec![None; slices.len()], &p, Lookup { known: &known, prior: &|_| None });
             prop_assert_eq!(many.len(), contents.len());
             for (k, (fp, data)) in many.iter().zip(&contents).enumerate() {
                 let mut alone = fingerprint_bytes(data, &p);

@@ -16,7 +16,9 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::bounded;
 
-use crate::fingerprint::{fingerprint_file, fingerprint_many, ContentHash, Fingerprint, WholeFrom};
+use crate::fingerprint::{
+    fingerprint_file, fingerprint_many, ContentHash, Fingerprint, Lookup, Prior, PriorRecord, WholeFrom,
+};
 use crate::scan::{self, is_under, path_bytes, Candidate, HashMap, HashSet, SkipReason, Stat, WalkOptions};
 use crate::store::{
     Batch, ChunkContents, ContentById, ContentChunks, ContentId, ContentNames, ContentPostings, ContentRecord, Counts,
@@ -858,11 +860,12 @@ impl Background {
                 let mut buf = Vec::new();
                 // No memo of known contents: large files are few.
                 let known = |c: &ContentHash| store.contains::<ContentChunks>(c).ok();
+                let asks = Asks { known: &known, prior: &|c| prior_record(store, c) };
                 while let Ok((cand, given_up)) = jobs.recv() {
                     let mut outcome = match open_candidate(cand) {
                         Opening::Ready(opened) => {
                             let on_change = OnChange::Background;
-                            read_opened(opened, &params, whole_from, &mut buf, &known, Some(&given_up), on_change)
+                            read_opened(opened, &params, whole_from, &mut buf, asks, Some(&given_up), on_change)
                         }
                         Opening::Said(outcome) => outcome,
                     };
@@ -1084,6 +1087,17 @@ fn spawn_readers<'scope, 'env>(
                 }
                 Some(has)
             };
+            // The prior records the reads fetched, for `send`: a grown
+            // file's prior content is the one whose postings its change
+            // takes out, read once for both. Emptied before each file or
+            // batch is read, so that none is from an earlier batch.
+            let fetched = std::cell::RefCell::new(Vec::<(ContentHash, ContentPostings)>::new());
+            let prior = |c: &ContentHash| {
+                let rec = store.current_record(c).ok()??;
+                fetched.borrow_mut().push((*c, ContentPostings::of(&rec)));
+                Some(PriorRecord { runs: rec.runs, sketch: rec.sketch })
+            };
+            let asks = Asks { known: &known, prior: &prior };
             let send = |mut outcome: Outcome| {
                 if let Outcome::Read {
                     cand: Candidate { old: Some((_, old)), fetch_old: true, .. },
@@ -1097,7 +1111,11 @@ fn spawn_readers<'scope, 'env>(
                         // expire between runs and batches, so the one
                         // read now is the one the writer would read. A
                         // failed read leaves the lookup to the writer.
-                        *old_record = store.get_postings(&old.content).ok().flatten().map(Box::new);
+                        let had = {
+                            let mut f = fetched.borrow_mut();
+                            f.iter().position(|(c, _)| *c == old.content).map(|k| f.swap_remove(k).1)
+                        };
+                        *old_record = had.or_else(|| store.get_postings(&old.content).ok().flatten()).map(Box::new);
                     }
                 }
                 let keep = match &outcome {
@@ -1117,6 +1135,7 @@ fn spawn_readers<'scope, 'env>(
             let mut small = SmallFiles::new(workers);
             let mut queue = Queued { rx, batch: Vec::new().into_iter() };
             while let Some(cand) = queue.next() {
+                fetched.borrow_mut().clear();
                 let opened = match open_candidate(cand) {
                     Opening::Ready(o) => o,
                     Opening::Said(outcome) => {
@@ -1154,25 +1173,26 @@ fn spawn_readers<'scope, 'env>(
                         Some(n) if defer_new || opened.cand.old.is_some() => OnChange::DeferFrom(n),
                         _ => OnChange::Reread,
                     };
-                    let outcome = read_opened(opened, &params, whole_from, &mut buf, &known, stop, on_change);
+                    let outcome = read_opened(opened, &params, whole_from, &mut buf, asks, stop, on_change);
                     if stopped() || !send(outcome) {
                         break;
                     }
                     continue;
                 }
                 if let Some(cand) = small.read(opened) {
-                    if !send(read_candidate(cand, &params, whole_from, &mut buf, &known)) {
+                    if !send(read_candidate(cand, &params, whole_from, &mut buf, asks)) {
                         break;
                     }
                 }
                 // A batch waits for more files only while more are queued.
                 if (small.full() || !queue.more())
-                    && !small.fingerprint(&params, whole_from, &mut buf, &known).into_iter().all(send)
+                    && !small.fingerprint(&params, whole_from, &mut buf, asks).into_iter().all(send)
                 {
                     break;
                 }
             }
-            small.fingerprint(&params, whole_from, &mut buf, &known).into_iter().all(send);
+            fetched.borrow_mut().clear();
+            small.fingerprint(&params, whole_from, &mut buf, asks).into_iter().all(send);
         });
     }
 }
@@ -1266,19 +1286,20 @@ impl SmallFiles {
         params: &crate::chunker::ChunkParams,
         whole_from: WholeFrom,
         buf: &mut Vec<u8>,
-        known: &dyn Fn(&ContentHash) -> Option<bool>,
+        asks: Asks,
     ) -> Vec<Outcome> {
         if self.files.is_empty() {
             return Vec::new();
         }
         let answers = std::cell::RefCell::new(Vec::with_capacity(self.files.len()));
         let ask = |c: &ContentHash| {
-            let a = known(c);
+            let a = (asks.known)(c);
             answers.borrow_mut().push(a);
             a.unwrap_or(false)
         };
         let contents: Vec<&[u8]> = self.files.iter().map(|(_, r)| &self.data[r.clone()]).collect();
-        let fps = fingerprint_many(&contents, params, &ask);
+        let priors: Vec<Option<Prior>> = self.files.iter().map(|(o, _)| o.cand.prior()).collect();
+        let fps = fingerprint_many(&contents, &priors, params, Lookup { known: &ask, prior: asks.prior });
         let outcomes = self
             .files
             .drain(..)
@@ -1287,7 +1308,7 @@ impl SmallFiles {
                 Ok(outcome) => outcome,
                 Err(cand) => {
                     tracing::debug!("{}: changed while being read, reading again", crate::show_path(&cand.path));
-                    read_candidate(cand, params, whole_from, buf, known)
+                    read_candidate(cand, params, whole_from, buf, asks)
                 }
             })
             .collect();
@@ -1597,6 +1618,27 @@ fn open_regular(path: &Path, root: Option<&scan::RootDir>) -> std::io::Result<Fi
     }
 }
 
+/// What a reader asks the index about a content: whether it holds it
+/// (None when the lookup failed), and a held content's sketch.
+#[derive(Clone, Copy)]
+struct Asks<'a> {
+    known: &'a dyn Fn(&ContentHash) -> Option<bool>,
+    prior: &'a dyn Fn(&ContentHash) -> Option<PriorRecord>,
+}
+
+/// A prior content's record for a read ([`Lookup::prior`]): None when it
+/// is not to be had, and the file is sketched from its bytes.
+fn prior_record(store: &Store, content: &ContentHash) -> Option<PriorRecord> {
+    let rec = store.current_record(content).ok()??;
+    Some(PriorRecord { runs: rec.runs, sketch: rec.sketch })
+}
+
+#[cfg(test)]
+impl Asks<'static> {
+    /// An index that holds no content.
+    const NONE: Asks<'static> = Asks { known: &|_| Some(false), prior: &|_| None };
+}
+
 /// A candidate opened and stat'ed, not yet read.
 struct Opened {
     cand: Candidate,
@@ -1661,10 +1703,10 @@ fn read_candidate(
     params: &crate::chunker::ChunkParams,
     whole_from: WholeFrom,
     buf: &mut Vec<u8>,
-    known: &dyn Fn(&ContentHash) -> Option<bool>,
+    asks: Asks,
 ) -> Outcome {
     match open_candidate(cand) {
-        Opening::Ready(o) => read_opened(o, params, whole_from, buf, known, None, OnChange::Reread),
+        Opening::Ready(o) => read_opened(o, params, whole_from, buf, asks, None, OnChange::Reread),
         Opening::Said(outcome) => outcome,
     }
 }
@@ -1772,7 +1814,7 @@ fn read_opened(
     params: &crate::chunker::ChunkParams,
     whole_from: WholeFrom,
     buf: &mut Vec<u8>,
-    known: &dyn Fn(&ContentHash) -> Option<bool>,
+    asks: Asks,
     stop: Option<&AtomicBool>,
     on_change: OnChange,
 ) -> Outcome {
@@ -1783,12 +1825,13 @@ fn read_opened(
         // or the lookup failed and the content is sketched to be safe).
         let answer = std::cell::Cell::new(None);
         let ask = |c: &ContentHash| {
-            let a = known(c);
+            let a = (asks.known)(c);
             answer.set(a);
             a.unwrap_or(false)
         };
         let mut reader = Stoppable::new(&o.file, stop, &o.before);
-        let read = fingerprint_file(&mut reader, o.before.len(), params, whole_from, buf, &ask);
+        let lookup = Lookup { known: &ask, prior: asks.prior };
+        let read = fingerprint_file(&mut reader, o.before.len(), o.cand.prior(), params, whole_from, buf, lookup);
         let changed = reader.changed;
         let cand = match read {
             Ok(fp) => match settle(o, fp, answer.get(), background) {
@@ -3199,6 +3242,60 @@ mod tests {
         w.upsert(Path::new(path), stat, fp, old, unseen).unwrap().0
     }
 
+    /// A file grown at its end is sketched from its earlier content's
+    /// sketch, small files read in batches as larger ones read alone: told
+    /// by a sample put in the earlier sketches that the words do not give.
+    /// The sketch is otherwise the one its bytes give.
+    #[test]
+    fn a_file_grown_at_its_end_is_sketched_from_its_earlier_content() {
+        let (tmp, store) = temp_store();
+        let root = tmp.path().join("r");
+        std::fs::create_dir(&root).unwrap();
+        let text = |n: u32, seed: u32| -> Vec<u8> {
+            (0..n)
+                .flat_map(|i| format!("w{} ", (i * 31 + seed).wrapping_mul(2_654_435_761) % 7919).into_bytes())
+                .collect()
+        };
+        // Read in a batch of small files, and alone.
+        let files = [(root.join("small.txt"), text(3000, 1)), (root.join("large.txt"), text(60_000, 2))];
+        assert!(files[0].1.len() as u64 <= SMALL_FILE && files[1].1.len() as u64 > SMALL_FILE);
+        for (path, data) in &files {
+            std::fs::write(path, data).unwrap();
+        }
+        let opts = IndexOptions { roots: vec![root.clone()], ..Default::default() };
+        index(&store, &opts).unwrap();
+        let mut batch = store.batch();
+        for (_, data) in &files {
+            let content = fingerprint_bytes(data, store.params()).content;
+            let mut rec = store.get::<ContentChunks>(&content).unwrap().unwrap();
+            assert!(!rec.sketch.samples.contains(&1));
+            rec.sketch.samples.insert(0, 1);
+            batch.put::<ContentChunks>(&content, &rec);
+        }
+        store.write(batch).unwrap();
+        for (k, (path, data)) in files.iter().enumerate() {
+            let grown = [&data[..], &text(200, 3 + k as u32)].concat();
+            std::fs::write(path, &grown).unwrap();
+        }
+        let summary = index(&store, &opts).unwrap();
+        assert_eq!(summary.changed, 2);
+        for (path, _) in &files {
+            let grown = std::fs::read(path).unwrap();
+            let fp = fingerprint_bytes(&grown, store.params());
+            let mut sketch = store.get::<ContentChunks>(&fp.content).unwrap().unwrap().sketch;
+            assert!(sketch.samples.contains(&1), "{}: sketched from its earlier content", path.display());
+            sketch.samples.retain(|&x| x != 1);
+            assert_eq!(Some(sketch), fp.sketch);
+        }
+        // Edited at its start: sketched from its bytes.
+        let (path, data) = &files[0];
+        let edited = [b"new ", &data[..], b"w1 w2\n"].concat();
+        std::fs::write(path, &edited).unwrap();
+        index(&store, &opts).unwrap();
+        let fp = fingerprint_bytes(&edited, store.params());
+        assert_eq!(Some(store.get::<ContentChunks>(&fp.content).unwrap().unwrap().sketch), fp.sketch);
+    }
+
     /// A first index keeps its postings out of the memtables and ingests
     /// them at its end (`store::PostingSpill`): a content that loses its
     /// last name after its postings were written out must lose them, and
@@ -3721,7 +3818,7 @@ mod tests {
                 &ChunkParams::default(),
                 WholeFrom::default(),
                 &mut Vec::new(),
-                &|_| Some(false),
+                Asks::NONE,
                 Some(&flag),
                 OnChange::Reread,
             )
@@ -3736,9 +3833,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let p = tmp.path().join("gone.txt");
         let out =
-            read_candidate(candidate(&p), &ChunkParams::default(), WholeFrom::default(), &mut Vec::new(), &|_| {
-                Some(false)
-            });
+            read_candidate(candidate(&p), &ChunkParams::default(), WholeFrom::default(), &mut Vec::new(), Asks::NONE);
         assert!(matches!(out, Outcome::Vanished { .. }));
     }
 
@@ -3785,7 +3880,7 @@ mod tests {
             let Opening::Ready(o) = open_candidate(candidate(&p)) else { panic!("not opened") };
             std::fs::OpenOptions::new().append(true).open(&p).unwrap().write_all(&text(2)).unwrap();
             let params = ChunkParams::default();
-            read_opened(o, &params, WholeFrom::default(), &mut Vec::new(), &|_| Some(false), None, on_change)
+            read_opened(o, &params, WholeFrom::default(), &mut Vec::new(), Asks::NONE, None, on_change)
         };
         let size = (text(1).len() + text(2).len()) as u64;
         for on_change in [OnChange::Reread, OnChange::DeferFrom(size + 1), OnChange::Background] {
@@ -3800,17 +3895,23 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let fifo = tmp.path().join("was-a-file");
         assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
-        let out =
-            read_candidate(candidate(&fifo), &ChunkParams::default(), WholeFrom::default(), &mut Vec::new(), &|_| {
-                Some(false)
-            });
+        let out = read_candidate(
+            candidate(&fifo),
+            &ChunkParams::default(),
+            WholeFrom::default(),
+            &mut Vec::new(),
+            Asks::NONE,
+        );
         assert!(matches!(out, Outcome::Skip { reason: SkipReason::Special, .. }));
         let link = tmp.path().join("link");
         std::os::unix::fs::symlink(&fifo, &link).unwrap();
-        let out =
-            read_candidate(candidate(&link), &ChunkParams::default(), WholeFrom::default(), &mut Vec::new(), &|_| {
-                Some(false)
-            });
+        let out = read_candidate(
+            candidate(&link),
+            &ChunkParams::default(),
+            WholeFrom::default(),
+            &mut Vec::new(),
+            Asks::NONE,
+        );
         assert!(matches!(out, Outcome::Skip { reason: SkipReason::Symlink, .. }));
     }
 
@@ -3842,7 +3943,7 @@ mod tests {
             });
             let mut buf = Vec::new();
             for _ in 0..5 {
-                match read_candidate(candidate(&p), &params, WholeFrom::default(), &mut buf, &|_| Some(false)) {
+                match read_candidate(candidate(&p), &params, WholeFrom::default(), &mut buf, Asks::NONE) {
                     Outcome::Read { fp, .. } => assert!(fps.contains(&fp), "indexed a mix of two versions"),
                     Outcome::Skip { reason, .. } => assert_eq!(reason, SkipReason::KeptChanging),
                     Outcome::Vanished { .. } => panic!("the file never vanished"),
@@ -3882,7 +3983,7 @@ mod tests {
         std::fs::write(&paths[3], "short").unwrap();
         let Some(again) = small.read(opened) else { panic!("a short read must be handed back") };
         assert_eq!(again.path, paths[3]);
-        let outcomes = small.fingerprint(&params, WholeFrom::default(), &mut Vec::new(), &|_| Some(false));
+        let outcomes = small.fingerprint(&params, WholeFrom::default(), &mut Vec::new(), Asks::NONE);
         assert_eq!(outcomes.len(), 3);
         for (out, p) in outcomes.iter().zip(&paths) {
             let Outcome::Read { cand, fp, unseen, .. } = out else { panic!("{}: not read", p.display()) };

@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex};
 use crossbeam_channel::Sender;
 use ignore::{overrides::OverrideBuilder, WalkBuilder, WalkState};
 
+use crate::fingerprint::Prior;
 use crate::store::{FileId, FileRecord, Files, Paths, Store, StoreError};
 
 /// Hash maps and sets of paths and content hashes, hashed with foldhash,
@@ -286,6 +287,12 @@ pub struct Candidate {
 impl Candidate {
     pub fn new(path: PathBuf, old: Option<(FileId, FileRecord)>) -> Candidate {
         Candidate { path, old, fetch_old: false, unverified: false, written: false, root: None }
+    }
+
+    /// The content the index holds for the file, which it may have grown
+    /// from ([`Prior`]).
+    pub fn prior(&self) -> Option<Prior> {
+        self.old.as_ref().map(|(_, r)| Prior { content: r.content, size: r.size })
     }
 
     /// Whether a file with this stat needs no read: its record says the same.

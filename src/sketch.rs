@@ -762,6 +762,13 @@ pub struct Shingler {
     picked: Vec<u32>,
     /// Room for [`radix_sort`].
     scratch: Vec<u32>,
+    /// Fed from within a content whose earlier shingles are in `kept`
+    /// already ([`sketch_grown`]): a few words fed are then no whole
+    /// content of a few words.
+    resumed: bool,
+    /// How many of `kept`'s first samples are sorted and distinct: those
+    /// of the earlier sketch, and then of each compaction, when resumed.
+    sorted: usize,
 }
 
 /// The buffers of the last shingler dropped on this thread, for the next
@@ -923,7 +930,33 @@ impl Default for Shingler {
 impl Shingler {
     pub fn new() -> Shingler {
         let Spare { kept, picked, scratch } = SPARE.try_with(|s| s.take()).ok().flatten().unwrap_or_default();
-        Shingler { partial: None, window: [0; WORDS], words: 0, level: 0, kept, picked, scratch }
+        Shingler {
+            partial: None,
+            window: [0; WORDS],
+            words: 0,
+            level: 0,
+            kept,
+            picked,
+            scratch,
+            resumed: false,
+            sorted: 0,
+        }
+    }
+
+    /// A shingler holding the samples of `prior`, to be fed the rest of
+    /// that content from the start of a word; None when a sample is not
+    /// one a sketch keeps (rounded).
+    fn resume(prior: &Sketch) -> Option<Shingler> {
+        let mut s = Shingler::new();
+        if prior.samples.iter().any(|&x| round(x) != x) {
+            return None;
+        }
+        s.kept.extend(prior.samples.iter().map(|&x| code(x)));
+        s.level = prior.level;
+        s.resumed = true;
+        // A sketch's samples are sorted and distinct, and so are their codes.
+        s.sorted = if s.kept.is_sorted_by(|a, b| a < b) { s.kept.len() } else { 0 };
+        Some(s)
     }
 
     /// Feeds the next bytes of the content.
@@ -1060,21 +1093,54 @@ impl Shingler {
 
     /// Sorts and dedups the samples, raising the level until they fit.
     fn compact(&mut self) {
-        if !self.sort_deciding_samples() {
+        if self.sorted > 0 {
+            self.merge_new_samples();
+        } else if !self.sort_deciding_samples() {
             radix_sort(&mut self.kept, &mut self.scratch);
             self.kept.dedup();
         }
-        if self.level == 0 && self.kept.len() <= EXACT_UP_TO {
-            return;
+        if self.level > 0 || self.kept.len() > EXACT_UP_TO {
+            while self.kept.len() > MAX_SAMPLES {
+                self.level += 1;
+                // Samples of the new level are a prefix: smaller numbers, whose
+                // codes start with a bit length of at most 32 − level.
+                let bound = 33u32.saturating_sub(u32::from(self.level)) << SAMPLE_BITS;
+                let n = self.kept.partition_point(|&c| c < bound);
+                self.kept.truncate(n);
+            }
         }
-        while self.kept.len() > MAX_SAMPLES {
-            self.level += 1;
-            // Samples of the new level are a prefix: smaller numbers, whose
-            // codes start with a bit length of at most 32 − level.
-            let bound = 33u32.saturating_sub(u32::from(self.level)) << SAMPLE_BITS;
-            let n = self.kept.partition_point(|&c| c < bound);
-            self.kept.truncate(n);
+        if self.resumed {
+            self.sorted = self.kept.len();
         }
+    }
+
+    /// Sorts and dedups `kept` when its first `sorted` are: the few new
+    /// samples of a resumed shingler are sorted alone and merged in, where
+    /// sorting them all again took most of [`sketch_grown`]'s time.
+    fn merge_new_samples(&mut self) {
+        let (old, new) = self.kept.split_at_mut(self.sorted);
+        new.sort_unstable();
+        self.scratch.clear();
+        self.scratch.reserve(old.len() + new.len());
+        let (mut i, mut j) = (0, 0);
+        while i < old.len() && j < new.len() {
+            let next = if old[i] <= new[j] {
+                i += 1;
+                old[i - 1]
+            } else {
+                j += 1;
+                new[j - 1]
+            };
+            if self.scratch.last() != Some(&next) {
+                self.scratch.push(next);
+            }
+        }
+        for &x in old[i..].iter().chain(&new[j..]) {
+            if self.scratch.last() != Some(&x) {
+                self.scratch.push(x);
+            }
+        }
+        std::mem::swap(&mut self.kept, &mut self.scratch);
     }
 
     /// Leaves in `kept`, sorted and distinct, only the samples the level
@@ -1144,7 +1210,7 @@ impl Shingler {
         }
         // A content of 1..WORDS-1 words has its whole word sequence as its
         // one shingle (as the reference scorer does).
-        if self.words > 0 && self.words < WORDS as u64 {
+        if self.words > 0 && self.words < WORDS as u64 && !self.resumed {
             let n = self.words as usize;
             let mut seq = [0u64; WORDS];
             seq[..n].copy_from_slice(&self.window[WORDS - n..]);
@@ -1256,6 +1322,60 @@ pub fn sketch_bytes(data: &[u8]) -> Sketch {
     let mut s = Shingler::new();
     s.feed(data);
     s.finish()
+}
+
+/// How far back from its end [`sketch_grown`] looks for the start of a
+/// prior content's last words before it gives up (a content whose end is
+/// one long run without whitespace is sketched whole).
+const GROWN_LOOK_BACK: usize = 64 << 10;
+
+/// The sketch of `data`, whose first `prior_len` bytes are a content whose
+/// sketch is `prior`, made from that sketch and the bytes past them: the
+/// same sketch as [`sketch_bytes`]'s, at the cost of the new bytes.
+///
+/// A file grown at its end (a log appended to, a document given a new
+/// paragraph) keeps every shingle it had when its earlier content ended
+/// with whitespace: its shingle set is then the earlier set and the
+/// shingles that take a word past `prior_len`, which all start within the
+/// earlier content's last `WORDS − 1` words. The earlier sketch keeps every
+/// sample of its level or above, and a larger set only ever needs a level
+/// as high or higher, so the samples of the earlier sketch and of those
+/// new shingles, thinned as any sketch is, are the sketch of the whole.
+///
+/// The caller vouches that `data[..prior_len]` is the content `prior`
+/// sketches (the fingerprint checks its content hash). None, and the
+/// content is to be sketched whole, when that content does not end with
+/// whitespace (its last word may go on), has fewer than [`WORDS`] words
+/// (a content of a few words is one shingle of them all), or ends in a
+/// run longer than [`GROWN_LOOK_BACK`] without them; or when `prior` holds
+/// a sample no sketch keeps.
+pub fn sketch_grown(prior: &Sketch, data: &[u8], prior_len: usize) -> Option<Sketch> {
+    let space = |b: u8| b == b' ' || (9..=13).contains(&b);
+    if prior_len == 0 || prior_len > data.len() || !space(data[prior_len - 1]) {
+        return None;
+    }
+    let floor = prior_len.saturating_sub(GROWN_LOOK_BACK);
+    // Back over the last WORDS − 1 words, and then to the word before.
+    let mut at = prior_len;
+    for k in 0..WORDS {
+        while at > floor && space(data[at - 1]) {
+            at -= 1;
+        }
+        if at == floor {
+            return None;
+        }
+        if k == WORDS - 1 {
+            break;
+        }
+        while at > floor && !space(data[at - 1]) {
+            at -= 1;
+        }
+    }
+    // `at` ends the word before them: they start at the next word.
+    let from = at + data[at..prior_len].iter().position(|&b| !space(b)).expect("a word follows");
+    let mut s = Shingler::resume(prior)?;
+    s.feed(&data[from..]);
+    Some(s.finish())
 }
 
 #[cfg(test)]
@@ -1691,5 +1811,60 @@ mod tests {
             prop_assert!(s.samples.windows(2).all(|w| w[0] < w[1]));
             prop_assert!(s.samples.iter().all(|&x| level_of(x) >= s.level));
         }
+
+        /// A content grown at its end is sketched from its earlier sketch
+        /// as from its bytes, whenever the earlier content ends with
+        /// whitespace and has a whole shingle; else it is to be sketched
+        /// whole. The earlier contents run from a few words to several
+        /// thousand (a level above 0, which the new words may raise).
+        #[test]
+        fn a_grown_content_is_sketched_from_its_earlier_sketch_as_from_its_bytes(
+            prior in prop_oneof![
+                ragged_text(),
+                (0usize..5000, any::<u64>()).prop_map(|(n, seed)| words(n, seed)),
+                proptest::collection::vec(prop_oneof![Just(b' '), 97u8..100, any::<u8>()], 0..3000),
+            ],
+            tail in prop_oneof![
+                ragged_text(),
+                (0usize..3000, any::<u64>()).prop_map(|(n, seed)| words(n, seed ^ 1)),
+                proptest::collection::vec(prop_oneof![Just(b' '), 97u8..100, any::<u8>()], 0..300),
+            ],
+        ) {
+            let mut data = prior.clone();
+            data.extend_from_slice(&tail);
+            let words = prior.split(|&b| SPACE[b as usize]).filter(|w| !w.is_empty()).count();
+            let usable = prior.last().is_some_and(|&b| SPACE[b as usize]) && words >= WORDS;
+            let grown = sketch_grown(&sketch_bytes(&prior), &data, prior.len());
+            prop_assert_eq!(grown.is_some(), usable);
+            if let Some(grown) = grown {
+                prop_assert_eq!(grown, sketch_by_definition(&data));
+            }
+        }
+    }
+
+    #[test]
+    fn a_grown_content_needs_its_earlier_end_at_a_word_break_and_a_whole_shingle() {
+        let grow = |prior: &[u8], tail: &[u8]| {
+            let data = [prior, tail].concat();
+            sketch_grown(&sketch_bytes(prior), &data, prior.len())
+        };
+        // "five" might go on as "fives": a shingle the earlier set had goes.
+        assert_eq!(grow(b"one two three four five", b"s six\n"), None);
+        // Three words are one shingle of three, which four words are not.
+        assert_eq!(grow(b"one two three\n", b"four\n"), None);
+        let data = b"one two three four\nfive\n";
+        assert_eq!(grow(b"one two three four\n", b"five\n"), Some(sketch_bytes(data)));
+        // Only whitespace added: the same shingles.
+        assert_eq!(grow(b"one two three four\n", b"\n\n"), Some(sketch_bytes(b"one two three four\n")));
+        // A sample no sketch keeps is no earlier sketch.
+        let odd = Sketch { level: 0, samples: vec![(1 << 30) | 1] };
+        assert_eq!(sketch_grown(&odd, data, 19), None);
+        // A tail long enough to be compacted as it is fed, more than once.
+        let (prior, tail) = (words(3000, 5), words(30_000, 6));
+        let data = [&prior[..], &tail].concat();
+        assert_eq!(grow(&prior, &tail), Some(sketch_by_definition(&data)));
+        // A run without whitespace longer than the look-back.
+        let long = [&b"a b c d "[..], &vec![b'x'; GROWN_LOOK_BACK + 10], b"\n"].concat();
+        assert_eq!(grow(&long, b"e f\n"), None);
     }
 }

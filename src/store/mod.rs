@@ -530,6 +530,12 @@ impl Store {
         self.get_as::<ContentChunks, _>(content, ContentChunks::decode_postings)
     }
 
+    /// A content's record if it is of the current version
+    /// ([`ContentChunks::decode_current`]).
+    pub fn current_record(&self, content: &ContentHash) -> Result<Option<ContentRecord>> {
+        Ok(self.get_as::<ContentChunks, _>(content, ContentChunks::decode_current)?.flatten())
+    }
+
     /// Reads one value of `T`'s column family with `decode`.
     fn get_as<T: Table, V>(
         &self,

@@ -724,6 +724,16 @@ impl ContentChunks {
             _ => Self::decode_value(bytes).map(|r| ContentPostings::of(&r)),
         }
     }
+
+    /// A value of the current version, whose sketch was made as this simd
+    /// makes one; None for an older one (an index upgraded in place keeps
+    /// records sketched with other constants).
+    pub fn decode_current(bytes: &[u8]) -> Result<Option<ContentRecord>, DecodeError> {
+        match bytes.first() {
+            Some(&Self::VALUE_VERSION) => Self::decode_value(bytes).map(Some),
+            _ => Ok(None),
+        }
+    }
 }
 
 // ---------------------------------------------------------------- chunk_contents
