@@ -13,7 +13,7 @@ use md5::{Digest, Md5};
 use serde::{Deserialize, Serialize};
 
 use crate::chunker::{find_cut, ChunkParams};
-use crate::sketch::{sketch_grown, Shingler, Sketch};
+use crate::sketch::{sketch_grown, Shingler, Sketch, GROWN_LOOK_BACK};
 
 /// MD5 of a chunk's bytes.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -160,6 +160,16 @@ pub struct Prior {
     pub size: u64,
 }
 
+/// A file's [`Prior`] content, and the file read at an offset: a
+/// streamed read of a file that may have grown from that content makes no
+/// sketch until it knows whether it did ([`Growing`]), and reads again
+/// what it passed when it did not.
+#[derive(Clone, Copy)]
+pub struct Earlier<'a> {
+    pub prior: Prior,
+    pub read_at: &'a dyn Fn(&mut [u8], u64) -> io::Result<usize>,
+}
+
 /// What the index holds of a [`Prior`] content.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PriorRecord {
@@ -203,6 +213,128 @@ fn grown_sketch(prior: Prior, runs: &[ChunkRun], whole: &[u8], lookup: Lookup) -
         return None;
     }
     sketch_grown(&rec.sketch, whole, size)
+}
+
+/// Where a streamed read of a file that may have grown from its prior
+/// content stands ([`grown_sketch`] for a file held whole): its chunks
+/// checked against the prior's as they come, the prior's last bytes kept
+/// (at most [`GROWN_LOOK_BACK`]), and no sketch made until the read passes
+/// the prior's end and tells whether the file begins with it.
+struct Growing {
+    size: u64,
+    /// Tmax: a chunk that starts this far before the prior's end is one
+    /// of the prior's if the file begins with it.
+    max: u64,
+    runs: Vec<ChunkRun>,
+    /// The prior's next chunk: its run, and how many of the run were met.
+    run: usize,
+    used: u32,
+    /// The end of the prior's chunks met alike so far.
+    alike_to: u64,
+    differs: bool,
+    tail_from: u64,
+    tail: Vec<u8>,
+    sketch: Sketch,
+}
+
+/// What a [`Growing`] read learnt from a batch of chunks.
+enum Verdict {
+    Undecided,
+    /// The file begins with the prior: its sketch goes on from the
+    /// prior's, fed up to the batch's end.
+    Grown(Shingler),
+    /// It does not: the bytes so far are to be sketched.
+    Not,
+}
+
+impl Growing {
+    /// A read of `total` bytes from `earlier`, if that may be a grown file
+    /// worth reading so: a prior that is smaller, whose record is current
+    /// and keeps its chunk list (`WholeFrom` keeps none).
+    fn start(prior: Prior, total: u64, params: &ChunkParams, lookup: Lookup) -> Option<Growing> {
+        if prior.size == 0 || prior.size >= total {
+            return None;
+        }
+        let rec = (lookup.prior)(&prior.content)?;
+        if rec.runs.is_empty() {
+            return None;
+        }
+        Some(Growing {
+            size: prior.size,
+            max: u64::from(params.max),
+            runs: rec.runs,
+            run: 0,
+            used: 0,
+            alike_to: 0,
+            differs: false,
+            tail_from: prior.size.saturating_sub(GROWN_LOOK_BACK as u64),
+            tail: Vec::new(),
+            sketch: rec.sketch,
+        })
+    }
+
+    fn next_prior(&self) -> Option<(ChunkKey, u32)> {
+        self.runs.get(self.run).map(|r| (r.key, r.len))
+    }
+
+    fn advance(&mut self) {
+        self.used += 1;
+        if self.used >= self.runs[self.run].count {
+            (self.run, self.used) = (self.run + 1, 0);
+        }
+    }
+
+    /// Takes a batch of `chunks` (key and length), cut from `bytes`, which
+    /// start at `offset` in the file.
+    fn take(&mut self, offset: u64, bytes: &[u8], chunks: impl Iterator<Item = (ChunkKey, u32)>) -> Verdict {
+        let mut at = offset;
+        for (key, len) in chunks {
+            if !self.differs {
+                if self.next_prior() == Some((key, len)) {
+                    self.advance();
+                    self.alike_to = at + u64::from(len);
+                } else {
+                    self.differs = true;
+                    if at + self.max <= self.size {
+                        return Verdict::Not;
+                    }
+                }
+            }
+            at += u64::from(len);
+        }
+        let end = offset + bytes.len() as u64;
+        let (lo, hi) = (self.tail_from.max(offset), self.size.min(end));
+        if lo < hi {
+            self.tail.extend_from_slice(&bytes[(lo - offset) as usize..(hi - offset) as usize]);
+        }
+        if end < self.size {
+            return Verdict::Undecided;
+        }
+        // The prior's chunks after those met alike, from its kept bytes.
+        if self.alike_to < self.tail_from {
+            return Verdict::Not;
+        }
+        let mut at = self.alike_to;
+        while let Some((key, len)) = self.next_prior() {
+            let from = (at - self.tail_from) as usize;
+            match self.tail.get(from..from + len as usize) {
+                Some(chunk) if ChunkId(Md5::digest(chunk).into()).key() == key => {}
+                _ => return Verdict::Not,
+            }
+            at += u64::from(len);
+            self.advance();
+        }
+        if at != self.size {
+            return Verdict::Not;
+        }
+        match Shingler::grown(&self.sketch, &self.tail) {
+            Some(mut s) => {
+                s.feed(&bytes[(self.size - offset) as usize..]);
+                Verdict::Grown(s)
+            }
+            None => Verdict::Not,
+        }
+    }
 }
 
 /// Builds a [`Fingerprint`] chunk by chunk.
@@ -383,26 +515,28 @@ pub fn fingerprint_reader<R: Read>(
 /// buffer (the sketch is then made after the content hash is known) an
 /// identical copy of a content the index has costs a lookup instead of
 /// shingling, and its fingerprint carries no sketch (the record has it).
-/// Such a file that begins with its `prior` content is sketched from that
-/// content's sketch and its new bytes. Larger files are sketched as they
-/// stream.
+/// Larger files are sketched as they stream. A file that begins with its
+/// `earlier` prior content is sketched from that content's sketch and its
+/// new bytes; a large one is not sketched until the read passes the
+/// prior's end, and what it passed is read again (`read_at`) when the file
+/// turns out not to begin with the prior.
 pub fn fingerprint_file(
     file: impl Read,
     size: u64,
-    prior: Option<Prior>,
+    earlier: Option<Earlier>,
     params: &ChunkParams,
     whole_from: WholeFrom,
     buf: &mut Vec<u8>,
     lookup: Lookup,
 ) -> io::Result<Fingerprint> {
-    fingerprint_reader_sized(file.take(size), prior, params, whole_from, buf, READ_BUF, lookup)
+    fingerprint_reader_sized(file.take(size), earlier, params, whole_from, buf, READ_BUF, lookup)
 }
 
 /// [`fingerprint_reader`] with a given buffer size (at least two maximal
 /// chunks, so that every refill makes progress).
 fn fingerprint_reader_sized<R: Read>(
     mut reader: io::Take<R>,
-    prior: Option<Prior>,
+    earlier: Option<Earlier>,
     params: &ChunkParams,
     whole_from: WholeFrom,
     buf: &mut Vec<u8>,
@@ -418,6 +552,10 @@ fn fingerprint_reader_sized<R: Read>(
     let mut ids: Vec<[u8; 16]> = Vec::new();
     let mut filled = 0usize;
     let mut eof = false;
+    let total = reader.limit();
+    let mut growing: Option<Growing> = None;
+    // Where `buf[0]` is in the file.
+    let mut offset = 0u64;
     loop {
         while !eof && filled < buf.len() {
             match reader.read(&mut buf[filled..]) {
@@ -436,7 +574,12 @@ fn fingerprint_reader_sized<R: Read>(
         let whole = eof && b.size == 0;
         if whole {
             b.shingles = None;
-            b.prior = prior;
+            b.prior = earlier.map(|e| e.prior);
+        } else if b.size == 0 {
+            growing = earlier.and_then(|e| Growing::start(e.prior, total, params, lookup));
+            if growing.is_some() {
+                b.shingles = None;
+            }
         }
         let mut start = 0;
         let mut chunks: Vec<&[u8]> = Vec::new();
@@ -445,17 +588,67 @@ fn fingerprint_reader_sized<R: Read>(
             start += cut;
         }
         b.push_all(&chunks, &mut ids);
+        if let Some(g) = &mut growing {
+            let keys = ids.iter().zip(&chunks).map(|(id, c)| (ChunkId(*id).key(), c.len() as u32));
+            // A file that ended early (it shrank as it was read, which the
+            // caller's stat finds) never passed the prior's end.
+            let verdict = match g.take(offset, &buf[..start], keys) {
+                Verdict::Undecided if eof => Verdict::Not,
+                v => v,
+            };
+            match verdict {
+                Verdict::Undecided => {}
+                Verdict::Grown(s) => {
+                    b.shingles = Some(s);
+                    growing = None;
+                }
+                Verdict::Not => {
+                    let mut s = Shingler::new();
+                    let read_at = earlier.expect("growing from an earlier content").read_at;
+                    read_again(read_at, offset, &mut |piece| s.feed(piece))?;
+                    s.feed(&buf[..start]);
+                    b.shingles = Some(s);
+                    growing = None;
+                }
+            }
+        }
         if eof {
             return Ok(b.finish(if whole { &buf[..filled] } else { &[] }, lookup));
         }
+        offset += start as u64;
         buf.copy_within(start..filled, 0);
         filled -= start;
     }
 }
 
+/// Reads the first `len` bytes of a file again, `read_at` a piece at a
+/// time, each to `feed`.
+fn read_again(
+    read_at: &dyn Fn(&mut [u8], u64) -> io::Result<usize>,
+    len: u64,
+    feed: &mut dyn FnMut(&[u8]),
+) -> io::Result<()> {
+    let mut piece = vec![0u8; (64 << 10).min(len as usize)];
+    let mut at = 0u64;
+    while at < len {
+        let want = piece.len().min((len - at) as usize);
+        match read_at(&mut piece[..want], at) {
+            Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the file shrank as it was read")),
+            Ok(n) => {
+                feed(&piece[..n]);
+                at += n as u64;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sketch::with_sample;
     use proptest::prelude::*;
 
     /// A reader that hands out at most `step` bytes per call.
@@ -548,10 +741,9 @@ mod tests {
         assert!(!fresh.samples.contains(&1));
         let marked = |data: &[u8]| {
             let fp = fingerprint_bytes(data, &p);
-            let mut sketch = fp.sketch.unwrap();
+            let sketch = fp.sketch.unwrap();
             assert!(sketch.level > 0, "a prior sketch that is a sample");
-            sketch.samples.insert(0, 1);
-            (fp.content, PriorRecord { runs: fp.runs, sketch })
+            (fp.content, PriorRecord { runs: fp.runs, sketch: with_sample(&sketch, 1) })
         };
         // The record of `before`, and one of the same size whose chunks
         // are another content's.
@@ -565,17 +757,12 @@ mod tests {
         let prior = Prior { content: records[0].0, size: before.len() as u64 };
         let many = |data: &[u8], prior: Prior| fingerprint_many(&[data], &[Some(prior)], &p, lookup).pop().unwrap();
         let read = |data: &[u8], step: usize| {
-            let r = data.take(u64::MAX);
-            fingerprint_reader_sized(r, Some(prior), &p, WholeFrom::default(), &mut Vec::new(), step, lookup).unwrap()
-        };
-        let without_marker = |mut s: Sketch| {
-            s.samples.retain(|&x| x != 1);
-            s
+            let earlier = Earlier { prior, read_at: &|out: &mut [u8], at: u64| (&data[at as usize..]).read(out) };
+            let r = data.take(data.len() as u64);
+            fingerprint_reader_sized(r, Some(earlier), &p, WholeFrom::default(), &mut Vec::new(), step, lookup).unwrap()
         };
         for fp in [many(&grown, prior), read(&grown, READ_BUF)] {
-            let s = fp.sketch.unwrap();
-            assert!(s.samples.contains(&1), "sketched from the prior's sketch");
-            assert_eq!(without_marker(s), fresh);
+            assert_eq!(fp.sketch.unwrap(), with_sample(&fresh, 1), "sketched from the prior's sketch");
         }
         // Its start edited: not the prior content, sketched from its bytes.
         let mut edited = grown.clone();
@@ -584,12 +771,17 @@ mod tests {
         // The record of another content: its chunks are not the file's.
         assert_eq!(many(&grown, Prior { content: records[1].0, ..prior }).sketch.unwrap(), fresh);
         assert_eq!(asked.get(), 4);
-        // Streamed through a smaller buffer: sketched as it is read.
-        assert_eq!(read(&grown, 8192).sketch.unwrap(), fresh);
+        // Streamed through a smaller buffer: not sketched until the read
+        // passes the prior's end, then from the prior's sketch.
+        assert_eq!(read(&grown, 8192).sketch.unwrap(), with_sample(&fresh, 1));
+        assert_eq!(asked.get(), 5);
+        // Streamed, its start edited: what was passed is read again.
+        assert_eq!(read(&edited, 8192), fingerprint_bytes(&edited, &p));
+        assert_eq!(asked.get(), 6);
         // The prior not ending between words: no lookup.
         let cut = Prior { size: before.len() as u64 - 2, ..prior };
         assert_eq!(many(&grown, cut).sketch.unwrap(), fresh);
-        assert_eq!(asked.get(), 4);
+        assert_eq!(asked.get(), 6);
         // The prior's record not to be had (an older record): from its bytes.
         let lookup = Lookup { known: &|_| false, prior: &|_| None };
         let fp = fingerprint_many(&[&grown[..]], &[Some(prior)], &p, lookup).pop().unwrap();
@@ -652,9 +844,8 @@ mod tests {
         }
 
         /// A file grown at its end, fingerprinted with its prior content:
-        /// the same fingerprint, and the prior's sketch asked for whenever
-        /// the prior ends between words (here always) with a whole
-        /// shingle; at chunk sizes that put the prior's end anywhere in a
+        /// the same fingerprint, and the prior's record asked for whenever
+        /// the prior ends between words (here always); at chunk sizes that put the prior's end anywhere in a
         /// chunk, or in the first one, and with cuts decided at Tmax.
         #[test]
         fn a_grown_file_fingerprints_as_from_its_bytes(
@@ -684,7 +875,48 @@ mod tests {
             let as_prior = Prior { content: prior.content, size: before.len() as u64 };
             let fp = fingerprint_many(&[&grown[..]], &[Some(as_prior)], &p, lookup).pop().unwrap();
             prop_assert_eq!(fp, fingerprint_bytes(&grown, &p));
-            prop_assert_eq!(asked.get(), usize::from(words.len() >= crate::sketch::WORDS));
+            // Asked once the prior ends between words (here always).
+            prop_assert_eq!(asked.get(), usize::from(!before.is_empty()));
+        }
+
+        /// A grown file streamed through a small buffer, with its prior,
+        /// or with the prior of a file whose start was since edited: the
+        /// same fingerprint as from its bytes, but for a marker sample in
+        /// the prior's sketch, which it has (as the sketch of its shingles
+        /// and the marker would) exactly when it was sketched from that
+        /// sketch.
+        #[test]
+        fn a_grown_file_streamed_fingerprints_as_from_its_bytes(
+            words in proptest::collection::vec((1usize..12, 0u8..26), 0..3000),
+            tail in proptest::collection::vec(prop_oneof![Just(b' '), Just(b'\n'), 97u8..123], 1..3000),
+            step in 600usize..8000,
+            edit in proptest::option::of(any::<prop::sample::Index>()),
+        ) {
+            let p = ChunkParams::for_average(128).unwrap();
+            let before: Vec<u8> = words
+                .iter()
+                .flat_map(|&(len, c)| (0..len).map(move |i| b'a' + (c + i as u8) % 26).chain([b' ']))
+                .collect();
+            let mut grown = [&before[..], &tail].concat();
+            if let Some(k) = edit.filter(|_| !before.is_empty()) {
+                grown[k.index(before.len())] ^= 0x40;
+            }
+            let prior = fingerprint_bytes(&before, &p);
+            let record = PriorRecord { runs: prior.runs.clone(), sketch: with_sample(prior.sketch.as_ref().unwrap(), 1) };
+            let prior_of = |c: &ContentHash| (*c == prior.content).then(|| record.clone());
+            let lookup = Lookup { known: &|_| false, prior: &prior_of };
+            let data = &grown[..];
+            let earlier = Earlier {
+                prior: Prior { content: prior.content, size: before.len() as u64 },
+                read_at: &|out: &mut [u8], at: u64| (&data[at as usize..]).read(out),
+            };
+            let r = data.take(data.len() as u64);
+            let fp = fingerprint_reader_sized(r, Some(earlier), &p, WholeFrom::default(), &mut Vec::new(), step, lookup).unwrap();
+            let mut fresh = fingerprint_bytes(&grown, &p);
+            if grown.starts_with(&before) && words.len() >= crate::sketch::WORDS {
+                fresh.sketch = fresh.sketch.map(|s| with_sample(&s, 1));
+            }
+            prop_assert_eq!(fp, fresh);
         }
 
         /// Several contents fingerprinted together, each as it would be

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::bounded;
 
 use crate::fingerprint::{
-    fingerprint_file, fingerprint_many, ContentHash, Fingerprint, Lookup, Prior, PriorRecord, WholeFrom,
+    fingerprint_file, fingerprint_many, ContentHash, Earlier, Fingerprint, Lookup, Prior, PriorRecord, WholeFrom,
 };
 use crate::scan::{self, is_under, path_bytes, Candidate, HashMap, HashSet, SkipReason, Stat, WalkOptions};
 use crate::store::{
@@ -1831,7 +1831,9 @@ fn read_opened(
         };
         let mut reader = Stoppable::new(&o.file, stop, &o.before);
         let lookup = Lookup { known: &ask, prior: asks.prior };
-        let read = fingerprint_file(&mut reader, o.before.len(), o.cand.prior(), params, whole_from, buf, lookup);
+        let read_at = |out: &mut [u8], at: u64| std::os::unix::fs::FileExt::read_at(&o.file, out, at);
+        let earlier = o.cand.prior().map(|prior| Earlier { prior, read_at: &read_at });
+        let read = fingerprint_file(&mut reader, o.before.len(), earlier, params, whole_from, buf, lookup);
         let changed = reader.changed;
         let cand = match read {
             Ok(fp) => match settle(o, fp, answer.get(), background) {
@@ -3256,9 +3258,14 @@ mod tests {
                 .flat_map(|i| format!("w{} ", (i * 31 + seed).wrapping_mul(2_654_435_761) % 7919).into_bytes())
                 .collect()
         };
-        // Read in a batch of small files, and alone.
-        let files = [(root.join("small.txt"), text(3000, 1)), (root.join("large.txt"), text(60_000, 2))];
+        // Read in a batch of small files, alone and whole, and streamed.
+        let files = [
+            (root.join("small.txt"), text(3000, 1)),
+            (root.join("large.txt"), text(60_000, 2)),
+            (root.join("streamed.txt"), text(250_000, 3)),
+        ];
         assert!(files[0].1.len() as u64 <= SMALL_FILE && files[1].1.len() as u64 > SMALL_FILE);
+        assert!(files[2].1.len() > crate::fingerprint::READ_BUF);
         for (path, data) in &files {
             std::fs::write(path, data).unwrap();
         }
@@ -3269,7 +3276,7 @@ mod tests {
             let content = fingerprint_bytes(data, store.params()).content;
             let mut rec = store.get::<ContentChunks>(&content).unwrap().unwrap();
             assert!(!rec.sketch.samples.contains(&1));
-            rec.sketch.samples.insert(0, 1);
+            rec.sketch = crate::sketch::with_sample(&rec.sketch, 1);
             batch.put::<ContentChunks>(&content, &rec);
         }
         store.write(batch).unwrap();
@@ -3278,22 +3285,24 @@ mod tests {
             std::fs::write(path, &grown).unwrap();
         }
         let summary = index(&store, &opts).unwrap();
-        assert_eq!(summary.changed, 2);
+        assert_eq!(summary.changed, 3);
         for (path, _) in &files {
             let grown = std::fs::read(path).unwrap();
             let fp = fingerprint_bytes(&grown, store.params());
-            let mut sketch = store.get::<ContentChunks>(&fp.content).unwrap().unwrap().sketch;
-            assert!(sketch.samples.contains(&1), "{}: sketched from its earlier content", path.display());
-            sketch.samples.retain(|&x| x != 1);
-            assert_eq!(Some(sketch), fp.sketch);
+            let sketch = store.get::<ContentChunks>(&fp.content).unwrap().unwrap().sketch;
+            let marked = crate::sketch::with_sample(&fp.sketch.unwrap(), 1);
+            assert_eq!(sketch, marked, "{}: sketched from its earlier content", path.display());
         }
         // Edited at its start: sketched from its bytes.
-        let (path, data) = &files[0];
-        let edited = [b"new ", &data[..], b"w1 w2\n"].concat();
-        std::fs::write(path, &edited).unwrap();
+        for (path, _) in &files {
+            let edited = [b"new ", &std::fs::read(path).unwrap()[..], b"w1 w2\n"].concat();
+            std::fs::write(path, &edited).unwrap();
+        }
         index(&store, &opts).unwrap();
-        let fp = fingerprint_bytes(&edited, store.params());
-        assert_eq!(Some(store.get::<ContentChunks>(&fp.content).unwrap().unwrap().sketch), fp.sketch);
+        for (path, _) in &files {
+            let fp = fingerprint_bytes(&std::fs::read(path).unwrap(), store.params());
+            assert_eq!(Some(store.get::<ContentChunks>(&fp.content).unwrap().unwrap().sketch), fp.sketch);
+        }
     }
 
     /// A first index keeps its postings out of the memtables and ingests

@@ -87,6 +87,25 @@ pub fn level_of(sample: u32) -> u8 {
     sample.leading_zeros() as u8
 }
 
+/// The sketch of a content whose shingles gave the samples of `s` and
+/// also `sample` (a rounded one): for tests that mark a sketch to see
+/// where a later one came from.
+#[cfg(test)]
+pub(crate) fn with_sample(s: &Sketch, sample: u32) -> Sketch {
+    let mut samples = s.samples.clone();
+    if let Err(k) = samples.binary_search(&sample) {
+        samples.insert(k, sample);
+    }
+    let mut level = s.level;
+    if level > 0 || samples.len() > EXACT_UP_TO {
+        while samples.len() > MAX_SAMPLES {
+            level += 1;
+            samples.retain(|&x| level_of(x) >= level);
+        }
+    }
+    Sketch { level, samples }
+}
+
 impl Sketch {
     /// Samples of level ≥ `level`: a prefix of the sorted list, since a
     /// higher level is a smaller number.
@@ -1327,7 +1346,7 @@ pub fn sketch_bytes(data: &[u8]) -> Sketch {
 /// How far back from its end [`sketch_grown`] looks for the start of a
 /// prior content's last words before it gives up (a content whose end is
 /// one long run without whitespace is sketched whole).
-const GROWN_LOOK_BACK: usize = 64 << 10;
+pub const GROWN_LOOK_BACK: usize = 64 << 10;
 
 /// The sketch of `data`, whose first `prior_len` bytes are a content whose
 /// sketch is `prior`, made from that sketch and the bytes past them: the
@@ -1350,32 +1369,46 @@ const GROWN_LOOK_BACK: usize = 64 << 10;
 /// run longer than [`GROWN_LOOK_BACK`] without them; or when `prior` holds
 /// a sample no sketch keeps.
 pub fn sketch_grown(prior: &Sketch, data: &[u8], prior_len: usize) -> Option<Sketch> {
-    let space = |b: u8| b == b' ' || (9..=13).contains(&b);
-    if prior_len == 0 || prior_len > data.len() || !space(data[prior_len - 1]) {
+    if prior_len > data.len() {
         return None;
     }
-    let floor = prior_len.saturating_sub(GROWN_LOOK_BACK);
-    // Back over the last WORDS − 1 words, and then to the word before.
-    let mut at = prior_len;
-    for k in 0..WORDS {
-        while at > floor && space(data[at - 1]) {
-            at -= 1;
-        }
-        if at == floor {
+    let mut s = Shingler::grown(prior, &data[prior_len.saturating_sub(GROWN_LOOK_BACK)..prior_len])?;
+    s.feed(&data[prior_len..]);
+    Some(s.finish())
+}
+
+impl Shingler {
+    /// A shingler that goes on from an earlier content, to be fed what
+    /// follows it ([`sketch_grown`], whose conditions it checks): `prior`
+    /// is that content's sketch and `end` its last bytes, its last
+    /// [`GROWN_LOOK_BACK`] or all of them.
+    pub fn grown(prior: &Sketch, end: &[u8]) -> Option<Shingler> {
+        let space = |b: u8| b == b' ' || (9..=13).contains(&b);
+        if !end.last().is_some_and(|&b| space(b)) {
             return None;
         }
-        if k == WORDS - 1 {
-            break;
+        // Back over the last WORDS − 1 words, and then to the word before.
+        let mut at = end.len();
+        for k in 0..WORDS {
+            while at > 0 && space(end[at - 1]) {
+                at -= 1;
+            }
+            if at == 0 {
+                return None;
+            }
+            if k == WORDS - 1 {
+                break;
+            }
+            while at > 0 && !space(end[at - 1]) {
+                at -= 1;
+            }
         }
-        while at > floor && !space(data[at - 1]) {
-            at -= 1;
-        }
+        // `at` ends the word before them: they start at the next word.
+        let from = at + end[at..].iter().position(|&b| !space(b)).expect("a word follows");
+        let mut s = Shingler::resume(prior)?;
+        s.feed(&end[from..]);
+        Some(s)
     }
-    // `at` ends the word before them: they start at the next word.
-    let from = at + data[at..prior_len].iter().position(|&b| !space(b)).expect("a word follows");
-    let mut s = Shingler::resume(prior)?;
-    s.feed(&data[from..]);
-    Some(s.finish())
 }
 
 #[cfg(test)]
