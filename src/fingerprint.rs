@@ -250,11 +250,27 @@ enum Verdict {
 impl Growing {
     /// A read of `total` bytes from `earlier`, if that may be a grown file
     /// worth reading so: a prior that is smaller, whose record is current
-    /// and keeps its chunk list (`WholeFrom` keeps none).
-    fn start(prior: Prior, total: u64, params: &ChunkParams, lookup: Lookup) -> Option<Growing> {
+    /// and keeps its chunk list (`WholeFrom` keeps none), and whose last
+    /// bytes in the file end as a sketch can go on from
+    /// ([`Shingler::grown_from`]: read first, so that a file that cannot
+    /// grow so is not read to the prior's end for nothing, and then again).
+    fn start(earlier: Earlier, total: u64, params: &ChunkParams, lookup: Lookup) -> Option<Growing> {
+        let prior = earlier.prior;
         if prior.size == 0 || prior.size >= total {
             return None;
         }
+        let tail_from = prior.size.saturating_sub(GROWN_LOOK_BACK as u64);
+        let mut end = vec![0u8; (prior.size - tail_from) as usize];
+        let mut got = 0;
+        while got < end.len() {
+            match (earlier.read_at)(&mut end[got..], tail_from + got as u64) {
+                Ok(0) => return None,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return None,
+            }
+        }
+        Shingler::grown_from(&end)?;
         let rec = (lookup.prior)(&prior.content)?;
         if rec.runs.is_empty() {
             return None;
@@ -267,8 +283,8 @@ impl Growing {
             used: 0,
             alike_to: 0,
             differs: false,
-            tail_from: prior.size.saturating_sub(GROWN_LOOK_BACK as u64),
-            tail: Vec::new(),
+            tail_from,
+            tail: Vec::with_capacity(end.len()),
             sketch: rec.sketch,
         })
     }
@@ -576,7 +592,7 @@ fn fingerprint_reader_sized<R: Read>(
             b.shingles = None;
             b.prior = earlier.map(|e| e.prior);
         } else if b.size == 0 {
-            growing = earlier.and_then(|e| Growing::start(e.prior, total, params, lookup));
+            growing = earlier.and_then(|e| Growing::start(e, total, params, lookup));
             if growing.is_some() {
                 b.shingles = None;
             }
@@ -756,11 +772,19 @@ mod tests {
         let lookup = Lookup { known: &|_| false, prior: &prior_of };
         let prior = Prior { content: records[0].0, size: before.len() as u64 };
         let many = |data: &[u8], prior: Prior| fingerprint_many(&[data], &[Some(prior)], &p, lookup).pop().unwrap();
-        let read = |data: &[u8], step: usize| {
-            let earlier = Earlier { prior, read_at: &|out: &mut [u8], at: u64| (&data[at as usize..]).read(out) };
+        // Bytes read again at an offset.
+        let again = std::cell::Cell::new(0);
+        let read_with = |data: &[u8], step: usize, prior: Prior| {
+            let read_at = |out: &mut [u8], at: u64| {
+                let n = (&data[at as usize..]).read(out)?;
+                again.set(again.get() + n);
+                Ok(n)
+            };
+            let earlier = Earlier { prior, read_at: &read_at };
             let r = data.take(data.len() as u64);
             fingerprint_reader_sized(r, Some(earlier), &p, WholeFrom::default(), &mut Vec::new(), step, lookup).unwrap()
         };
+        let read = |data: &[u8], step: usize| read_with(data, step, prior);
         for fp in [many(&grown, prior), read(&grown, READ_BUF)] {
             assert_eq!(fp.sketch.unwrap(), with_sample(&fresh, 1), "sketched from the prior's sketch");
         }
@@ -778,9 +802,13 @@ mod tests {
         // Streamed, its start edited: what was passed is read again.
         assert_eq!(read(&edited, 8192), fingerprint_bytes(&edited, &p));
         assert_eq!(asked.get(), 6);
-        // The prior not ending between words: no lookup.
+        // The prior not ending between words: no lookup, and streamed, no
+        // more read again than the prior's end, to find that out.
         let cut = Prior { size: before.len() as u64 - 2, ..prior };
         assert_eq!(many(&grown, cut).sketch.unwrap(), fresh);
+        again.set(0);
+        assert_eq!(read_with(&grown, 8192, cut).sketch.unwrap(), fresh);
+        assert!(again.get() <= crate::sketch::GROWN_LOOK_BACK);
         assert_eq!(asked.get(), 6);
         // The prior's record not to be had (an older record): from its bytes.
         let lookup = Lookup { known: &|_| false, prior: &|_| None };

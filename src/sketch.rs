@@ -1383,6 +1383,16 @@ impl Shingler {
     /// is that content's sketch and `end` its last bytes, its last
     /// [`GROWN_LOOK_BACK`] or all of them.
     pub fn grown(prior: &Sketch, end: &[u8]) -> Option<Shingler> {
+        let from = Shingler::grown_from(end)?;
+        let mut s = Shingler::resume(prior)?;
+        s.feed(&end[from..]);
+        Some(s)
+    }
+
+    /// Where in `end` (as [`Shingler::grown`] takes it) the shingler that
+    /// goes on from it starts: at its last `WORDS − 1` words; None when it
+    /// cannot go on from there.
+    pub fn grown_from(end: &[u8]) -> Option<usize> {
         let space = |b: u8| b == b' ' || (9..=13).contains(&b);
         if !end.last().is_some_and(|&b| space(b)) {
             return None;
@@ -1404,10 +1414,7 @@ impl Shingler {
             }
         }
         // `at` ends the word before them: they start at the next word.
-        let from = at + end[at..].iter().position(|&b| !space(b)).expect("a word follows");
-        let mut s = Shingler::resume(prior)?;
-        s.feed(&end[from..]);
-        Some(s)
+        Some(at + end[at..].iter().position(|&b| !space(b)).expect("a word follows"))
     }
 }
 
