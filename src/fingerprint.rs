@@ -191,10 +191,8 @@ pub struct PriorRecord {
 /// shingles.
 fn grown_sketch(prior: Prior, runs: &[ChunkRun], whole: &[u8], lookup: Lookup) -> Option<Sketch> {
     let size = usize::try_from(prior.size).ok().filter(|&n| n > 0 && n < whole.len())?;
-    // What `sketch_grown` checks first, before any lookup.
-    if !matches!(whole[size - 1], b' ' | 9..=13) {
-        return None;
-    }
+    // What `sketch_grown` looks at first, before any lookup.
+    Shingler::grown_from(&whole[size.saturating_sub(GROWN_LOOK_BACK)..size])?;
     let rec = (lookup.prior)(&prior.content)?;
     let chunks = |runs: &[ChunkRun]| -> Vec<(ChunkKey, u32)> {
         runs.iter().flat_map(|r| std::iter::repeat_n((r.key, r.len), r.count as usize)).collect()
@@ -402,7 +400,6 @@ impl Builder {
             c.update(len.to_be_bytes());
         }
         self.size += chunk.len() as u64;
-
         if self.whole_from.applies(self.size) {
             if !self.runs.is_empty() {
                 self.runs = Vec::new();
@@ -638,7 +635,9 @@ fn fingerprint_reader_sized<R: Read>(
 }
 
 /// Reads the first `len` bytes of a file again, `read_at` a piece at a
-/// time, each to `feed`.
+/// time, each to `feed`; fewer if the file is now shorter, which the
+/// caller's second stat finds (a file changed as it was read is read
+/// again, not said to be unreadable).
 fn read_again(
     read_at: &dyn Fn(&mut [u8], u64) -> io::Result<usize>,
     len: u64,
@@ -649,7 +648,7 @@ fn read_again(
     while at < len {
         let want = piece.len().min((len - at) as usize);
         match read_at(&mut piece[..want], at) {
-            Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the file shrank as it was read")),
+            Ok(0) => return Ok(()),
             Ok(n) => {
                 feed(&piece[..n]);
                 at += n as u64;
@@ -802,6 +801,26 @@ mod tests {
         // Streamed, its start edited: what was passed is read again.
         assert_eq!(read(&edited, 8192), fingerprint_bytes(&edited, &p));
         assert_eq!(asked.get(), 6);
+        // Edited past the first buffer, and cut short before it is read
+        // again: a fingerprint all the same (the caller's stat finds the
+        // change and reads the file again), not an error.
+        let mut late = grown.clone();
+        late[20_000] = b'x';
+        let calls = std::cell::Cell::new(0);
+        let read_at = |out: &mut [u8], at: u64| {
+            // The prior's end is read first, in one call; then the file is
+            // gone short.
+            calls.set(calls.get() + 1);
+            if calls.get() > 1 {
+                return Ok(0);
+            }
+            (&late[at as usize..]).read(out)
+        };
+        let earlier = Earlier { prior, read_at: &read_at };
+        let r = (&late[..]).take(late.len() as u64);
+        assert!(
+            fingerprint_reader_sized(r, Some(earlier), &p, WholeFrom::default(), &mut Vec::new(), 8192, lookup).is_ok()
+        );
         // The prior not ending between words: no lookup, and streamed, no
         // more read again than the prior's end, to find that out.
         let cut = Prior { size: before.len() as u64 - 2, ..prior };
@@ -809,7 +828,7 @@ mod tests {
         again.set(0);
         assert_eq!(read_with(&grown, 8192, cut).sketch.unwrap(), fresh);
         assert!(again.get() <= crate::sketch::GROWN_LOOK_BACK);
-        assert_eq!(asked.get(), 6);
+        assert_eq!(asked.get(), 7);
         // The prior's record not to be had (an older record): from its bytes.
         let lookup = Lookup { known: &|_| false, prior: &|_| None };
         let fp = fingerprint_many(&[&grown[..]], &[Some(prior)], &p, lookup).pop().unwrap();
@@ -873,7 +892,8 @@ mod tests {
 
         /// A file grown at its end, fingerprinted with its prior content:
         /// the same fingerprint, and the prior's record asked for whenever
-        /// the prior ends between words (here always); at chunk sizes that put the prior's end anywhere in a
+        /// the prior ends between words (here always) with a whole
+        /// shingle; at chunk sizes that put the prior's end anywhere in a
         /// chunk, or in the first one, and with cuts decided at Tmax.
         #[test]
         fn a_grown_file_fingerprints_as_from_its_bytes(
@@ -903,8 +923,9 @@ mod tests {
             let as_prior = Prior { content: prior.content, size: before.len() as u64 };
             let fp = fingerprint_many(&[&grown[..]], &[Some(as_prior)], &p, lookup).pop().unwrap();
             prop_assert_eq!(fp, fingerprint_bytes(&grown, &p));
-            // Asked once the prior ends between words (here always).
-            prop_assert_eq!(asked.get(), usize::from(!before.is_empty()));
+            // Asked once the prior ends between words (here always) with a
+            // whole shingle.
+            prop_assert_eq!(asked.get(), usize::from(words.len() >= crate::sketch::WORDS));
         }
 
         /// A grown file streamed through a small buffer, with its prior,

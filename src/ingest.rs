@@ -1831,7 +1831,13 @@ fn read_opened(
         };
         let mut reader = Stoppable::new(&o.file, stop, &o.before);
         let lookup = Lookup { known: &ask, prior: asks.prior };
-        let read_at = |out: &mut [u8], at: u64| std::os::unix::fs::FileExt::read_at(&o.file, out, at);
+        // As `Stoppable` reads: a stopped run stops reading again too.
+        let read_at = |out: &mut [u8], at: u64| {
+            if stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+                return Err(std::io::Error::other("the run was stopped"));
+            }
+            std::os::unix::fs::FileExt::read_at(&o.file, out, at)
+        };
         let earlier = o.cand.prior().map(|prior| Earlier { prior, read_at: &read_at });
         let read = fingerprint_file(&mut reader, o.before.len(), earlier, params, whole_from, buf, lookup);
         let changed = reader.changed;
