@@ -1095,7 +1095,7 @@ fn spawn_readers<'scope, 'env>(
             let prior = |c: &ContentHash| {
                 let rec = store.current_record(c).ok()??;
                 fetched.borrow_mut().push((*c, ContentPostings::of(&rec)));
-                Some(PriorRecord { runs: rec.runs, sketch: rec.sketch })
+                Some(PriorRecord::from(rec))
             };
             let asks = Asks { known: &known, prior: &prior };
             let send = |mut outcome: Outcome| {
@@ -1619,7 +1619,8 @@ fn open_regular(path: &Path, root: Option<&scan::RootDir>) -> std::io::Result<Fi
 }
 
 /// What a reader asks the index about a content: whether it holds it
-/// (None when the lookup failed), and a held content's sketch.
+/// (None when the lookup failed), and a held content's chunk list and
+/// sketch ([`Lookup`]).
 #[derive(Clone, Copy)]
 struct Asks<'a> {
     known: &'a dyn Fn(&ContentHash) -> Option<bool>,
@@ -1629,8 +1630,7 @@ struct Asks<'a> {
 /// A prior content's record for a read ([`Lookup::prior`]): None when it
 /// is not to be had, and the file is sketched from its bytes.
 fn prior_record(store: &Store, content: &ContentHash) -> Option<PriorRecord> {
-    let rec = store.current_record(content).ok()??;
-    Some(PriorRecord { runs: rec.runs, sketch: rec.sketch })
+    store.current_record(content).ok()?.map(PriorRecord::from)
 }
 
 #[cfg(test)]
@@ -3910,24 +3910,13 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let fifo = tmp.path().join("was-a-file");
         assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
-        let out = read_candidate(
-            candidate(&fifo),
-            &ChunkParams::default(),
-            WholeFrom::default(),
-            &mut Vec::new(),
-            Asks::NONE,
-        );
-        assert!(matches!(out, Outcome::Skip { reason: SkipReason::Special, .. }));
+        let read = |p: &Path| {
+            read_candidate(candidate(p), &ChunkParams::default(), WholeFrom::default(), &mut Vec::new(), Asks::NONE)
+        };
+        assert!(matches!(read(&fifo), Outcome::Skip { reason: SkipReason::Special, .. }));
         let link = tmp.path().join("link");
         std::os::unix::fs::symlink(&fifo, &link).unwrap();
-        let out = read_candidate(
-            candidate(&link),
-            &ChunkParams::default(),
-            WholeFrom::default(),
-            &mut Vec::new(),
-            Asks::NONE,
-        );
-        assert!(matches!(out, Outcome::Skip { reason: SkipReason::Symlink, .. }));
+        assert!(matches!(read(&link), Outcome::Skip { reason: SkipReason::Symlink, .. }));
     }
 
     /// A file rewritten in place, over and over, while it is read: the result

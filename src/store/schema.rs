@@ -6,7 +6,7 @@
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
 use crate::chunker::ChunkParams;
-use crate::fingerprint::{ChunkId, ChunkKey, ChunkRun, ContentHash};
+use crate::fingerprint::{ChunkId, ChunkKey, ChunkRun, ContentHash, PriorRecord};
 use crate::sketch::{GapCoded, Sketch};
 
 /// The on-disk schema version of the whole index. Bump it (and log the change
@@ -555,6 +555,12 @@ pub(crate) struct OldRun {
 impl From<OldRun> for ChunkRun {
     fn from(r: OldRun) -> ChunkRun {
         ChunkRun { key: r.id.key(), len: r.len, count: r.count }
+    }
+}
+
+impl From<ContentRecord> for PriorRecord {
+    fn from(r: ContentRecord) -> PriorRecord {
+        PriorRecord { runs: r.runs, sketch: r.sketch }
     }
 }
 
