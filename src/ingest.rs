@@ -143,7 +143,8 @@ enum Outcome {
     ///
     /// `old_record`: what taking the postings of the file's former content
     /// out needs of its record, fetched when the candidate asked for it
-    /// ([`Candidate::fetch_old`]) and the content changed.
+    /// ([`Candidate::fetch_old`]), or read anyway as the prior of a grown
+    /// file, and the content changed.
     ///
     /// `shared`: the fingerprint is another name's of the same file, read
     /// in this run ([`Linked`]): this name was not read.
@@ -1100,22 +1101,23 @@ fn spawn_readers<'scope, 'env>(
             let asks = Asks { known: &known, prior: &prior };
             let send = |mut outcome: Outcome| {
                 if let Outcome::Read {
-                    cand: Candidate { old: Some((_, old)), fetch_old: true, .. },
-                    fp,
-                    old_record,
-                    ..
+                    cand: Candidate { old: Some((_, old)), fetch_old, .. }, fp, old_record, ..
                 } = &mut outcome
                 {
                     if old.content != fp.content {
                         // Records are written once per content and only
                         // expire between runs and batches, so the one
                         // read now is the one the writer would read. A
-                        // failed read leaves the lookup to the writer.
+                        // failed read leaves the lookup to the writer. A
+                        // record read as a grown file's prior goes along
+                        // whether or not it was asked for: the writer
+                        // takes it if it needs it.
                         let had = {
                             let mut f = fetched.borrow_mut();
                             f.iter().position(|(c, _)| *c == old.content).map(|k| f.swap_remove(k).1)
                         };
-                        *old_record = had.or_else(|| store.get_postings(&old.content).ok().flatten()).map(Box::new);
+                        let fetch = || fetch_old.then(|| store.get_postings(&old.content).ok().flatten()).flatten();
+                        *old_record = had.or_else(fetch).map(Box::new);
                     }
                 }
                 let keep = match &outcome {
