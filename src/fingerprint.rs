@@ -3,7 +3,8 @@
 //!
 //! The content hash is MD5 over the file's sequence of (chunk id, length),
 //! as Forman et al. do: it identifies a file by content alone while every
-//! byte is hashed exactly once. Memory is one fixed read buffer plus the
+//! byte is hashed exactly once (a file grown from its prior content hashes
+//! about a chunk of it again, to tell). Memory is one fixed read buffer plus the
 //! chunk list, which is run-length encoded so that long runs of one chunk
 //! (sparse or zero-filled files) cost one entry.
 
