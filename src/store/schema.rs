@@ -733,7 +733,10 @@ impl ContentChunks {
 
     /// A value of the current version, whose sketch was made as this simd
     /// makes one; None for an older one (an index upgraded in place keeps
-    /// records sketched with other constants).
+    /// records sketched with other constants). A grown file's sketch goes
+    /// on from such a record's (`fingerprint::Prior`), so a change to the
+    /// sketch's constants must come with a new value version here, even
+    /// where the bytes' layout stays.
     pub fn decode_current(bytes: &[u8]) -> Result<Option<ContentRecord>, DecodeError> {
         match bytes.first() {
             Some(&Self::VALUE_VERSION) => Self::decode_value(bytes).map(Some),
