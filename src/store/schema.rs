@@ -1201,6 +1201,11 @@ mod tests {
         );
         assert_eq!(rec.sketch.samples, [0x0400_8000, 0x1000_0000, 0x8000_0000]);
         assert_eq!(ContentChunks::decode_postings(&bytes).unwrap(), ContentPostings::of(&rec));
+        // Read, but no grown file's sketch goes on from its sketch: value
+        // version 5 was written with two sets of sketch constants.
+        assert_eq!(ContentChunks::decode_current(&bytes).unwrap(), None);
+        let now = ContentChunks::encode_value(&rec);
+        assert_eq!(ContentChunks::decode_current(&now).unwrap(), Some(rec));
     }
 
     #[test]
