@@ -1094,9 +1094,9 @@ fn spawn_readers<'scope, 'env>(
             // batch is read, so that none is from an earlier batch.
             let fetched = std::cell::RefCell::new(Vec::<(ContentHash, ContentPostings)>::new());
             let prior = |c: &ContentHash| {
-                let rec = store.current_record(c).ok()??;
-                fetched.borrow_mut().push((*c, ContentPostings::of(&rec)));
-                Some(PriorRecord::from(rec))
+                let (postings, prior) = store.prior_record(c).ok()??;
+                fetched.borrow_mut().push((*c, postings));
+                Some(prior)
             };
             let asks = Asks { known: &known, prior: &prior };
             let send = |mut outcome: Outcome| {
@@ -1632,7 +1632,7 @@ struct Asks<'a> {
 /// A prior content's record for a read ([`Lookup::prior`]): None when it
 /// is not to be had, and the file is sketched from its bytes.
 fn prior_record(store: &Store, content: &ContentHash) -> Option<PriorRecord> {
-    store.current_record(content).ok()?.map(PriorRecord::from)
+    store.prior_record(content).ok()?.map(|(_, prior)| prior)
 }
 
 #[cfg(test)]

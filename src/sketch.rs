@@ -455,6 +455,17 @@ fn rice_decode(bytes: &[u8]) -> Result<Sketch, &'static str> {
     rice_decode_first(bytes, usize::MAX)
 }
 
+/// A sketch from its stored bytes (what it serializes as).
+pub fn sketch_of_bytes(bytes: &[u8]) -> Result<Sketch, &'static str> {
+    rice_decode(bytes)
+}
+
+/// A sketch's stored bytes, as [`sketch_of_bytes`] takes them.
+#[cfg(test)]
+pub(crate) fn bytes_of_sketch(s: &Sketch) -> Vec<u8> {
+    rice_encode(s)
+}
+
 /// The posted samples ([`Sketch::posted`]) of a sketch's stored bytes:
 /// the first [`POSTED`] decoded, the rest not read (a sketch of ~1,000
 /// samples is decoded for its 16 when a changed file's old content loses

@@ -25,13 +25,18 @@ first index's CPU time for as many bytes: on a shared VM the CPU a burst
 costs drifts less than its wall-clock time. Each run appends a line naming
 the run, so the burst is new content (a line written before would be
 content the index still holds a record of, and not sketched again).
+With --churn-edit insert, the line goes in the middle of each file
+instead (its second half written again after it): a file grown at its end is
+sketched from its earlier sketch (session 42), one edited before its end
+from its bytes, so the two measure both kinds of change.
 
 The daemon's log is discarded unless DAEMON_LOG names a file for it (with
 SIMD_LOG=simd=debug, one line per batch with its time).
 
 TREE must be a scratch copy (the script writes files into TREE/.simd-bench-*
 and appends lines to files of the tree; never point it at real data). When
-it ends it truncates the files it appended to back to their sizes and
+it ends it truncates the files it appended to back to their sizes (or
+writes back the bytes of those it inserted into) and
 removes its scratch directory, so that the tree can be measured again; the
 index then lags the tree until its next run. IDX is an index of TREE (made by `simd index`
 first, so the daemon's reconcile scan is quick). The script starts
@@ -61,6 +66,8 @@ def main():
     ap.add_argument("--tree", required=True)
     ap.add_argument("--edits", type=int, default=50)
     ap.add_argument("--churn", type=float)
+    ap.add_argument("--churn-edit", choices=["append", "insert"], default="append",
+                    help="where the burst's line goes in each file (default: at its end)")
     ap.add_argument("--soak", type=int)
     ap.add_argument("--soak-files", type=int, default=20)
     ap.add_argument("--soak-every", type=float, default=1.0)
@@ -119,6 +126,8 @@ def main():
     # daemon has stopped), so that the tree can be measured again: the
     # size of every file it appends to, and its scratch directory.
     appended = {}
+    # The bytes of the files the burst inserted a line into.
+    inserted = {}
     work = os.path.join(tree, f".simd-bench-{os.getpid()}")
     # Every line the script writes names this run, so that what it writes
     # is new content each time: a later run writing the same bytes again
@@ -204,7 +213,11 @@ def main():
             # (0.12-0.17 s against ~0.08 s), time the daemon could not
             # absorb anything it had not been given yet.
             for f in churn:
-                appended.setdefault(f, os.path.getsize(f))
+                if a.churn_edit == "append":
+                    appended.setdefault(f, os.path.getsize(f))
+                else:
+                    with open(f, "rb") as h:
+                        inserted.setdefault(f, h.read())
             # And the burst's files are read, as the baselines read them
             # warm: this VM's page cache is reclaimed within a minute of
             # idleness (fincore: 2,684 of Django's 66,577 files still
@@ -221,9 +234,20 @@ def main():
             cpu0 = daemon_cpu()
             line = f"\n# churn {run}\n".encode()
             t = time.time()
-            for f in churn:
-                with open(f, "ab") as h:
-                    h.write(line)
+            if a.churn_edit == "append":
+                for f in churn:
+                    with open(f, "ab") as h:
+                        h.write(line)
+            else:
+                # In place from the middle on, as an editor saving over its
+                # file may: truncating each file first and writing it whole
+                # took ~0.65 s for the 2,482 files of the generated corpus's
+                # burst, which the daemon then absorbed as fast as it came.
+                for f in churn:
+                    data = inserted[f]
+                    with open(f, "r+b") as h:
+                        h.seek(len(data) // 2)
+                        h.write(line + data[len(data) // 2:])
             wrote = time.time() - t
             while json.load(open(state))["changed_files"] - before < len(churn):
                 if time.time() - t > 600:
@@ -317,11 +341,14 @@ def main():
         # The tree as it was (the index is not: its next run catches up).
         for f, size in appended.items():
             os.truncate(f, size)
+        for f, data in inserted.items():
+            with open(f, "wb") as h:
+                h.write(data)
         if os.path.isdir(work):
             import shutil
             shutil.rmtree(work)
-        if appended:
-            print(f"restored {len(appended)} appended files of {tree}", file=sys.stderr)
+        if appended or inserted:
+            print(f"restored {len(appended) + len(inserted)} edited files of {tree}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ use rocksdb::{
 };
 
 use crate::chunker::ChunkParams;
-use crate::fingerprint::{ChunkKey, ContentHash};
+use crate::fingerprint::{ChunkKey, ContentHash, PriorRecord};
 pub use schema::*;
 
 /// What went wrong with the index.
@@ -530,10 +530,10 @@ impl Store {
         self.get_as::<ContentChunks, _>(content, ContentChunks::decode_postings)
     }
 
-    /// A content's record if it is of the current version
-    /// ([`ContentChunks::decode_current`]).
-    pub fn current_record(&self, content: &ContentHash) -> Result<Option<ContentRecord>> {
-        Ok(self.get_as::<ContentChunks, _>(content, ContentChunks::decode_current)?.flatten())
+    /// A content's record as a grown file's prior, if it is of the current
+    /// version ([`ContentChunks::decode_prior`]).
+    pub fn prior_record(&self, content: &ContentHash) -> Result<Option<(ContentPostings, PriorRecord)>> {
+        Ok(self.get_as::<ContentChunks, _>(content, ContentChunks::decode_prior)?.flatten())
     }
 
     /// Reads one value of `T`'s column family with `decode`.

@@ -558,12 +558,6 @@ impl From<OldRun> for ChunkRun {
     }
 }
 
-impl From<ContentRecord> for PriorRecord {
-    fn from(r: ContentRecord) -> PriorRecord {
-        PriorRecord { runs: r.runs, sketch: r.sketch }
-    }
-}
-
 impl ContentRecord {
     /// Each distinct chunk with its number of occurrences, sorted by chunk key.
     pub fn chunk_counts(&self) -> Vec<(ChunkKey, u32, u32)> {
@@ -643,6 +637,17 @@ struct PostingsOfRecord {
 }
 
 struct PostedSamples(Vec<u32>);
+
+/// A [`ContentRecord`] of the current value version read as a prior
+/// content ([`ContentChunks::decode_prior`]): its sketch's bytes borrowed.
+#[derive(Deserialize)]
+struct PriorOfRecord<'a> {
+    id: ContentId,
+    size: u64,
+    #[serde(with = "packed_runs")]
+    runs: Vec<ChunkRun>,
+    sketch: &'a [u8],
+}
 
 impl<'de> Deserialize<'de> for PostedSamples {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -732,16 +737,20 @@ impl ContentChunks {
     }
 
     /// A value of the current version, whose sketch was made as this simd
-    /// makes one; None for an older one (an index upgraded in place keeps
-    /// records sketched with other constants). A grown file's sketch goes
-    /// on from such a record's (`fingerprint::Prior`), so a change to the
-    /// sketch's constants must come with a new value version here, even
-    /// where the bytes' layout stays.
-    pub fn decode_current(bytes: &[u8]) -> Result<Option<ContentRecord>, DecodeError> {
-        match bytes.first() {
-            Some(&Self::VALUE_VERSION) => Self::decode_value(bytes).map(Some),
-            _ => Ok(None),
-        }
+    /// makes one, as the prior content of a grown file
+    /// (`fingerprint::Prior`): its sketch left as stored, and what taking
+    /// its postings out needs ([`ContentChunks::decode_postings`]); None
+    /// for an older one (an index upgraded in place keeps records sketched
+    /// with other constants). A grown file's sketch goes on from such a
+    /// record's, so a change to the sketch's constants must come with a new
+    /// value version here, even where the bytes' layout stays.
+    pub fn decode_prior(bytes: &[u8]) -> Result<Option<(ContentPostings, PriorRecord)>, DecodeError> {
+        let Some((&Self::VALUE_VERSION, rest)) = bytes.split_first() else { return Ok(None) };
+        let r: PriorOfRecord = postcard::from_bytes(rest)?;
+        let posted =
+            crate::sketch::posted_of_bytes(r.sketch).map_err(|e| DecodeError::Postcard(serde::de::Error::custom(e)))?;
+        let postings = ContentPostings { id: r.id, size: r.size, runs: r.runs.clone(), posted };
+        Ok(Some((postings, PriorRecord { runs: r.runs, sketch: r.sketch.to_vec() })))
     }
 }
 
@@ -1203,9 +1212,12 @@ mod tests {
         assert_eq!(ContentChunks::decode_postings(&bytes).unwrap(), ContentPostings::of(&rec));
         // Read, but no grown file's sketch goes on from its sketch: value
         // version 5 was written with two sets of sketch constants.
-        assert_eq!(ContentChunks::decode_current(&bytes).unwrap(), None);
+        assert_eq!(ContentChunks::decode_prior(&bytes).unwrap(), None);
         let now = ContentChunks::encode_value(&rec);
-        assert_eq!(ContentChunks::decode_current(&now).unwrap(), Some(rec));
+        let (postings, prior) = ContentChunks::decode_prior(&now).unwrap().unwrap();
+        assert_eq!(postings, ContentPostings::of(&rec));
+        assert_eq!(prior.runs, rec.runs);
+        assert_eq!(crate::sketch::sketch_of_bytes(&prior.sketch).unwrap(), rec.sketch);
     }
 
     #[test]
