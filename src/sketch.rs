@@ -749,15 +749,18 @@ impl<'de> Deserialize<'de> for GapCoded {
 /// ASCII whitespace as Python's `bytes.split()` sees it (with vertical tab,
 /// which Rust's `is_ascii_whitespace` leaves out): the definition, which
 /// [`space_mask64`] computes in vectors.
+const fn is_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c)
+}
+
 #[cfg(test)]
 const fn space_table() -> [bool; 256] {
     let mut t = [false; 256];
-    t[b' ' as usize] = true;
-    t[b'\t' as usize] = true;
-    t[b'\n' as usize] = true;
-    t[b'\r' as usize] = true;
-    t[0x0b] = true;
-    t[0x0c] = true;
+    let mut b = 0;
+    while b < 256 {
+        t[b] = is_space(b as u8);
+        b += 1;
+    }
     t
 }
 #[cfg(test)]
@@ -1404,14 +1407,13 @@ impl Shingler {
     /// goes on from it starts: at its last `WORDS − 1` words; None when it
     /// cannot go on from there.
     pub fn grown_from(end: &[u8]) -> Option<usize> {
-        let space = |b: u8| b == b' ' || (9..=13).contains(&b);
-        if !end.last().is_some_and(|&b| space(b)) {
+        if !end.last().is_some_and(|&b| is_space(b)) {
             return None;
         }
         // Back over the last WORDS − 1 words, and then to the word before.
         let mut at = end.len();
         for k in 0..WORDS {
-            while at > 0 && space(end[at - 1]) {
+            while at > 0 && is_space(end[at - 1]) {
                 at -= 1;
             }
             if at == 0 {
@@ -1420,12 +1422,12 @@ impl Shingler {
             if k == WORDS - 1 {
                 break;
             }
-            while at > 0 && !space(end[at - 1]) {
+            while at > 0 && !is_space(end[at - 1]) {
                 at -= 1;
             }
         }
         // `at` ends the word before them: they start at the next word.
-        Some(at + end[at..].iter().position(|&b| !space(b)).expect("a word follows"))
+        Some(at + end[at..].iter().position(|&b| !is_space(b)).expect("a word follows"))
     }
 }
 
