@@ -198,23 +198,30 @@ fn grown_sketch(prior: Prior, runs: &[ChunkRun], whole: &[u8], lookup: Lookup) -
     // What `sketch_grown` looks at first, before any lookup.
     Shingler::grown_from(&whole[size.saturating_sub(GROWN_LOOK_BACK)..size])?;
     let rec = (lookup.prior)(&prior.content)?;
-    let chunks = |runs: &[ChunkRun]| {
-        runs.iter().flat_map(|r| std::iter::repeat_n((r.key, r.len), r.count as usize)).collect::<Vec<_>>()
-    };
-    let (before, now) = (chunks(&rec.runs), chunks(runs));
-    let alike = before.iter().zip(&now).take_while(|(a, b)| a == b).count();
-    let mut at: usize = before[..alike].iter().map(|&(_, len)| len as usize).sum();
-    for &(key, len) in &before[alike..] {
-        let chunk = whole.get(at..at + len as usize)?;
-        if ChunkId(Md5::digest(chunk).into()).key() != key {
-            return None;
-        }
-        at += len as usize;
-    }
-    if at != size {
+    let alike = chunks_of(&rec.runs).zip(chunks_of(runs)).take_while(|(a, b)| a == b).count();
+    let at: usize = chunks_of(&rec.runs).take(alike).map(|(_, len)| len as usize).sum();
+    if !rest_of_prior(chunks_of(&rec.runs).skip(alike), whole.get(at..size)?) {
         return None;
     }
     sketch_grown(&sketch_of_bytes(&rec.sketch).ok()?, whole, size)
+}
+
+/// A chunk list's chunks in order, repeats counted: (key, length).
+fn chunks_of(runs: &[ChunkRun]) -> impl Iterator<Item = (ChunkKey, u32)> + '_ {
+    runs.iter().flat_map(|r| std::iter::repeat_n((r.key, r.len), r.count as usize))
+}
+
+/// Whether `bytes` are the prior content's last chunks, `rest`: each hashed
+/// to its key, and all of them to the last byte.
+fn rest_of_prior(rest: impl Iterator<Item = (ChunkKey, u32)>, bytes: &[u8]) -> bool {
+    let mut at = 0;
+    for (key, len) in rest {
+        match bytes.get(at..at + len as usize) {
+            Some(chunk) if ChunkId(Md5::digest(chunk).into()).key() == key => at += len as usize,
+            _ => return false,
+        }
+    }
+    at == bytes.len()
 }
 
 /// Where a streamed read of a file that may have grown from its prior
@@ -333,18 +340,10 @@ impl Growing {
         if self.alike_to < self.tail_from {
             return Verdict::Not;
         }
-        let mut at = self.alike_to;
-        while let Some((key, len)) = self.next_prior() {
-            let from = (at - self.tail_from) as usize;
-            match self.tail.get(from..from + len as usize) {
-                Some(chunk) if ChunkId(Md5::digest(chunk).into()).key() == key => {}
-                _ => return Verdict::Not,
-            }
-            at += u64::from(len);
-            self.advance();
-        }
-        if at != self.size {
-            return Verdict::Not;
+        let rest = chunks_of(&self.runs[self.run..]).skip(self.used as usize);
+        match self.tail.get((self.alike_to - self.tail_from) as usize..) {
+            Some(bytes) if rest_of_prior(rest, bytes) => {}
+            _ => return Verdict::Not,
         }
         match sketch_of_bytes(&self.sketch).ok().and_then(|prior| Shingler::grown(&prior, &self.tail)) {
             Some(mut s) => {
@@ -836,6 +835,13 @@ mod tests {
         assert_eq!(asked.get(), 7);
         // The prior's record not to be had (an older record): from its bytes.
         let lookup = Lookup { known: &|_| false, prior: &|_| None };
+        let fp = fingerprint_many(&[&grown[..]], &[Some(prior)], &p, lookup).pop().unwrap();
+        assert_eq!(fp.sketch.unwrap(), fresh);
+        // A record whose chunk list stops short of its size (inconsistent):
+        // its chunks all match, but do not reach the prior's end.
+        let mut short = records[0].1.clone();
+        short.runs.pop();
+        let lookup = Lookup { known: &|_| false, prior: &|_| Some(short.clone()) };
         let fp = fingerprint_many(&[&grown[..]], &[Some(prior)], &p, lookup).pop().unwrap();
         assert_eq!(fp.sketch.unwrap(), fresh);
     }

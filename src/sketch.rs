@@ -1156,8 +1156,8 @@ impl Shingler {
         self.scratch.clear();
         self.scratch.reserve(old.len() + new.len());
         let (mut i, mut j) = (0, 0);
-        while i < old.len() && j < new.len() {
-            let next = if old[i] <= new[j] {
+        while i < old.len() || j < new.len() {
+            let next = if j == new.len() || i < old.len() && old[i] <= new[j] {
                 i += 1;
                 old[i - 1]
             } else {
@@ -1166,11 +1166,6 @@ impl Shingler {
             };
             if self.scratch.last() != Some(&next) {
                 self.scratch.push(next);
-            }
-        }
-        for &x in old[i..].iter().chain(&new[j..]) {
-            if self.scratch.last() != Some(&x) {
-                self.scratch.push(x);
             }
         }
         std::mem::swap(&mut self.kept, &mut self.scratch);
