@@ -3,12 +3,14 @@
 //! with plain MD5 over the same bytes as the baseline measured in the same run,
 //! and the word-shingle sketch (in one large file and in 4 and 32 KB files, and
 //! with `SIMD_BENCH_TREE=DIR` in the files of a real tree); and the sketch's
-//! stored form, Rice-coded, beside the varint gaps it replaced.
+//! stored form, Rice-coded, beside the varint gaps it replaced; and 32 KB
+//! files grown by a line, cut at their prior contents' cuts beside cut by
+//! TTTD alone.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use md5::{Digest, Md5};
 use simd::chunker::{chunk_lengths, ChunkParams};
-use simd::fingerprint::fingerprint_bytes;
+use simd::fingerprint::{fingerprint_bytes, fingerprint_many, ContentHash, Lookup, Prior, PriorRecord};
 use simd::sketch::{sketch_bytes, GapCoded};
 
 const SIZE: usize = 16 << 20;
@@ -129,6 +131,48 @@ fn bench(c: &mut Criterion) {
         });
         g.finish();
     }
+
+    // A burst of appends: 32 KB text files, each its prior content and a
+    // line, read and fingerprinted in batches of 16 as the daemon's readers
+    // do. The
+    // index holds no sketch of theirs to go on from (`known` says yes, so
+    // none is made either way): what differs is where the cuts come from.
+    let files: Vec<Vec<u8>> = text(256 << 15).chunks(32 << 10).map(|f| [f, b"\n# one more line\n"].concat()).collect();
+    let records: std::collections::HashMap<ContentHash, PriorRecord> = files
+        .iter()
+        .map(|f| {
+            let fp = fingerprint_bytes(&f[..32 << 10], &params);
+            (fp.content, PriorRecord { runs: fp.runs, sketch: Vec::new() })
+        })
+        .collect();
+    let priors: Vec<Option<Prior>> = files
+        .iter()
+        .map(|f| Some(Prior { content: fingerprint_bytes(&f[..32 << 10], &params).content, size: 32 << 10 }))
+        .collect();
+    let prior_of = |c: &ContentHash| records.get(c).cloned();
+    let mut g = c.benchmark_group("grown-32k-files");
+    g.throughput(Throughput::Bytes(files.iter().map(|f| f.len() as u64).sum()));
+    g.sample_size(20);
+    for (name, priors) in [("cut-by-tttd-baseline", vec![None; files.len()]), ("cut-at-prior-cuts", priors)] {
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                let lookup = Lookup { known: &|_| true, prior: &prior_of };
+                files
+                    .chunks(16)
+                    .zip(priors.chunks(16))
+                    .map(|(fs, ps)| {
+                        // Copied first, as a reader reads a batch into its
+                        // buffer: the bytes are then in the cache, which a
+                        // cut check that reads 32 bytes a chunk relies on.
+                        let read: Vec<Vec<u8>> = fs.to_vec();
+                        let slices: Vec<&[u8]> = read.iter().map(Vec::as_slice).collect();
+                        fingerprint_many(&slices, ps, &params, lookup).len()
+                    })
+                    .sum::<usize>()
+            })
+        });
+    }
+    g.finish();
 
     // Encoding happens once per new content (on the daemon's writer
     // thread), decoding once per content a report or query reads.

@@ -187,6 +187,57 @@ pub fn find_cut(data: &[u8], params: &ChunkParams, eof: bool) -> Option<usize> {
     eof.then_some(data.len())
 }
 
+/// What decides a cut TTTD made at the end of a chunk ([`cut_kind`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CutKind {
+    /// The chunk's own bytes: a main-divisor hit at its end, or Tmax
+    /// reached with no backup point before it.
+    Own,
+    /// A backup point, taken because no main hit came by Tmax: the bytes
+    /// up to Tmax past the chunk's start decide it.
+    Backup,
+}
+
+/// Whether TTTD, cutting from `chunk`'s first byte, may have cut at its
+/// end, and what decided that cut; None when it cannot have (its end is no
+/// divisor hit, or its length is outside (Tmin, Tmax]). A content cut
+/// before keeps its cuts where its bytes are unchanged: a file's prior
+/// chunk list says where to look ([`crate::fingerprint`]), and this says
+/// which of those cuts need no more than the chunk to be alike.
+///
+/// A chunk that may not have been cut so is told apart from one that was
+/// only by bytes past its end, which [`find_cut`] would also read: a main
+/// hit at the end means no earlier one, as the bytes before it are the
+/// chunk's own.
+pub fn cut_kind(chunk: &[u8], params: &ChunkParams) -> Option<CutKind> {
+    let len = chunk.len();
+    if len <= params.min as usize || len > params.max as usize {
+        return None;
+    }
+    // The hash at the end depends on the last WINDOW bytes alone (Tmin
+    // covers the window; with a smaller Tmin, `find_cut` warms it from the
+    // chunk's start, as here). Folded eight bytes at a time, as in
+    // `find_cut`: one byte at a time the chain of shifts and adds made
+    // this check a fifth of the time of fingerprinting a file cut at its
+    // prior's cuts.
+    let window = &chunk[len.saturating_sub(WINDOW)..];
+    let h = match window.as_chunks::<8>() {
+        (eights, []) => eights
+            .iter()
+            .map(|e| e.iter().fold(0u64, |c, &b| (c << 2).wrapping_add(GEAR[b as usize])))
+            .fold(0u64, |h, c| (h << 16).wrapping_add(c)),
+        _ => window.iter().fold(0u64, |h, &b| (h << 2).wrapping_add(GEAR[b as usize])),
+    };
+    let (main, backup) = params.thresholds();
+    if h < main || len == params.max as usize {
+        Some(CutKind::Own)
+    } else if h < backup {
+        Some(CutKind::Backup)
+    } else {
+        None
+    }
+}
+
 /// Cuts a whole in-memory input; returns the chunk lengths in order.
 pub fn chunk_lengths(mut data: &[u8], params: &ChunkParams) -> Vec<usize> {
     let mut out = Vec::with_capacity(data.len() / params.min.max(1) as usize + 1);
@@ -295,6 +346,37 @@ mod tests {
                     _ => break,
                 }
             }
+        }
+
+        /// Every cut `find_cut` makes short of the input's end is one
+        /// `cut_kind` allows, and a cut it calls its chunk's own is made
+        /// whatever follows the chunk.
+        #[test]
+        fn every_cut_has_a_kind_and_an_own_cut_ignores_what_follows(
+            data in proptest::collection::vec(any::<u8>(), 0..6_000),
+            after in proptest::collection::vec(any::<u8>(), 0..3_000),
+            avg in prop_oneof![Just(MIN_AVG_CHUNK), Just(1000u32)],
+            alphabet in prop_oneof![Just(256u16), Just(2u16), Just(5u16)],
+        ) {
+            let p = ChunkParams::for_average(avg).unwrap();
+            let data: Vec<u8> = data.iter().map(|&b| (u16::from(b) % alphabet) as u8).collect();
+            let mut at = 0;
+            while let Some(cut) = find_cut(&data[at..], &p, false) {
+                let chunk = &data[at..at + cut];
+                let kind = cut_kind(chunk, &p);
+                prop_assert!(kind.is_some(), "a cut at {} of length {} without a kind", at, cut);
+                if kind == Some(CutKind::Own) {
+                    let other = [chunk, &after[..]].concat();
+                    prop_assert_eq!(find_cut(&other, &p, true), Some(cut));
+                }
+                // No shorter length is a main hit: TTTD would have cut there.
+                for l in p.min as usize + 1..cut {
+                    prop_assert_ne!(cut_kind(&chunk[..l], &p), Some(CutKind::Own), "at {} + {}", at, l);
+                }
+                at += cut;
+            }
+            // And a length no cut can have.
+            prop_assert_eq!(cut_kind(&data[..data.len().min(p.min as usize)], &p), None);
         }
 
         #[test]

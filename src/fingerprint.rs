@@ -13,7 +13,7 @@ use std::io::{self, Read};
 use md5::{Digest, Md5};
 use serde::{Deserialize, Serialize};
 
-use crate::chunker::{find_cut, ChunkParams};
+use crate::chunker::{cut_kind, find_cut, ChunkParams, CutKind};
 use crate::sketch::{sketch_grown, sketch_of_bytes, Shingler, Sketch, GROWN_LOOK_BACK};
 
 /// MD5 of a chunk's bytes.
@@ -182,8 +182,8 @@ pub struct PriorRecord {
 }
 
 /// The sketch of `whole`, a content held whole that may begin with
-/// `prior`, from the prior's sketch when it does; None when it does not,
-/// or cannot be sketched so ([`sketch_grown`]).
+/// `prior` (whose record is `rec`), from the prior's sketch when it does;
+/// None when it does not, or cannot be sketched so ([`sketch_grown`]).
 ///
 /// Whether it does is told by the prior's chunk list: TTTD cuts a chunk by
 /// its own bytes, so up to the first chunk of `runs` that differs (the
@@ -193,11 +193,10 @@ pub struct PriorRecord {
 /// sketching saves. Chunks are compared by their 64-bit keys: two unlike
 /// chunks with one key would cost no more than an estimate off by their
 /// shingles.
-fn grown_sketch(prior: Prior, runs: &[ChunkRun], whole: &[u8], lookup: Lookup) -> Option<Sketch> {
+fn grown_sketch(prior: Prior, rec: &PriorRecord, runs: &[ChunkRun], whole: &[u8]) -> Option<Sketch> {
     let size = usize::try_from(prior.size).ok().filter(|&n| n > 0 && n < whole.len())?;
-    // What `sketch_grown` looks at first, before any lookup.
+    // What `sketch_grown` looks at first.
     Shingler::grown_from(&whole[size.saturating_sub(GROWN_LOOK_BACK)..size])?;
-    let rec = (lookup.prior)(&prior.content)?;
     let alike = chunks_of(&rec.runs).zip(chunks_of(runs)).take_while(|(a, b)| a == b).count();
     let at: usize = chunks_of(&rec.runs).take(alike).map(|(_, len)| len as usize).sum();
     if !rest_of_prior(chunks_of(&rec.runs).skip(alike), whole.get(at..size)?) {
@@ -222,6 +221,187 @@ fn rest_of_prior(rest: impl Iterator<Item = (ChunkKey, u32)>, bytes: &[u8]) -> b
         }
     }
     at == bytes.len()
+}
+
+/// The chunks of `contents`, one after another, with their MD5s, and
+/// where each content's chunks end.
+///
+/// A content with a `hint` (its prior content's chunk list, from the
+/// index) is cut first at the prior's cuts, from its start and as far as
+/// each may be TTTD's ([`take_prior_cuts`]), and by TTTD after them; once
+/// hashed, [`settle`] keeps those cuts that are certainly TTTD's and cuts
+/// again from the last such. A file appended to, or edited, keeps the cuts
+/// of its unchanged start, and they are found without running TTTD over
+/// it: TTTD was ~10 % of the daemon's CPU over a burst of appends, where
+/// every chunk is still hashed, as it must be to tell the bytes unchanged.
+fn chunk_all<'d>(
+    contents: &[&'d [u8]],
+    hints: &[Option<&[ChunkRun]>],
+    params: &ChunkParams,
+) -> (Vec<&'d [u8]>, Vec<[u8; 16]>, Vec<usize>) {
+    let mut chunks: Vec<&[u8]> = Vec::new();
+    let mut ends = Vec::with_capacity(contents.len());
+    let mut taken = Vec::with_capacity(contents.len());
+    // What decides each taken cut, for `settle`.
+    let mut kinds = Vec::new();
+    for (&data, hint) in contents.iter().zip(hints) {
+        let n = hint.map_or(0, |runs| take_prior_cuts(data, runs, params, &mut chunks, &mut kinds));
+        let mut rest = &data[chunks[chunks.len() - n..].iter().map(|c| c.len()).sum::<usize>()..];
+        while let Some(cut) = find_cut(rest, params, true) {
+            chunks.push(&rest[..cut]);
+            rest = &rest[cut..];
+        }
+        taken.push(n);
+        ends.push(chunks.len());
+    }
+    let mut ids = vec![[0u8; 16]; chunks.len()];
+    hasher().hash_many(&chunks, &mut ids);
+    if taken.iter().all(|&n| n == 0) {
+        return (chunks, ids, ends);
+    }
+    let (mut out, mut out_ids, mut out_ends) = (Vec::with_capacity(chunks.len()), Vec::new(), Vec::new());
+    let mut unhashed = Vec::new();
+    let (mut start, mut kinds) = (0, &kinds[..]);
+    for (((&data, hint), &n), &end) in contents.iter().zip(hints).zip(&taken).zip(&ends) {
+        let (first, first_ids) = (&chunks[start..end], &ids[start..end]);
+        let these;
+        (these, kinds) = kinds.split_at(n);
+        match hint {
+            Some(runs) if n > 0 => {
+                let first = First { chunks: first, ids: first_ids, kinds: these };
+                settle(data, runs, first, params, &mut out, &mut out_ids, &mut unhashed)
+            }
+            _ => {
+                out.extend_from_slice(first);
+                out_ids.extend_from_slice(first_ids);
+            }
+        }
+        out_ends.push(out.len());
+        start = end;
+    }
+    if !unhashed.is_empty() {
+        let pieces: Vec<&[u8]> = unhashed.iter().map(|&k| out[k]).collect();
+        let mut hashed = vec![[0u8; 16]; pieces.len()];
+        hasher().hash_many(&pieces, &mut hashed);
+        for (&k, id) in unhashed.iter().zip(hashed) {
+            out_ids[k] = id;
+        }
+    }
+    (out, out_ids, out_ends)
+}
+
+/// Cuts `data` at its prior content's cuts (`runs`) from its start, as long
+/// as each is where TTTD may cut such bytes ([`cut_kind`]): an edit that
+/// moved the bytes after it puts the prior's next cut where, but for one
+/// chance in a few hundred, none may be. The prior's last chunk is not
+/// taken: the prior's end cut it. Returns how many were taken, and pushes
+/// each one's [`CutKind`] to `kinds`.
+fn take_prior_cuts<'d>(
+    data: &'d [u8],
+    runs: &[ChunkRun],
+    params: &ChunkParams,
+    out: &mut Vec<&'d [u8]>,
+    kinds: &mut Vec<CutKind>,
+) -> usize {
+    let count: usize = runs.iter().map(|r| r.count as usize).sum();
+    let mut at = 0;
+    let mut taken = 0;
+    for (_, len) in chunks_of(runs).take(count.saturating_sub(1)) {
+        let Some(chunk) = data.get(at..at + len as usize) else { break };
+        let Some(kind) = cut_kind(chunk, params) else { break };
+        out.push(chunk);
+        kinds.push(kind);
+        at += len as usize;
+        taken += 1;
+    }
+    taken
+}
+
+/// A content's first pass ([`chunk_all`]): its chunks, their MD5s, and the
+/// [`CutKind`] of each of the leading ones, cut at its prior's cuts.
+struct First<'a, 'd> {
+    chunks: &'a [&'d [u8]],
+    ids: &'a [[u8; 16]],
+    kinds: &'a [CutKind],
+}
+
+/// A content's chunks from a first pass whose leading chunks were cut at its
+/// prior's cuts (`runs`): those cuts
+/// that are certainly TTTD's, and TTTD's own elsewhere, appended to `out`
+/// and `out_ids`, with the places in `out` of chunks still to be hashed
+/// (their ids zero until then) in `unhashed`.
+///
+/// A taken chunk is certainly TTTD's cut, made from a cut, when its key is
+/// the prior's chunk's (so are its bytes, but for a 2^-64 chance, which is
+/// the index's own: it names chunks by their keys) and what decides that
+/// cut is alike too: the chunk alone for a main-divisor hit or Tmax, the
+/// bytes up to Tmax past its start for a backup point ([`CutKind`]), which
+/// must all lie in taken chunks of matching keys. Elsewhere TTTD cuts
+/// from the last cut made, and a chunk of the first pass it meets again
+/// (same start, same length) keeps its MD5; met at a cut of the first
+/// pass's TTTD part, the rest of that part is TTTD's from there.
+fn settle<'d>(
+    data: &'d [u8],
+    runs: &[ChunkRun],
+    First { chunks: first, ids, kinds }: First<'_, 'd>,
+    params: &ChunkParams,
+    out: &mut Vec<&'d [u8]>,
+    out_ids: &mut Vec<[u8; 16]>,
+    unhashed: &mut Vec<usize>,
+) {
+    let starts: Vec<usize> = first
+        .iter()
+        .scan(0, |at, c| {
+            *at += c.len();
+            Some(*at - c.len())
+        })
+        .collect();
+    let taken = kinds.len();
+    let alike: Vec<bool> =
+        chunks_of(runs).zip(ids).take(taken).map(|((key, _), id)| ChunkId(*id).key() == key).collect();
+    // How far the taken chunks of matching keys reach from each on.
+    let mut alike_to = vec![0usize; taken];
+    for k in (0..taken).rev() {
+        alike_to[k] = match (alike[k], alike.get(k + 1)) {
+            (false, _) => 0,
+            (true, Some(true)) => alike_to[k + 1],
+            (true, _) => starts[k] + first[k].len(),
+        };
+    }
+    let certain = |k: usize| {
+        alike[k]
+            && match kinds[k] {
+                CutKind::Own => true,
+                CutKind::Backup => starts[k] + params.max as usize <= alike_to[k],
+            }
+    };
+    let (mut at, mut j) = (0, 0);
+    while at < data.len() {
+        while j < first.len() && starts[j] < at {
+            j += 1;
+        }
+        let met = j < first.len() && starts[j] == at;
+        if met && j >= taken {
+            out.extend_from_slice(&first[j..]);
+            out_ids.extend_from_slice(&ids[j..]);
+            return;
+        }
+        if met && certain(j) {
+            out.push(first[j]);
+            out_ids.push(ids[j]);
+            at += first[j].len();
+            continue;
+        }
+        let cut = find_cut(&data[at..], params, true).expect("bytes left to cut");
+        out.push(&data[at..at + cut]);
+        if met && first[j].len() == cut {
+            out_ids.push(ids[j]);
+        } else {
+            unhashed.push(out.len() - 1);
+            out_ids.push([0; 16]);
+        }
+        at += cut;
+    }
 }
 
 /// Where a streamed read of a file that may have grown from its prior
@@ -368,8 +548,9 @@ struct Builder {
     /// Once the content reaches this size its chunk list is dropped and no
     /// more is kept.
     whole_from: WholeFrom,
-    /// A content held whole that may begin with the file's prior content.
-    prior: Option<Prior>,
+    /// A content held whole that may begin with the file's prior content,
+    /// and that content's record.
+    prior: Option<(Prior, PriorRecord)>,
 }
 
 impl Builder {
@@ -389,7 +570,12 @@ impl Builder {
         ids.clear();
         ids.resize(chunks.len(), [0; 16]);
         hasher().hash_many(chunks, ids);
-        for (chunk, id) in chunks.iter().zip(ids.iter()) {
+        self.push_hashed(chunks, ids);
+    }
+
+    /// Adds the chunks in order, with their MD5s.
+    fn push_hashed(&mut self, chunks: &[&[u8]], ids: &[[u8; 16]]) {
+        for (chunk, id) in chunks.iter().zip(ids) {
             self.push(chunk, ChunkId(*id));
         }
     }
@@ -431,7 +617,8 @@ impl Builder {
             None if (lookup.known)(&content) => None,
             None => Some(
                 self.prior
-                    .and_then(|p| grown_sketch(p, &self.runs, whole, lookup))
+                    .as_ref()
+                    .and_then(|(p, rec)| grown_sketch(*p, rec, &self.runs, whole))
                     .unwrap_or_else(|| crate::sketch::sketch_bytes(whole)),
             ),
         };
@@ -454,12 +641,26 @@ pub fn fingerprint_bytes(data: &[u8], params: &ChunkParams) -> Fingerprint {
     fingerprint_many(&[data], &[None], params, Lookup::NONE).pop().expect("one fingerprint for one content")
 }
 
+/// A file's prior content and its record, when the index has one of the
+/// current version that keeps a chunk list: where to cut the file
+/// ([`chunk_all`]), and, when it grew from that content, the sketch to go
+/// on from ([`grown_sketch`]). Asked for before the file is cut: the
+/// record is the one the file's change takes the postings of too, which
+/// the reader hands to the writer ([`crate::ingest`]), so that it is read
+/// once for both.
+fn prior_of(prior: Option<Prior>, lookup: Lookup) -> Option<(Prior, PriorRecord)> {
+    let prior = prior.filter(|p| p.size > 0)?;
+    let rec = (lookup.prior)(&prior.content).filter(|r| !r.runs.is_empty())?;
+    Some((prior, rec))
+}
+
 /// Fingerprints several whole contents held in memory, their chunks' MD5s
 /// computed side by side: a small file has too few chunks to fill the
 /// hasher's lanes alone (a document tree's files have ~3 chunks each, and
 /// 16 lanes of AVX-512). Each result equals [`fingerprint_file`]'s for that
 /// content and its prior (`priors`, one per content); the index is asked
-/// about each content in order, as there.
+/// about each content in order, as there, and for each prior's record
+/// first ([`prior_of`]).
 pub fn fingerprint_many(
     contents: &[&[u8]],
     priors: &[Option<Prior>],
@@ -467,18 +668,9 @@ pub fn fingerprint_many(
     lookup: Lookup,
 ) -> Vec<Fingerprint> {
     assert_eq!(contents.len(), priors.len(), "a prior, or none, for each content");
-    let mut chunks: Vec<&[u8]> = Vec::new();
-    let mut ends = Vec::with_capacity(contents.len());
-    for &data in contents {
-        let mut rest = data;
-        while let Some(cut) = find_cut(rest, params, true) {
-            chunks.push(&rest[..cut]);
-            rest = &rest[cut..];
-        }
-        ends.push(chunks.len());
-    }
-    let mut ids = vec![[0u8; 16]; chunks.len()];
-    hasher().hash_many(&chunks, &mut ids);
+    let records: Vec<Option<(Prior, PriorRecord)>> = priors.iter().map(|&p| prior_of(p, lookup)).collect();
+    let hints: Vec<Option<&[ChunkRun]>> = records.iter().map(|r| r.as_ref().map(|(_, r)| &r.runs[..])).collect();
+    let (chunks, ids, ends) = chunk_all(contents, &hints, params);
     // One walk over each content's chunks builds its fingerprint and the
     // message its content hash is the MD5 of, its (chunk id, length)
     // sequence: those are hashed side by side too, where one at a time
@@ -487,8 +679,8 @@ pub fn fingerprint_many(
     let mut start = 0;
     let (builders, spans): (Vec<Builder>, Vec<std::ops::Range<usize>>) = ends
         .iter()
-        .zip(priors)
-        .map(|(&end, &prior)| {
+        .zip(records)
+        .map(|(&end, prior)| {
             // The sketch is deferred to the end, as for any whole content.
             let mut b = Builder { shingles: None, content: None, prior, ..Builder::new(WholeFrom(u64::MAX)) };
             let from = message.len();
@@ -586,13 +778,19 @@ fn fingerprint_reader_sized<R: Read>(
                 Err(e) => return Err(e),
             }
         }
-        // The whole content in the buffer at once: sketch it at the end, if
-        // the index does not already have its sketch.
-        let whole = eof && b.size == 0;
-        if whole {
+        // The whole content in the buffer at once: cut it as its prior's
+        // record says, and sketch it at the end, if the index does not
+        // already have its sketch.
+        if eof && b.size == 0 {
+            let data = &buf[..filled];
             b.shingles = None;
-            b.prior = earlier.map(|e| e.prior);
-        } else if b.size == 0 {
+            b.prior = prior_of(earlier.map(|e| e.prior), lookup);
+            let hint = b.prior.as_ref().map(|(_, r)| &r.runs[..]);
+            let (chunks, ids, _) = chunk_all(&[data], &[hint], params);
+            b.push_hashed(&chunks, &ids);
+            return Ok(b.finish(data, lookup));
+        }
+        if b.size == 0 {
             growing = earlier.and_then(|e| Growing::start(e, total, params, lookup));
             if growing.is_some() {
                 b.shingles = None;
@@ -630,7 +828,7 @@ fn fingerprint_reader_sized<R: Read>(
             }
         }
         if eof {
-            return Ok(b.finish(if whole { &buf[..filled] } else { &[] }, lookup));
+            return Ok(b.finish(&[], lookup));
         }
         offset += start as u64;
         buf.copy_within(start..filled, 0);
@@ -825,14 +1023,17 @@ mod tests {
         assert!(
             fingerprint_reader_sized(r, Some(earlier), &p, WholeFrom::default(), &mut Vec::new(), 8192, lookup).is_ok()
         );
-        // The prior not ending between words: no lookup, and streamed, no
-        // more read again than the prior's end, to find that out.
+        // The prior not ending between words: sketched from the bytes; held
+        // whole, cut at the prior's cuts all the same (a lookup), and
+        // streamed, no lookup and no more read again than the prior's end,
+        // to find that out.
         let cut = Prior { size: before.len() as u64 - 2, ..prior };
         assert_eq!(many(&grown, cut).sketch.unwrap(), fresh);
+        assert_eq!(asked.get(), 8);
         again.set(0);
         assert_eq!(read_with(&grown, 8192, cut).sketch.unwrap(), fresh);
         assert!(again.get() <= crate::sketch::GROWN_LOOK_BACK);
-        assert_eq!(asked.get(), 7);
+        assert_eq!(asked.get(), 8);
         // The prior's record not to be had (an older record): from its bytes.
         let lookup = Lookup { known: &|_| false, prior: &|_| None };
         let fp = fingerprint_many(&[&grown[..]], &[Some(prior)], &p, lookup).pop().unwrap();
@@ -902,9 +1103,8 @@ mod tests {
         }
 
         /// A file grown at its end, fingerprinted with its prior content:
-        /// the same fingerprint, and the prior's record asked for whenever
-        /// the prior ends between words (here always) with a whole
-        /// shingle; at chunk sizes that put the prior's end anywhere in a
+        /// the same fingerprint, and the prior's record asked for once; at
+        /// chunk sizes that put the prior's end anywhere in a
         /// chunk, or in the first one, and with cuts decided at Tmax.
         #[test]
         fn a_grown_file_fingerprints_as_from_its_bytes(
@@ -934,9 +1134,8 @@ mod tests {
             let as_prior = Prior { content: prior.content, size: before.len() as u64 };
             let fp = fingerprint_many(&[&grown[..]], &[Some(as_prior)], &p, lookup).pop().unwrap();
             prop_assert_eq!(fp, fingerprint_bytes(&grown, &p));
-            // Asked once the prior ends between words (here always) with a
-            // whole shingle.
-            prop_assert_eq!(asked.get(), usize::from(words.len() >= crate::sketch::WORDS));
+            // Asked once for a prior with bytes: its cuts are taken first.
+            prop_assert_eq!(asked.get(), usize::from(!before.is_empty()));
         }
 
         /// A grown file streamed through a small buffer, with its prior,
@@ -978,6 +1177,73 @@ mod tests {
                 fresh.sketch = fresh.sketch.map(|s| with_sample(&s, 1));
             }
             prop_assert_eq!(fp, fresh);
+        }
+
+        /// Contents cut at their priors' cuts where those may be TTTD's,
+        /// and by TTTD elsewhere: the same chunks and MD5s as TTTD's over
+        /// the bytes alone, whatever the prior was (the content before an
+        /// append, an insertion, a deletion, a change in place or a cut at
+        /// its end; or chunk lengths and keys of no content at all), with
+        /// cuts at Tmax and backup points common, and several contents
+        /// with and without priors in one batch.
+        #[test]
+        fn cuts_taken_from_a_prior_are_those_of_the_bytes(
+            files in proptest::collection::vec(
+                (
+                    proptest::collection::vec(any::<u8>(), 0..8000),
+                    0u8..7,
+                    any::<prop::sample::Index>(),
+                    proptest::collection::vec(any::<u8>(), 1..400),
+                ),
+                1..4,
+            ),
+            alphabet in prop_oneof![Just(256u16), Just(2u16), Just(5u16)],
+            p in prop_oneof![
+                Just(ChunkParams::for_average(100).unwrap()),
+                Just(ChunkParams::default()),
+                Just(ChunkParams { min: 40, max: 300, main_div: 1 << 20, backup_div: 60 }),
+            ],
+        ) {
+            let squeeze = |v: &[u8]| v.iter().map(|&b| (u16::from(b) % alphabet) as u8).collect::<Vec<u8>>();
+            let mut contents = Vec::new();
+            let mut priors = Vec::new();
+            for (base, edit, at, piece) in &files {
+                let (base, piece) = (squeeze(base), squeeze(piece));
+                let k = if base.is_empty() { 0 } else { at.index(base.len()) };
+                let data = match edit {
+                    0 => [&base[..], &piece].concat(),
+                    1 => [&base[..k], &piece, &base[k..]].concat(),
+                    2 => [&base[..k], &base[(k + piece.len()).min(base.len())..]].concat(),
+                    3 => {
+                        let mut d = base.clone();
+                        for (b, q) in d[k..].iter_mut().zip(&piece) {
+                            *b ^= q | 1;
+                        }
+                        d
+                    }
+                    4 => base[..k].to_vec(),
+                    _ => base.clone(),
+                };
+                let runs = match edit {
+                    // Lengths and keys that are no content's.
+                    6 => piece.iter().map(|&b| ChunkRun { key: ChunkKey(u64::from(b)), len: 40 + u32::from(b) * 11, count: 1 + u32::from(b % 3) }).collect(),
+                    _ => fingerprint_bytes(&base, &p).runs,
+                };
+                contents.push(data);
+                priors.push(runs);
+            }
+            let slices: Vec<&[u8]> = contents.iter().map(Vec::as_slice).collect();
+            // Every other content without its prior.
+            let hints: Vec<Option<&[ChunkRun]>> =
+                priors.iter().enumerate().map(|(i, r)| (i % 2 == 0).then_some(&r[..])).collect();
+            let spans = |(chunks, ids, ends): (Vec<&[u8]>, Vec<[u8; 16]>, Vec<usize>)| {
+                let lens: Vec<usize> = chunks.iter().map(|c| c.len()).collect();
+                (lens, ids, ends)
+            };
+            let plain = spans(chunk_all(&slices, &vec![None; slices.len()], &p));
+            prop_assert_eq!(spans(chunk_all(&slices, &hints, &p)), plain.clone());
+            let all: Vec<Option<&[ChunkRun]>> = priors.iter().map(|r| Some(&r[..])).collect();
+            prop_assert_eq!(spans(chunk_all(&slices, &all, &p)), plain);
         }
 
         /// Several contents fingerprinted together, each as it would be
