@@ -223,21 +223,49 @@ fn rest_of_prior(rest: impl Iterator<Item = (ChunkKey, u32)>, bytes: &[u8]) -> b
     at == bytes.len()
 }
 
+/// A prior content's chunks from one of them on, at most `limit` of them:
+/// where to cut a file that may keep them ([`take_prior_cuts`]).
+#[derive(Clone, Copy)]
+struct PriorCuts<'r> {
+    /// The runs from the one that holds the first chunk, of which `used`
+    /// are passed.
+    runs: &'r [ChunkRun],
+    used: u32,
+    limit: usize,
+}
+
+impl<'r> PriorCuts<'r> {
+    /// A whole prior's: all its chunks but the last, which its end cut.
+    fn whole(runs: &'r [ChunkRun]) -> PriorCuts<'r> {
+        let count: usize = runs.iter().map(|r| r.count as usize).sum();
+        PriorCuts { runs, used: 0, limit: count.saturating_sub(1) }
+    }
+
+    /// The chunks in order: (key, length).
+    fn chunks(self) -> impl Iterator<Item = (ChunkKey, u32)> + 'r {
+        let (first, rest) = self.runs.split_first().map_or((None, &[][..]), |(f, r)| (Some(f), r));
+        let first = first.map(|r| std::iter::repeat_n((r.key, r.len), r.count.saturating_sub(self.used) as usize));
+        first.into_iter().flatten().chain(chunks_of(rest)).take(self.limit)
+    }
+}
+
 /// The chunks of `contents`, one after another, with their MD5s, and
-/// where each content's chunks end.
+/// where each content's chunks end: all of each content when `eof`, else
+/// (a read buffer's worth of a longer file) up to its last certain cut.
 ///
-/// A content with a `hint` (its prior content's chunk list, from the
-/// index) is cut first at the prior's cuts, from its start and as far as
-/// each may be TTTD's ([`take_prior_cuts`]), and by TTTD after them; once
-/// hashed, [`settle`] keeps those cuts that are certainly TTTD's and cuts
-/// again from the last such. A file appended to, or edited, keeps the cuts
-/// of its unchanged start, and they are found without running TTTD over
-/// it: TTTD was ~10 % of the daemon's CPU over a burst of appends, where
-/// every chunk is still hashed, as it must be to tell the bytes unchanged.
+/// A content with a `hint` (its prior content's chunks, from the index) is
+/// cut first at the prior's cuts, from its start and as far as each may be
+/// TTTD's ([`take_prior_cuts`]), and by TTTD after them; once hashed,
+/// [`settle`] keeps those cuts that are certainly TTTD's and cuts again
+/// from the last such. A file appended to, or edited, keeps the cuts of
+/// its unchanged start, found without running TTTD over it: TTTD was ~10 %
+/// of the daemon's CPU over a burst of appends, where every chunk is still
+/// hashed, as it must be to tell the bytes unchanged.
 fn chunk_all<'d>(
     contents: &[&'d [u8]],
-    hints: &[Option<&[ChunkRun]>],
+    hints: &[Option<PriorCuts>],
     params: &ChunkParams,
+    eof: bool,
 ) -> (Vec<&'d [u8]>, Vec<[u8; 16]>, Vec<usize>) {
     let mut chunks: Vec<&[u8]> = Vec::new();
     let mut ends = Vec::with_capacity(contents.len());
@@ -245,9 +273,9 @@ fn chunk_all<'d>(
     // What decides each taken cut, for `settle`.
     let mut kinds = Vec::new();
     for (&data, hint) in contents.iter().zip(hints) {
-        let n = hint.map_or(0, |runs| take_prior_cuts(data, runs, params, &mut chunks, &mut kinds));
+        let n = hint.map_or(0, |h| take_prior_cuts(data, h, params, &mut chunks, &mut kinds));
         let mut rest = &data[chunks[chunks.len() - n..].iter().map(|c| c.len()).sum::<usize>()..];
-        while let Some(cut) = find_cut(rest, params, true) {
+        while let Some(cut) = find_cut(rest, params, eof) {
             chunks.push(&rest[..cut]);
             rest = &rest[cut..];
         }
@@ -267,9 +295,10 @@ fn chunk_all<'d>(
         let these;
         (these, kinds) = kinds.split_at(n);
         match hint {
-            Some(runs) if n > 0 => {
+            Some(h) if n > 0 => {
                 let first = First { chunks: first, ids: first_ids, kinds: these };
-                settle(data, runs, first, params, &mut out, &mut out_ids, &mut unhashed)
+                let into = Settled { chunks: &mut out, ids: &mut out_ids, unhashed: &mut unhashed };
+                settle(data, *h, first, params, eof, into)
             }
             _ => {
                 out.extend_from_slice(first);
@@ -290,23 +319,21 @@ fn chunk_all<'d>(
     (out, out_ids, out_ends)
 }
 
-/// Cuts `data` at its prior content's cuts (`runs`) from its start, as long
-/// as each is where TTTD may cut such bytes ([`cut_kind`]): an edit that
-/// moved the bytes after it puts the prior's next cut where, but for one
-/// chance in a few hundred, none may be. The prior's last chunk is not
-/// taken: the prior's end cut it. Returns how many were taken, and pushes
-/// each one's [`CutKind`] to `kinds`.
+/// Cuts `data` at its prior content's cuts (`prior`) from its start, as
+/// long as each is where TTTD may cut such bytes ([`cut_kind`]): an edit
+/// that moved the bytes after it puts the prior's next cut where, but for
+/// one chance in a few hundred, none may be. Returns how many were taken,
+/// and pushes each one's [`CutKind`] to `kinds`.
 fn take_prior_cuts<'d>(
     data: &'d [u8],
-    runs: &[ChunkRun],
+    prior: PriorCuts,
     params: &ChunkParams,
     out: &mut Vec<&'d [u8]>,
     kinds: &mut Vec<CutKind>,
 ) -> usize {
-    let count: usize = runs.iter().map(|r| r.count as usize).sum();
     let mut at = 0;
     let mut taken = 0;
-    for (_, len) in chunks_of(runs).take(count.saturating_sub(1)) {
+    for (_, len) in prior.chunks() {
         let Some(chunk) = data.get(at..at + len as usize) else { break };
         let Some(kind) = cut_kind(chunk, params) else { break };
         out.push(chunk);
@@ -325,11 +352,19 @@ struct First<'a, 'd> {
     kinds: &'a [CutKind],
 }
 
-/// A content's chunks from a first pass whose leading chunks were cut at its
-/// prior's cuts (`runs`): those cuts
-/// that are certainly TTTD's, and TTTD's own elsewhere, appended to `out`
-/// and `out_ids`, with the places in `out` of chunks still to be hashed
-/// (their ids zero until then) in `unhashed`.
+/// Where [`settle`] puts a content's chunks: after those of the contents
+/// before it, with the places of those it cut anew, whose MD5s are zero
+/// until they are hashed.
+struct Settled<'a, 'd> {
+    chunks: &'a mut Vec<&'d [u8]>,
+    ids: &'a mut Vec<[u8; 16]>,
+    unhashed: &'a mut Vec<usize>,
+}
+
+/// A content's chunks from a first pass whose leading chunks were cut at
+/// its prior's cuts (`prior`): those cuts that are certainly TTTD's, and
+/// TTTD's own elsewhere, up to the end of `data` when `eof`, else to the
+/// last cut TTTD can make in it.
 ///
 /// A taken chunk is certainly TTTD's cut, made from a cut, when its key is
 /// the prior's chunk's (so are its bytes, but for a 2^-64 chance, which is
@@ -342,13 +377,13 @@ struct First<'a, 'd> {
 /// pass's TTTD part, the rest of that part is TTTD's from there.
 fn settle<'d>(
     data: &'d [u8],
-    runs: &[ChunkRun],
+    prior: PriorCuts,
     First { chunks: first, ids, kinds }: First<'_, 'd>,
     params: &ChunkParams,
-    out: &mut Vec<&'d [u8]>,
-    out_ids: &mut Vec<[u8; 16]>,
-    unhashed: &mut Vec<usize>,
+    eof: bool,
+    out: Settled<'_, 'd>,
 ) {
+    let taken = kinds.len();
     let starts: Vec<usize> = first
         .iter()
         .scan(0, |at, c| {
@@ -356,9 +391,8 @@ fn settle<'d>(
             Some(*at - c.len())
         })
         .collect();
-    let taken = kinds.len();
     let alike: Vec<bool> =
-        chunks_of(runs).zip(ids).take(taken).map(|((key, _), id)| ChunkId(*id).key() == key).collect();
+        prior.chunks().zip(ids).take(taken).map(|((key, _), id)| ChunkId(*id).key() == key).collect();
     // How far the taken chunks of matching keys reach from each on.
     let mut alike_to = vec![0usize; taken];
     for k in (0..taken).rev() {
@@ -382,25 +416,62 @@ fn settle<'d>(
         }
         let met = j < first.len() && starts[j] == at;
         if met && j >= taken {
-            out.extend_from_slice(&first[j..]);
-            out_ids.extend_from_slice(&ids[j..]);
+            out.chunks.extend_from_slice(&first[j..]);
+            out.ids.extend_from_slice(&ids[j..]);
             return;
         }
         if met && certain(j) {
-            out.push(first[j]);
-            out_ids.push(ids[j]);
+            out.chunks.push(first[j]);
+            out.ids.push(ids[j]);
             at += first[j].len();
             continue;
         }
-        let cut = find_cut(&data[at..], params, true).expect("bytes left to cut");
-        out.push(&data[at..at + cut]);
+        let Some(cut) = find_cut(&data[at..], params, eof) else { return };
+        out.chunks.push(&data[at..at + cut]);
         if met && first[j].len() == cut {
-            out_ids.push(ids[j]);
+            out.ids.push(ids[j]);
         } else {
-            unhashed.push(out.len() - 1);
-            out_ids.push([0; 16]);
+            out.unhashed.push(out.chunks.len() - 1);
+            out.ids.push([0; 16]);
         }
         at += cut;
+    }
+}
+
+/// Where a streamed read stands against its prior content's cuts: the
+/// prior's next chunk not passed, and where it starts in the file.
+struct Cursor<'r> {
+    runs: &'r [ChunkRun],
+    run: usize,
+    used: u32,
+    /// The prior's chunks not passed.
+    left: usize,
+    at: u64,
+}
+
+impl<'r> Cursor<'r> {
+    fn new(runs: &'r [ChunkRun]) -> Cursor<'r> {
+        Cursor { runs, run: 0, used: 0, left: runs.iter().map(|r| r.count as usize).sum(), at: 0 }
+    }
+
+    /// The prior's cuts from `offset` on (but for its last chunk, which its
+    /// end cut), when one of its chunks starts there: the read's cuts so
+    /// far end where the prior's do.
+    fn at(&mut self, offset: u64) -> Option<PriorCuts<'r>> {
+        while self.left > 0 && self.at < offset {
+            let r = &self.runs[self.run];
+            self.at += u64::from(r.len);
+            self.used += 1;
+            if self.used >= r.count {
+                (self.run, self.used) = (self.run + 1, 0);
+            }
+            self.left -= 1;
+        }
+        (self.left > 1 && self.at == offset).then(|| PriorCuts {
+            runs: &self.runs[self.run..],
+            used: self.used,
+            limit: self.left - 1,
+        })
     }
 }
 
@@ -409,12 +480,12 @@ fn settle<'d>(
 /// checked against the prior's as they come, the prior's last bytes kept
 /// (at most [`GROWN_LOOK_BACK`]), and no sketch made until the read passes
 /// the prior's end and tells whether the file begins with it.
-struct Growing {
+struct Growing<'r> {
     size: u64,
     /// Tmax: a chunk that starts this far before the prior's end is one
     /// of the prior's if the file begins with it.
     max: u64,
-    runs: Vec<ChunkRun>,
+    runs: &'r [ChunkRun],
     /// The prior's next chunk: its run, and how many of the run were met.
     run: usize,
     used: u32,
@@ -424,7 +495,7 @@ struct Growing {
     tail_from: u64,
     tail: Vec<u8>,
     /// The prior's sketch as stored ([`PriorRecord`]).
-    sketch: Vec<u8>,
+    sketch: &'r [u8],
 }
 
 /// What a [`Growing`] read learnt from a batch of chunks.
@@ -437,14 +508,14 @@ enum Verdict {
     Not,
 }
 
-impl Growing {
-    /// A read of `total` bytes from `earlier`, if that may be a grown file
-    /// worth reading so: a prior that is smaller, whose record is current
-    /// and keeps its chunk list (`WholeFrom` keeps none), and whose last
+impl<'r> Growing<'r> {
+    /// A read of `total` bytes from `earlier`, whose prior's record is
+    /// `rec` ([`prior_of`]: current, with a chunk list), if that may be a
+    /// grown file worth reading so: a prior that is smaller, and whose last
     /// bytes in the file end as a sketch can go on from
     /// ([`Shingler::grown_from`]: read first, so that a file that cannot
     /// grow so is not read to the prior's end for nothing, and then again).
-    fn start(earlier: Earlier, total: u64, params: &ChunkParams, lookup: Lookup) -> Option<Growing> {
+    fn start(earlier: Earlier, total: u64, params: &ChunkParams, rec: &'r PriorRecord) -> Option<Growing<'r>> {
         let prior = earlier.prior;
         if prior.size == 0 || prior.size >= total {
             return None;
@@ -461,21 +532,17 @@ impl Growing {
             }
         }
         Shingler::grown_from(&end)?;
-        let rec = (lookup.prior)(&prior.content)?;
-        if rec.runs.is_empty() {
-            return None;
-        }
         Some(Growing {
             size: prior.size,
             max: u64::from(params.max),
-            runs: rec.runs,
+            runs: &rec.runs,
             run: 0,
             used: 0,
             alike_to: 0,
             differs: false,
             tail_from,
             tail: Vec::with_capacity(end.len()),
-            sketch: rec.sketch,
+            sketch: &rec.sketch,
         })
     }
 
@@ -525,7 +592,7 @@ impl Growing {
             Some(bytes) if rest_of_prior(rest, bytes) => {}
             _ => return Verdict::Not,
         }
-        match sketch_of_bytes(&self.sketch).ok().and_then(|prior| Shingler::grown(&prior, &self.tail)) {
+        match sketch_of_bytes(self.sketch).ok().and_then(|prior| Shingler::grown(&prior, &self.tail)) {
             Some(mut s) => {
                 s.feed(&bytes[(self.size - offset) as usize..]);
                 Verdict::Grown(s)
@@ -563,14 +630,6 @@ impl Builder {
             whole_from,
             prior: None,
         }
-    }
-
-    /// Adds the chunks in order, their MD5s computed side by side.
-    fn push_all(&mut self, chunks: &[&[u8]], ids: &mut Vec<[u8; 16]>) {
-        ids.clear();
-        ids.resize(chunks.len(), [0; 16]);
-        hasher().hash_many(chunks, ids);
-        self.push_hashed(chunks, ids);
     }
 
     /// Adds the chunks in order, with their MD5s.
@@ -669,8 +728,9 @@ pub fn fingerprint_many(
 ) -> Vec<Fingerprint> {
     assert_eq!(contents.len(), priors.len(), "a prior, or none, for each content");
     let records: Vec<Option<(Prior, PriorRecord)>> = priors.iter().map(|&p| prior_of(p, lookup)).collect();
-    let hints: Vec<Option<&[ChunkRun]>> = records.iter().map(|r| r.as_ref().map(|(_, r)| &r.runs[..])).collect();
-    let (chunks, ids, ends) = chunk_all(contents, &hints, params);
+    let hints: Vec<Option<PriorCuts>> =
+        records.iter().map(|r| r.as_ref().map(|(_, r)| PriorCuts::whole(&r.runs))).collect();
+    let (chunks, ids, ends) = chunk_all(contents, &hints, params, true);
     // One walk over each content's chunks builds its fingerprint and the
     // message its content hash is the MD5 of, its (chunk id, length)
     // sequence: those are hashed side by side too, where one at a time
@@ -758,11 +818,14 @@ fn fingerprint_reader_sized<R: Read>(
         buf.resize(cap, 0);
     }
     let mut b = Builder::new(whole_from);
-    let mut ids: Vec<[u8; 16]> = Vec::new();
     let mut filled = 0usize;
     let mut eof = false;
     let total = reader.limit();
+    // The prior's record, asked for once the file is known not to fit in
+    // the buffer (one that does is cut as `fingerprint_many` cuts it).
+    let record = std::cell::OnceCell::new();
     let mut growing: Option<Growing> = None;
+    let mut cursor: Option<Cursor> = None;
     // Where `buf[0]` is in the file.
     let mut offset = 0u64;
     loop {
@@ -785,24 +848,26 @@ fn fingerprint_reader_sized<R: Read>(
             let data = &buf[..filled];
             b.shingles = None;
             b.prior = prior_of(earlier.map(|e| e.prior), lookup);
-            let hint = b.prior.as_ref().map(|(_, r)| &r.runs[..]);
-            let (chunks, ids, _) = chunk_all(&[data], &[hint], params);
+            let hint = b.prior.as_ref().map(|(_, r)| PriorCuts::whole(&r.runs));
+            let (chunks, ids, _) = chunk_all(&[data], &[hint], params, true);
             b.push_hashed(&chunks, &ids);
             return Ok(b.finish(data, lookup));
         }
-        if b.size == 0 {
-            growing = earlier.and_then(|e| Growing::start(e, total, params, lookup));
+        if b.size == 0 && offset == 0 {
+            let record: &Option<(Prior, PriorRecord)> =
+                record.get_or_init(|| prior_of(earlier.map(|e| e.prior), lookup));
+            if let (Some(e), Some((_, rec))) = (earlier, record) {
+                growing = Growing::start(e, total, params, rec);
+                cursor = Some(Cursor::new(&rec.runs));
+            }
             if growing.is_some() {
                 b.shingles = None;
             }
         }
-        let mut start = 0;
-        let mut chunks: Vec<&[u8]> = Vec::new();
-        while let Some(cut) = find_cut(&buf[start..filled], params, eof) {
-            chunks.push(&buf[start..start + cut]);
-            start += cut;
-        }
-        b.push_all(&chunks, &mut ids);
+        let hint = cursor.as_mut().and_then(|c| c.at(offset));
+        let (chunks, ids, _) = chunk_all(&[&buf[..filled]], &[hint], params, eof);
+        let start: usize = chunks.iter().map(|c| c.len()).sum();
+        b.push_hashed(&chunks, &ids);
         if let Some(g) = &mut growing {
             let keys = ids.iter().zip(&chunks).map(|(id, c)| (ChunkId(*id).key(), c.len() as u32));
             // A file that ended early (it shrank as it was read, which the
@@ -1023,17 +1088,16 @@ mod tests {
         assert!(
             fingerprint_reader_sized(r, Some(earlier), &p, WholeFrom::default(), &mut Vec::new(), 8192, lookup).is_ok()
         );
-        // The prior not ending between words: sketched from the bytes; held
-        // whole, cut at the prior's cuts all the same (a lookup), and
-        // streamed, no lookup and no more read again than the prior's end,
-        // to find that out.
+        // The prior not ending between words: sketched from the bytes, but
+        // cut at the prior's cuts all the same (a lookup each); streamed,
+        // no more read again than the prior's end, to find that out.
         let cut = Prior { size: before.len() as u64 - 2, ..prior };
         assert_eq!(many(&grown, cut).sketch.unwrap(), fresh);
         assert_eq!(asked.get(), 8);
         again.set(0);
         assert_eq!(read_with(&grown, 8192, cut).sketch.unwrap(), fresh);
         assert!(again.get() <= crate::sketch::GROWN_LOOK_BACK);
-        assert_eq!(asked.get(), 8);
+        assert_eq!(asked.get(), 9);
         // The prior's record not to be had (an older record): from its bytes.
         let lookup = Lookup { known: &|_| false, prior: &|_| None };
         let fp = fingerprint_many(&[&grown[..]], &[Some(prior)], &p, lookup).pop().unwrap();
@@ -1065,6 +1129,52 @@ mod tests {
         }
         // One byte short of the limit: chunked.
         assert_eq!(read(data.len() as u64 + 1, 8192), chunked);
+    }
+
+    /// Bytes over an alphabet of `n` symbols (all 256 for 256): few make
+    /// cuts at Tmax and at backup points common.
+    fn squeeze(v: &[u8], n: u16) -> Vec<u8> {
+        v.iter().map(|&b| (u16::from(b) % n) as u8).collect()
+    }
+
+    /// A content made from `base` by `edit` at `at` with `piece` (appended,
+    /// inserted, deleted as long, changed in place, cut short there, or
+    /// none), and the chunk list of `base` as a prior of it; for edit 6,
+    /// chunk lengths and keys of no content at all.
+    fn edited(
+        base: &[u8],
+        edit: u8,
+        at: prop::sample::Index,
+        piece: &[u8],
+        p: &ChunkParams,
+    ) -> (Vec<u8>, Vec<ChunkRun>) {
+        let k = if base.is_empty() { 0 } else { at.index(base.len()) };
+        let data = match edit {
+            0 => [base, piece].concat(),
+            1 => [&base[..k], piece, &base[k..]].concat(),
+            2 => [&base[..k], &base[(k + piece.len()).min(base.len())..]].concat(),
+            3 => {
+                let mut d = base.to_vec();
+                for (b, q) in d[k..].iter_mut().zip(piece) {
+                    *b ^= q | 1;
+                }
+                d
+            }
+            4 => base[..k].to_vec(),
+            _ => base.to_vec(),
+        };
+        let runs = match edit {
+            6 => piece
+                .iter()
+                .map(|&b| ChunkRun {
+                    key: ChunkKey(u64::from(b)),
+                    len: 40 + u32::from(b) * 11,
+                    count: 1 + u32::from(b % 3),
+                })
+                .collect(),
+            _ => fingerprint_bytes(base, p).runs,
+        };
+        (data, runs)
     }
 
     proptest! {
@@ -1204,46 +1314,63 @@ mod tests {
                 Just(ChunkParams { min: 40, max: 300, main_div: 1 << 20, backup_div: 60 }),
             ],
         ) {
-            let squeeze = |v: &[u8]| v.iter().map(|&b| (u16::from(b) % alphabet) as u8).collect::<Vec<u8>>();
             let mut contents = Vec::new();
             let mut priors = Vec::new();
             for (base, edit, at, piece) in &files {
-                let (base, piece) = (squeeze(base), squeeze(piece));
-                let k = if base.is_empty() { 0 } else { at.index(base.len()) };
-                let data = match edit {
-                    0 => [&base[..], &piece].concat(),
-                    1 => [&base[..k], &piece, &base[k..]].concat(),
-                    2 => [&base[..k], &base[(k + piece.len()).min(base.len())..]].concat(),
-                    3 => {
-                        let mut d = base.clone();
-                        for (b, q) in d[k..].iter_mut().zip(&piece) {
-                            *b ^= q | 1;
-                        }
-                        d
-                    }
-                    4 => base[..k].to_vec(),
-                    _ => base.clone(),
-                };
-                let runs = match edit {
-                    // Lengths and keys that are no content's.
-                    6 => piece.iter().map(|&b| ChunkRun { key: ChunkKey(u64::from(b)), len: 40 + u32::from(b) * 11, count: 1 + u32::from(b % 3) }).collect(),
-                    _ => fingerprint_bytes(&base, &p).runs,
-                };
+                let (data, runs) = edited(&squeeze(base, alphabet), *edit, *at, &squeeze(piece, alphabet), &p);
                 contents.push(data);
                 priors.push(runs);
             }
             let slices: Vec<&[u8]> = contents.iter().map(Vec::as_slice).collect();
             // Every other content without its prior.
-            let hints: Vec<Option<&[ChunkRun]>> =
-                priors.iter().enumerate().map(|(i, r)| (i % 2 == 0).then_some(&r[..])).collect();
+            let hints: Vec<Option<PriorCuts>> =
+                priors.iter().enumerate().map(|(i, r)| (i % 2 == 0).then(|| PriorCuts::whole(r))).collect();
             let spans = |(chunks, ids, ends): (Vec<&[u8]>, Vec<[u8; 16]>, Vec<usize>)| {
                 let lens: Vec<usize> = chunks.iter().map(|c| c.len()).collect();
                 (lens, ids, ends)
             };
-            let plain = spans(chunk_all(&slices, &vec![None; slices.len()], &p));
-            prop_assert_eq!(spans(chunk_all(&slices, &hints, &p)), plain.clone());
-            let all: Vec<Option<&[ChunkRun]>> = priors.iter().map(|r| Some(&r[..])).collect();
-            prop_assert_eq!(spans(chunk_all(&slices, &all, &p)), plain);
+            let plain = spans(chunk_all(&slices, &vec![None; slices.len()], &p, true));
+            prop_assert_eq!(spans(chunk_all(&slices, &hints, &p, true)), plain.clone());
+            let all: Vec<Option<PriorCuts>> = priors.iter().map(|r| Some(PriorCuts::whole(r))).collect();
+            prop_assert_eq!(spans(chunk_all(&slices, &all, &p, true)), plain);
+        }
+
+        /// A file larger than the read buffer, with its prior's record (its
+        /// chunks and sketch; the prior edited as above): the fingerprint
+        /// of its bytes, each buffer cut at the prior's cuts where a chunk
+        /// of the prior starts at the buffer's start.
+        #[test]
+        fn a_file_streamed_with_its_prior_fingerprints_as_from_its_bytes(
+            base in proptest::collection::vec(any::<u8>(), 0..30_000),
+            edit in 0u8..7,
+            at in any::<prop::sample::Index>(),
+            piece in proptest::collection::vec(any::<u8>(), 1..400),
+            alphabet in prop_oneof![Just(256u16), Just(3u16), Just(27u16)],
+            step in 600usize..5000,
+            p in prop_oneof![
+                Just(ChunkParams::for_average(100).unwrap()),
+                Just(ChunkParams { min: 40, max: 300, main_div: 1 << 20, backup_div: 60 }),
+            ],
+        ) {
+            // Over 27 letters the last is a space: words for a sketch.
+            let base: Vec<u8> = squeeze(&base, alphabet).into_iter().map(|b| if b == 26 { b' ' } else { b'a' + b }).collect();
+            let (data, runs) = edited(&base, edit, at, &squeeze(&piece, alphabet), &p);
+            let prior = fingerprint_bytes(&base, &p);
+            let record = PriorRecord { runs, sketch: bytes_of_sketch(prior.sketch.as_ref().unwrap()) };
+            let asked = std::cell::Cell::new(0);
+            let prior_of = |c: &ContentHash| {
+                asked.set(asked.get() + 1);
+                (*c == prior.content).then(|| record.clone())
+            };
+            let lookup = Lookup { known: &|_| false, prior: &prior_of };
+            let earlier = Earlier {
+                prior: Prior { content: prior.content, size: base.len() as u64 },
+                read_at: &|out: &mut [u8], at: u64| (&data[at as usize..]).read(out),
+            };
+            let r = (&data[..]).take(data.len() as u64);
+            let fp = fingerprint_reader_sized(r, Some(earlier), &p, WholeFrom::default(), &mut Vec::new(), step, lookup).unwrap();
+            prop_assert_eq!(fp, fingerprint_bytes(&data, &p));
+            prop_assert!(asked.get() <= 1);
         }
 
         /// Several contents fingerprinted together, each as it would be
