@@ -4,7 +4,9 @@
 //! The content hash is MD5 over the file's sequence of (chunk id, length),
 //! as Forman et al. do: it identifies a file by content alone while every
 //! byte is hashed exactly once (a file grown from its prior content hashes
-//! about a chunk of it again, to tell). Memory is one fixed read buffer plus the
+//! about a chunk of it again, to tell). A file the index held before is cut
+//! at its prior content's cuts where those are certainly TTTD's, and by
+//! TTTD elsewhere ([`chunk_all`]). Memory is one fixed read buffer plus the
 //! chunk list, which is run-length encoded so that long runs of one chunk
 //! (sparse or zero-filled files) cost one entry.
 
