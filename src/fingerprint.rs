@@ -225,6 +225,34 @@ fn rest_of_prior(rest: impl Iterator<Item = (ChunkKey, u32)>, bytes: &[u8]) -> b
     at == bytes.len()
 }
 
+/// A place in a chunk list: the run of the next chunk, and how many of
+/// that run's chunks are passed.
+#[derive(Clone, Copy, Default)]
+struct RunPos {
+    run: usize,
+    used: u32,
+}
+
+impl RunPos {
+    /// The next chunk: (key, length).
+    fn chunk(self, runs: &[ChunkRun]) -> Option<(ChunkKey, u32)> {
+        runs.get(self.run).map(|r| (r.key, r.len))
+    }
+
+    /// Passes the next chunk.
+    fn step(&mut self, runs: &[ChunkRun]) {
+        self.used += 1;
+        if self.used >= runs[self.run].count {
+            *self = RunPos { run: self.run + 1, used: 0 };
+        }
+    }
+
+    /// The chunks of `runs` from here on, at most `limit` of them.
+    fn cuts(self, runs: &[ChunkRun], limit: usize) -> PriorCuts<'_> {
+        PriorCuts { runs: &runs[self.run.min(runs.len())..], used: self.used, limit }
+    }
+}
+
 /// A prior content's chunks from one of them on, at most `limit` of them:
 /// where to cut a file that may keep them ([`take_prior_cuts`]).
 #[derive(Clone, Copy)]
@@ -240,7 +268,7 @@ impl<'r> PriorCuts<'r> {
     /// A whole prior's: all its chunks but the last, which its end cut.
     fn whole(runs: &'r [ChunkRun]) -> PriorCuts<'r> {
         let count: usize = runs.iter().map(|r| r.count as usize).sum();
-        PriorCuts { runs, used: 0, limit: count.saturating_sub(1) }
+        RunPos::default().cuts(runs, count.saturating_sub(1))
     }
 
     /// The chunks in order: (key, length).
@@ -444,8 +472,7 @@ fn settle<'d>(
 /// prior's next chunk not passed, and where it starts in the file.
 struct Cursor<'r> {
     runs: &'r [ChunkRun],
-    run: usize,
-    used: u32,
+    pos: RunPos,
     /// The prior's chunks not passed.
     left: usize,
     at: u64,
@@ -453,7 +480,7 @@ struct Cursor<'r> {
 
 impl<'r> Cursor<'r> {
     fn new(runs: &'r [ChunkRun]) -> Cursor<'r> {
-        Cursor { runs, run: 0, used: 0, left: runs.iter().map(|r| r.count as usize).sum(), at: 0 }
+        Cursor { runs, pos: RunPos::default(), left: runs.iter().map(|r| r.count as usize).sum(), at: 0 }
     }
 
     /// The prior's cuts from `offset` on (but for its last chunk, which its
@@ -461,19 +488,11 @@ impl<'r> Cursor<'r> {
     /// far end where the prior's do.
     fn at(&mut self, offset: u64) -> Option<PriorCuts<'r>> {
         while self.left > 0 && self.at < offset {
-            let r = &self.runs[self.run];
-            self.at += u64::from(r.len);
-            self.used += 1;
-            if self.used >= r.count {
-                (self.run, self.used) = (self.run + 1, 0);
-            }
+            self.at += u64::from(self.runs[self.pos.run].len);
+            self.pos.step(self.runs);
             self.left -= 1;
         }
-        (self.left > 1 && self.at == offset).then(|| PriorCuts {
-            runs: &self.runs[self.run..],
-            used: self.used,
-            limit: self.left - 1,
-        })
+        (self.left > 1 && self.at == offset).then(|| self.pos.cuts(self.runs, self.left - 1))
     }
 }
 
@@ -488,9 +507,8 @@ struct Growing<'r> {
     /// of the prior's if the file begins with it.
     max: u64,
     runs: &'r [ChunkRun],
-    /// The prior's next chunk: its run, and how many of the run were met.
-    run: usize,
-    used: u32,
+    /// The prior's next chunk.
+    pos: RunPos,
     /// The end of the prior's chunks met alike so far.
     alike_to: u64,
     differs: bool,
@@ -538,8 +556,7 @@ impl<'r> Growing<'r> {
             size: prior.size,
             max: u64::from(params.max),
             runs: &rec.runs,
-            run: 0,
-            used: 0,
+            pos: RunPos::default(),
             alike_to: 0,
             differs: false,
             tail_from,
@@ -548,25 +565,14 @@ impl<'r> Growing<'r> {
         })
     }
 
-    fn next_prior(&self) -> Option<(ChunkKey, u32)> {
-        self.runs.get(self.run).map(|r| (r.key, r.len))
-    }
-
-    fn advance(&mut self) {
-        self.used += 1;
-        if self.used >= self.runs[self.run].count {
-            (self.run, self.used) = (self.run + 1, 0);
-        }
-    }
-
     /// Takes a batch of `chunks` (key and length), cut from `bytes`, which
     /// start at `offset` in the file.
     fn take(&mut self, offset: u64, bytes: &[u8], chunks: impl Iterator<Item = (ChunkKey, u32)>) -> Verdict {
         let mut at = offset;
         for (key, len) in chunks {
             if !self.differs {
-                if self.next_prior() == Some((key, len)) {
-                    self.advance();
+                if self.pos.chunk(self.runs) == Some((key, len)) {
+                    self.pos.step(self.runs);
                     self.alike_to = at + u64::from(len);
                 } else {
                     self.differs = true;
@@ -589,7 +595,7 @@ impl<'r> Growing<'r> {
         if self.alike_to < self.tail_from {
             return Verdict::Not;
         }
-        let rest = chunks_of(&self.runs[self.run..]).skip(self.used as usize);
+        let rest = self.pos.cuts(self.runs, usize::MAX).chunks();
         match self.tail.get((self.alike_to - self.tail_from) as usize..) {
             Some(bytes) if rest_of_prior(rest, bytes) => {}
             _ => return Verdict::Not,
