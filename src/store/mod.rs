@@ -548,6 +548,11 @@ impl Store {
         }
     }
 
+    /// One value of `T`'s column family as stored (version byte and all).
+    pub fn get_stored<T: Table>(&self, key: &T::Key) -> Result<Option<Vec<u8>>> {
+        Ok(self.db.get_pinned_cf(self.cf(T::NAME), T::encode_key(key)).map_err(|e| self.rocks(e))?.map(|v| v.to_vec()))
+    }
+
     /// Whether a key is present.
     pub fn contains<T: Table>(&self, key: &T::Key) -> Result<bool> {
         Ok(self.db.get_pinned_cf(self.cf(T::NAME), T::encode_key(key)).map_err(|e| self.rocks(e))?.is_some())
@@ -1564,6 +1569,15 @@ impl Batch<'_> {
         T::write_key(key, &mut self.key);
         T::write_value(value, &mut self.value);
         self.inner.put_cf(self.store.cf(T::NAME), &self.key, &self.value);
+        self.ops += 1;
+    }
+
+    /// Puts a value already encoded as `T` stores it (from
+    /// [`Store::get_stored`], changed by `T`'s own codec).
+    pub fn put_stored<T: Table>(&mut self, key: &T::Key, value: &[u8]) {
+        self.key.clear();
+        T::write_key(key, &mut self.key);
+        self.inner.put_cf(self.store.cf(T::NAME), &self.key, value);
         self.ops += 1;
     }
 
