@@ -2001,9 +2001,10 @@ pub struct Writer<'s> {
     /// end ([`store::PostingSpill`]).
     spill: Option<PostingSpill>,
     /// The content whose postings the file being written passed to its
-    /// new content ([`Writer::pass_on`]): [`Writer::drop_name`] leaves
-    /// them.
-    passed_on: Option<ContentHash>,
+    /// new content ([`Writer::pass_on`]), with the length of its chunk
+    /// list: [`Writer::drop_name`] leaves them, and need not read its
+    /// record.
+    passed_on: Option<(ContentHash, usize)>,
     /// The first content id this writer handed out: a content with an id
     /// from here on may have had its id pass on and taken a new one here.
     first_content: u64,
@@ -2899,7 +2900,7 @@ impl<'s> Writer<'s> {
         self.group.next_content += 1;
         self.group.batch.put::<ContentById>(&new_id, &old.content);
         self.group.renumbered.insert(old.content, new_id);
-        self.passed_on = Some(old.content);
+        self.passed_on = Some((old.content, postings.runs.len()));
         Ok(Some(postings))
     }
 
@@ -2920,14 +2921,14 @@ impl<'s> Writer<'s> {
         let mut last = None;
         if !self.has_names(&rec.content, Some(id))? {
             self.group.counts.contents -= 1;
-            let record = match self.take_prefetched(&rec.content) {
-                Some(r) => Some(r),
-                None => self.postings(&rec.content)?,
-            };
             // Postings that passed to the file's new content stay.
-            let passed = self.passed_on.take() == Some(rec.content);
+            let passed = self.passed_on.take().filter(|(c, _)| *c == rec.content).map(|(_, runs)| runs);
+            let record = match (passed, self.take_prefetched(&rec.content)) {
+                (Some(_), _) => None,
+                (None, Some(r)) => Some(r),
+                (None, None) => self.postings(&rec.content)?,
+            };
             match (&record, &mut self.spill) {
-                _ if passed => {}
                 (Some(record), Some(spill)) => spill.remove(record.clone()),
                 (Some(record), None) => {
                     for (chunk, _, _) in record.chunk_counts() {
@@ -2940,7 +2941,7 @@ impl<'s> Writer<'s> {
                 (None, _) => {}
             }
             if version_ghost {
-                self.version_runs += record.as_ref().map_or(0, |r| r.runs.len() as u64);
+                self.version_runs += passed.or(record.as_ref().map(|r| r.runs.len())).unwrap_or(0) as u64;
                 let ghost =
                     HistoryRecord::Ghost { content: rec.content, size: rec.size, since: FileId(self.pass_start) };
                 self.group.batch.put::<History>(&(rec.path.clone(), self.stamp()), &ghost);
