@@ -2013,7 +2013,7 @@ pub struct Writer<'s> {
     /// reader read may carry the id it had before (read before that group
     /// was written), so it is looked up instead. None once it held
     /// [`MEMO_MAX`]: then every such record is looked up.
-    renamed: Option<HashSet<ContentHash>>,
+    named_again: Option<HashSet<ContentHash>>,
 }
 
 /// Files from this size on are reported by [`Writer::take_large_reads`].
@@ -2189,7 +2189,7 @@ impl<'s> Writer<'s> {
             spill: store.posting_spill()?,
             passed_on: None,
             first_content: next_content,
-            renamed: Some(HashSet::default()),
+            named_again: Some(HashSet::default()),
         })
     }
 
@@ -2572,11 +2572,11 @@ impl<'s> Writer<'s> {
                         // passed on here, and a reader may hold its record
                         // as it was before ([`Writer::take_prefetched`]).
                         if r.id.0 >= self.first_content {
-                            match &mut self.renamed {
+                            match &mut self.named_again {
                                 Some(set) if set.len() < MEMO_MAX => {
                                     set.insert(fp.content);
                                 }
-                                _ => self.renamed = None,
+                                _ => self.named_again = None,
                             }
                         }
                         r
@@ -2919,14 +2919,17 @@ impl<'s> Writer<'s> {
         self.remove_name(rec.content, id);
         self.dropped.insert(rec.content);
         let mut last = None;
-        if !self.has_names(&rec.content, Some(id))? {
+        // Postings that passed to the file's new content stay: this was
+        // the content's last name ([`Writer::pass_on`] looked).
+        let passed = self.passed_on.take().filter(|(c, _)| *c == rec.content).map(|(_, runs)| runs);
+        if passed.is_some() || !self.has_names(&rec.content, Some(id))? {
             self.group.counts.contents -= 1;
-            // Postings that passed to the file's new content stay.
-            let passed = self.passed_on.take().filter(|(c, _)| *c == rec.content).map(|(_, runs)| runs);
-            let record = match (passed, self.take_prefetched(&rec.content)) {
-                (Some(_), _) => None,
-                (None, Some(r)) => Some(r),
-                (None, None) => self.postings(&rec.content)?,
+            let record = match passed {
+                Some(_) => None,
+                None => match self.take_prefetched(&rec.content) {
+                    Some(r) => Some(r),
+                    None => self.postings(&rec.content)?,
+                },
             };
             match (&record, &mut self.spill) {
                 (Some(record), Some(spill)) => spill.remove(record.clone()),
@@ -2990,8 +2993,8 @@ impl<'s> Writer<'s> {
     fn take_prefetched(&mut self, content: &ContentHash) -> Option<ContentPostings> {
         let (r, c) = self.prefetched.take()?;
         // A content whose id passed on has no name: to be some file's old
-        // content again it got one back, and is in `renamed`.
-        let stale = self.renamed.as_ref().is_none_or(|s| s.contains(content));
+        // content again it got one back, and is in `named_again`.
+        let stale = self.named_again.as_ref().is_none_or(|s| s.contains(content));
         (c == *content && !stale).then_some(*r)
     }
 
