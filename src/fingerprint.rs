@@ -670,10 +670,10 @@ impl Builder {
         }
     }
 
-    /// The fingerprint; `whole` is the content when the sketch was deferred.
-    fn finish(mut self, whole: &[u8], lookup: Lookup) -> Fingerprint {
+    /// The fingerprint of a streamed content (sketched as it was read).
+    fn finish(mut self, lookup: Lookup) -> Fingerprint {
         let content = ContentHash(self.content.take().expect("a builder that hashes its content").finalize().into());
-        self.finish_as(content, whole, lookup)
+        self.finish_as(content, &[], lookup)
     }
 
     /// [`Builder::finish`] for a builder made without its content hash,
@@ -849,17 +849,16 @@ fn fingerprint_reader_sized<R: Read>(
                 Err(e) => return Err(e),
             }
         }
-        // The whole content in the buffer at once: cut it as its prior's
-        // record says, and sketch it at the end, if the index does not
-        // already have its sketch.
+        // The whole content in the buffer at once: fingerprinted as a batch
+        // of small files is (cut as its prior's record says, and sketched
+        // at the end if the index does not already have its sketch).
         if eof && b.size == 0 {
-            let data = &buf[..filled];
-            b.shingles = None;
-            b.prior = prior_of(earlier.map(|e| e.prior), lookup);
-            let hint = b.prior.as_ref().map(|(_, r)| PriorCuts::whole(&r.runs));
-            let (chunks, ids, _) = chunk_all(&[data], &[hint], params, true);
-            b.push_hashed(&chunks, &ids);
-            return Ok(b.finish(data, lookup));
+            let priors = [earlier.map(|e| e.prior)];
+            let mut fp = fingerprint_many(&[&buf[..filled]], &priors, params, lookup).pop().expect("one content");
+            if whole_from.applies(fp.size) {
+                fp.runs = Vec::new();
+            }
+            return Ok(fp);
         }
         if b.size == 0 && offset == 0 {
             let record: &Option<(Prior, PriorRecord)> =
@@ -901,7 +900,7 @@ fn fingerprint_reader_sized<R: Read>(
             }
         }
         if eof {
-            return Ok(b.finish(&[], lookup));
+            return Ok(b.finish(lookup));
         }
         offset += start as u64;
         buf.copy_within(start..filled, 0);

@@ -2072,6 +2072,7 @@ impl<'s> Committer<'s> {
 /// once the write succeeded.
 struct InFlight {
     records: HashMap<ContentHash, Arc<ContentRecord>>,
+    /// The group's [`Group::renumbered`], until it is written.
     renumbered: HashMap<ContentHash, ContentId>,
     counts: Counts,
     next_id: u64,
