@@ -550,7 +550,7 @@ impl Store {
 
     /// One value of `T`'s column family as stored (version byte and all).
     pub fn get_stored<T: Table>(&self, key: &T::Key) -> Result<Option<Vec<u8>>> {
-        Ok(self.db.get_pinned_cf(self.cf(T::NAME), T::encode_key(key)).map_err(|e| self.rocks(e))?.map(|v| v.to_vec()))
+        self.get_as::<T, _>(key, |bytes| Ok(bytes.to_vec()))
     }
 
     /// Whether a key is present.
