@@ -1045,6 +1045,7 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
         // into one before notify's watch on it existed raise no events.
         let mut recheck: Vec<PathBuf> = Vec::new();
         let mut last_activity = Instant::now();
+        let mut batch_end = Instant::now();
         let mut last_rescan = Instant::now();
         let mut last_flush = Instant::now();
         let mut last_root_check = Instant::now();
@@ -1364,7 +1365,9 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                 let settle = batch.settle;
                 writer.begin_pass();
                 let (paths, renames, started) = (batch.check.len(), batch.renames.len(), Instant::now());
+                let gap = started.duration_since(batch_end);
                 let (dirs, deferred) = apply(store, &mut writer, &mut filter, batch, workers)?;
+                let applied = started.elapsed();
                 if !settle {
                     recheck.extend(dirs);
                 }
@@ -1382,10 +1385,14 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                     tracing::debug!("{expired} lost-and-found records expired (earlier versions of changed files)");
                 }
                 tracing::debug!(
-                    "batch: {paths} paths, {renames} renames, {} files written in {:?}",
+                    "batch: {paths} paths, {renames} renames, {} files written in {:?} ({:?} of it after the last \
+                     file was written; {:?} since the batch before ended)",
                     writer.changed() - before,
-                    started.elapsed()
+                    started.elapsed(),
+                    started.elapsed().saturating_sub(applied),
+                    gap
                 );
+                batch_end = Instant::now();
             }
             if dirty && last_flush.elapsed() >= opts.flush_busy {
                 // Changes kept coming without an idle second: what the
