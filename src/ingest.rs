@@ -153,7 +153,7 @@ enum Outcome {
         stat: Stat,
         fp: Fingerprint,
         unseen: bool,
-        old_record: Option<Box<ContentPostings>>,
+        old_record: Option<Box<Fetched>>,
         shared: bool,
     },
     Skip {
@@ -1092,10 +1092,10 @@ fn spawn_readers<'scope, 'env>(
             // file's prior content is the one whose postings its change
             // takes out, read once for both. Emptied before each file or
             // batch is read, so that none is from an earlier batch.
-            let fetched = std::cell::RefCell::new(Vec::<(ContentHash, ContentPostings)>::new());
+            let fetched = std::cell::RefCell::new(Vec::<(ContentHash, Fetched)>::new());
             let prior = |c: &ContentHash| {
-                let (postings, prior) = store.prior_record(c).ok()??;
-                fetched.borrow_mut().push((*c, postings));
+                let (postings, prior, stored) = store.prior_record_stored(c).ok()??;
+                fetched.borrow_mut().push((*c, Fetched { postings, stored: Some(stored) }));
                 Some(prior)
             };
             let asks = Asks { known: &known, prior: &prior };
@@ -1116,7 +1116,11 @@ fn spawn_readers<'scope, 'env>(
                             let mut f = fetched.borrow_mut();
                             f.iter().position(|(c, _)| *c == old.content).map(|k| f.swap_remove(k).1)
                         };
-                        let fetch = || fetch_old.then(|| store.get_postings(&old.content).ok().flatten()).flatten();
+                        let fetch = || {
+                            let (postings, stored) =
+                                fetch_old.then(|| store.get_postings_stored(&old.content).ok().flatten())??;
+                            Some(Fetched { postings, stored: Some(stored) })
+                        };
                         *old_record = had.or_else(fetch).map(Box::new);
                     }
                 }
@@ -1890,6 +1894,18 @@ fn ctime(m: &std::fs::Metadata) -> (i64, i64) {
 
 pub use crate::store::now_ns;
 
+/// A content's record as a reader fetched it for the writer
+/// ([`Outcome::Read`]'s `old_record`): what taking its postings out needs,
+/// and the value as stored, which [`Writer::pass_on`] writes again under a
+/// new id rather than reading it a second time (that read was ~1.6 % of
+/// the daemon's CPU in a burst of appends). The bytes are as old as the
+/// postings, and trusted as far as they are ([`Writer::take_prefetched`]).
+#[derive(Clone, Debug)]
+pub struct Fetched {
+    postings: ContentPostings,
+    stored: Option<Vec<u8>>,
+}
+
 /// Files written in one atomic write at most: bounds the batch's memory and
 /// how much a crash can undo (the next scan redoes it).
 const GROUP_FILES: usize = 512;
@@ -1961,7 +1977,7 @@ pub struct Writer<'s> {
     /// The record of the content a file being written had before, as its
     /// reader fetched it ([`Candidate::fetch_old`]), with that content's
     /// hash: [`Writer::drop_name`] takes it instead of a lookup.
-    prefetched: Option<(Box<ContentPostings>, ContentHash)>,
+    prefetched: Option<(Box<Fetched>, ContentHash)>,
     /// The daemon's writer hands full groups to this thread and goes on
     /// with the next files while RocksDB inserts the group's keys (the
     /// write was ~25 % of the daemon's main thread in a burst).
@@ -2873,10 +2889,12 @@ impl<'s> Writer<'s> {
         if !last {
             return Ok(None);
         }
-        let Some(postings) =
-            self.take_prefetched(&old.content).map_or_else(|| self.postings(&old.content), |p| Ok(Some(p)))?
-        else {
-            return Ok(None);
+        let (postings, stored) = match self.take_prefetched(&old.content) {
+            Some(Fetched { postings, stored }) => (postings, stored),
+            None => match self.postings(&old.content)? {
+                Some(postings) => (postings, None),
+                None => return Ok(None),
+            },
         };
         let new_id = ContentId(self.group.next_content);
         // The record as the group or the one in flight holds it, else as
@@ -2889,10 +2907,14 @@ impl<'s> Writer<'s> {
                 self.group.records.insert(old.content, r);
             }
             None => {
-                let stored = self.store.get_stored::<ContentChunks>(&old.content)?;
+                // As the reader read it with the postings, else from the index.
+                let stored = match stored {
+                    Some(bytes) => Some(bytes),
+                    None => self.store.get_stored::<ContentChunks>(&old.content)?,
+                };
                 let Some(bytes) = stored.and_then(|b| ContentChunks::renumbered(&b, new_id)) else {
                     // Back for `drop_name`, which takes them out.
-                    self.prefetched = Some((Box::new(postings), old.content));
+                    self.prefetched = Some((Box::new(Fetched { postings, stored: None }), old.content));
                     return Ok(None);
                 };
                 self.group.batch.put_stored::<ContentChunks>(&old.content, &bytes);
@@ -2928,7 +2950,7 @@ impl<'s> Writer<'s> {
             let record = match passed {
                 Some(_) => None,
                 None => match self.take_prefetched(&rec.content) {
-                    Some(r) => Some(r),
+                    Some(r) => Some(r.postings),
                     None => self.postings(&rec.content)?,
                 },
             };
@@ -2991,7 +3013,7 @@ impl<'s> Writer<'s> {
     /// The record of `content` a reader fetched for the file being written
     /// ([`Writer::prefetched`]), if it is of that content and its id cannot
     /// be one that passed on since it was read.
-    fn take_prefetched(&mut self, content: &ContentHash) -> Option<ContentPostings> {
+    fn take_prefetched(&mut self, content: &ContentHash) -> Option<Fetched> {
         let (r, c) = self.prefetched.take()?;
         // A content whose id passed on has no name: to be some file's old
         // content again it got one back, and is in `named_again`.
@@ -3823,7 +3845,7 @@ mod tests {
         // content's record meanwhile (the index still has its old id).
         upsert_bytes(&mut w, "/r/a", &[&grown[..], b"and one more\n"].concat(), false);
         upsert_bytes(&mut w, "/r/a", &grown, false);
-        let read_early = store.get_postings(&n).unwrap().unwrap();
+        let (read_early, stale_bytes) = store.get_postings_stored(&n).unwrap().unwrap();
         w.commit().unwrap();
         consistent(&store);
         assert_ne!(id_of(&n), read_early.id, "the id it had passed on");
@@ -3832,7 +3854,7 @@ mod tests {
         let fp = fingerprint_bytes(&next, &ChunkParams::default());
         let stat = Stat { size: next.len() as u64, mtime: 1, inode: 1, links: 1, dev: 1 };
         let current = w.lookup(Path::new("/r/a")).unwrap();
-        w.prefetched = Some((Box::new(read_early), n));
+        w.prefetched = Some((Box::new(Fetched { postings: read_early, stored: Some(stale_bytes) }), n));
         w.upsert(Path::new("/r/a"), stat, fp, current, false).unwrap();
         w.commit().unwrap();
         consistent(&store);
@@ -3879,7 +3901,7 @@ mod tests {
                     x
                 };
                 let mut versions: HashMap<String, Vec<Vec<u8>>> = HashMap::default();
-                let mut read: HashMap<ContentHash, ContentPostings> = HashMap::default();
+                let mut read: HashMap<ContentHash, Fetched> = HashMap::default();
                 for step in 0..300 {
                     let path = format!("/r/{}", next() % 3);
                     let current = w.lookup(Path::new(&path)).unwrap();
@@ -3911,8 +3933,8 @@ mod tests {
                     w.prefetched = None;
                     if next() % 3 == 0 {
                         for (_, rec) in store.scan::<Files>().map(Result::unwrap) {
-                            if let Some(p) = store.get_postings(&rec.content).unwrap() {
-                                read.insert(rec.content, p);
+                            if let Some((postings, stored)) = store.get_postings_stored(&rec.content).unwrap() {
+                                read.insert(rec.content, Fetched { postings, stored: Some(stored) });
                             }
                         }
                     }
