@@ -16,7 +16,7 @@ use md5::{Digest, Md5};
 use serde::{Deserialize, Serialize};
 
 use crate::chunker::{cut_kind, find_cut, ChunkParams, CutKind};
-use crate::sketch::{sketch_grown, sketch_of_bytes, Shingler, Sketch, GROWN_LOOK_BACK};
+use crate::sketch::{sketch_grown, Shingler, Sketch, GROWN_LOOK_BACK};
 
 /// MD5 of a chunk's bytes.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -204,7 +204,7 @@ fn grown_sketch(prior: Prior, rec: &PriorRecord, runs: &[ChunkRun], whole: &[u8]
     if !rest_of_prior(chunks_of(&rec.runs).skip(alike), whole.get(at..size)?) {
         return None;
     }
-    sketch_grown(&sketch_of_bytes(&rec.sketch).ok()?, whole, size)
+    sketch_grown(&rec.sketch, whole, size)
 }
 
 /// A chunk list's chunks in order, repeats counted: (key, length).
@@ -600,7 +600,7 @@ impl<'r> Growing<'r> {
             Some(bytes) if rest_of_prior(rest, bytes) => {}
             _ => return Verdict::Not,
         }
-        match sketch_of_bytes(self.sketch).ok().and_then(|prior| Shingler::grown(&prior, &self.tail)) {
+        match Shingler::grown(self.sketch, &self.tail) {
             Some(mut s) => {
                 s.feed(&bytes[(self.size - offset) as usize..]);
                 Verdict::Grown(s)
