@@ -1121,6 +1121,12 @@ fn cf_options(name: &str, cache: &Cache, access: Access, bulk: bool) -> Options 
         table.set_whole_key_filtering(false);
     } else if !PREFIX_SCANNED_CFS.contains(&name) {
         table.set_bloom_filter(10.0, false);
+        // And one in the memtable: a point lookup of a key it lacks (a
+        // new content's record asked for, a prior's record long flushed)
+        // searched the skiplist of a daemon's memtable, thousands of keys
+        // deep in a burst, before the table files' filters answered.
+        cf.set_memtable_whole_key_filtering(true);
+        cf.set_memtable_prefix_bloom_ratio(0.05);
     }
     table.set_cache_index_and_filter_blocks(true);
     cf.set_block_based_table_factory(&table);
