@@ -1901,7 +1901,7 @@ pub use crate::store::now_ns;
 /// the daemon's CPU in a burst of appends). The bytes are as old as the
 /// postings, and trusted as far as they are ([`Writer::take_prefetched`]).
 #[derive(Clone, Debug)]
-pub struct Fetched {
+struct Fetched {
     postings: ContentPostings,
     stored: Option<Vec<u8>>,
 }

@@ -1382,8 +1382,9 @@ pub fn sketch_bytes(data: &[u8]) -> Sketch {
 pub const GROWN_LOOK_BACK: usize = 64 << 10;
 
 /// The sketch of `data`, whose first `prior_len` bytes are a content whose
-/// sketch is `prior` (as stored: [`sketch_of_bytes`] takes it), made from that sketch and the bytes past them: the
-/// same sketch as [`sketch_bytes`]'s, at the cost of the new bytes.
+/// sketch is `prior` (as stored: [`sketch_of_bytes`] takes it), made from
+/// that sketch and the bytes past them: the same sketch as
+/// [`sketch_bytes`]'s, at the cost of the new bytes.
 ///
 /// A file grown at its end (a log appended to, a document given a new
 /// paragraph) keeps every shingle it had when its earlier content ended
