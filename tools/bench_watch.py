@@ -210,6 +210,10 @@ def main():
             fields = open(f"/proc/{d.pid}/stat").read().rsplit(")", 1)[1].split()
             return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
+        def daemon_faults():
+            # Minor page faults, all its threads: fresh memory touched.
+            return int(open(f"/proc/{d.pid}/stat").read().rsplit(")", 1)[1].split()[7])
+
         if a.soak:
             files = sorted(os.path.join(r, f) for r, _, fs in os.walk(tree) for f in fs
                            if os.path.isfile(os.path.join(r, f)) and not os.path.islink(os.path.join(r, f)))
@@ -273,7 +277,7 @@ def main():
                         pass
             # The daemon's CPU time over the burst, read again once it has
             # handled every file: comparable with the first index's CPU a MB.
-            cpu0 = daemon_cpu()
+            cpu0, faults0 = daemon_cpu(), daemon_faults()
             line = f"\n# churn {run}\n".encode()
             t = time.time()
             if a.churn_edit == "append":
@@ -296,7 +300,7 @@ def main():
                     sys.exit("churn not absorbed after 600 s")
                 time.sleep(0.005)
             took = time.time() - t
-            burst_cpu = daemon_cpu() - cpu0
+            burst_cpu, burst_faults = daemon_cpu() - cpu0, daemon_faults() - faults0
             print(f"churn: {len(churn)} files, {nbytes/1e6:.0f} MB absorbed in {took:.2f} s = {nbytes/1e6/took:.0f} MB/s "
                   f"({100 * (nbytes/took) / (total/first):.0f} % of the first-run throughput; "
                   f"{100 * same / took:.0f} % of that of just the burst's files)")
@@ -310,6 +314,7 @@ def main():
                   f"too, where the whole tree's copies of a content are not sketched again; "
                   + ("measured in its own cgroup)" if cgroup else
                      f"counted in clock ticks of {1000 / os.sysconf('SC_CLK_TCK'):.0f} ms)"))
+            print(f"the daemon's minor page faults over the burst: {burst_faults}")
             try:
                 q = open("/proc/sys/fs/inotify/max_queued_events").read().strip()
                 print(f"fs.inotify.max_queued_events = {q} (a burst beyond it overflows into a rescan; "
