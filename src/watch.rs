@@ -141,6 +141,16 @@ pub fn state_path(dir: &Path) -> PathBuf {
 /// state half written: it reads again ([`DaemonState::saved`]).
 const STATE_ROOM: usize = 512;
 
+/// `json` (which ends in a newline) padded to `len` bytes, if shorter,
+/// with spaces before its newline.
+fn padded(json: &[u8], len: usize) -> Vec<u8> {
+    let (body, end) = json.split_at(json.len().saturating_sub(1));
+    let mut out = body.to_vec();
+    out.resize(len.max(json.len()) - end.len(), b' ');
+    out.extend_from_slice(end);
+    out
+}
+
 impl DaemonState {
     fn save(&self, dir: &Path) {
         use std::os::unix::fs::FileExt;
@@ -150,38 +160,32 @@ impl DaemonState {
             Err(e) => return tracing::debug!("{}: {e}", crate::show_path(&path)),
         };
         bytes.push(b'\n');
-        let in_place = |bytes: &mut Vec<u8>, grow: bool| -> std::io::Result<bool> {
+        let in_place = |bytes: &[u8], grow: bool| -> std::io::Result<bool> {
             let f = std::fs::OpenOptions::new().write(true).open(&path)?;
             let len = f.metadata()?.len() as usize;
             if len < bytes.len() && !grow {
                 return Ok(false);
             }
-            // Spaces before the last newline, so that the file ends as a
-            // text file does.
-            let end = bytes.pop();
-            bytes.resize(len.max(bytes.len() + 1) - 1, b' ');
-            bytes.extend(end);
-            f.write_all_at(bytes, 0)?;
+            f.write_all_at(&padded(bytes, len), 0)?;
             Ok(true)
         };
-        match in_place(&mut bytes, false) {
+        match in_place(&bytes, false) {
             Ok(true) => return,
             Ok(false) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return tracing::debug!("{}: {e}", crate::show_path(&path)),
         }
-        let mut padded = bytes.clone();
-        let end = padded.pop();
-        padded.resize(bytes.len().next_multiple_of(STATE_ROOM) + STATE_ROOM - 1, b' ');
-        padded.extend(end);
+        let room = bytes.len().next_multiple_of(STATE_ROOM) + STATE_ROOM;
         let tmp = path.with_extension("json.tmp");
-        let Err(e) = std::fs::write(&tmp, &padded).and_then(|()| std::fs::rename(&tmp, &path)) else { return };
+        let Err(e) = std::fs::write(&tmp, padded(&bytes, room)).and_then(|()| std::fs::rename(&tmp, &path)) else {
+            return;
+        };
         let _ = std::fs::remove_file(&tmp);
         // A full file system has no room for a new file, and that is when
         // `simd status` most needs to say that the daemon waits: the state
         // is written over the old one in place, longer (it may find room
         // in the file's last block).
-        if let Err(again) = in_place(&mut bytes, true) {
+        if let Err(again) = in_place(&bytes, true) {
             tracing::debug!("{}: {e}; in place: {again}", crate::show_path(&path));
         }
     }
