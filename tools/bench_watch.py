@@ -204,15 +204,19 @@ def main():
         # ticks of 10 ms: a burst's ~0.25 s moved by 4 % a tick.
         cgroup = own_cgroup(d.pid)
 
+        def daemon_stat():
+            # /proc/PID/stat's fields after the command's name (from its state on).
+            return open(f"/proc/{d.pid}/stat").read().rsplit(")", 1)[1].split()
+
         def daemon_cpu():
             if cgroup:
                 return cgroup_cpu(cgroup)
-            fields = open(f"/proc/{d.pid}/stat").read().rsplit(")", 1)[1].split()
+            fields = daemon_stat()
             return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
         def daemon_faults():
             # Minor page faults, all its threads: fresh memory touched.
-            return int(open(f"/proc/{d.pid}/stat").read().rsplit(")", 1)[1].split()[7])
+            return int(daemon_stat()[7])
 
         if a.soak:
             files = sorted(os.path.join(r, f) for r, _, fs in os.walk(tree) for f in fs
