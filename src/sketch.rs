@@ -768,7 +768,7 @@ impl<'de> Deserialize<'de> for GapCoded {
 /// ASCII whitespace as Python's `bytes.split()` sees it (with vertical tab,
 /// which Rust's `is_ascii_whitespace` leaves out): the definition, which
 /// [`space_mask64`] computes in vectors.
-const fn is_space(b: u8) -> bool {
+pub const fn is_space(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c)
 }
 
@@ -1387,18 +1387,22 @@ pub const GROWN_LOOK_BACK: usize = 64 << 10;
 /// [`sketch_bytes`]'s, at the cost of the new bytes.
 ///
 /// A file grown at its end (a log appended to, a document given a new
-/// paragraph) keeps every shingle it had when its earlier content ended
-/// with whitespace: its shingle set is then the earlier set and the
-/// shingles that take a word past `prior_len`, which all start within the
-/// earlier content's last `WORDS − 1` words. The earlier sketch keeps every
+/// paragraph) keeps every shingle it had when its earlier content's last
+/// word ended where that content did: when the content ended with
+/// whitespace, or what was added begins with it (a line added to a file
+/// that had no newline at its end, a binary file grown by text). Its
+/// shingle set is then the earlier set and the shingles that take a word
+/// past `prior_len`, which all start within the earlier content's last
+/// `WORDS − 1` words. The earlier sketch keeps every
 /// sample of its level or above, and a larger set only ever needs a level
 /// as high or higher, so the samples of the earlier sketch and of those
 /// new shingles, thinned as any sketch is, are the sketch of the whole.
 ///
 /// The caller vouches that `data[..prior_len]` is the content `prior`
 /// sketches (the fingerprint checks its content hash). None, and the
-/// content is to be sketched whole, when that content does not end with
-/// whitespace (its last word may go on), has fewer than [`WORDS`] words
+/// content is to be sketched whole, when neither that content ends with
+/// whitespace nor the bytes after it begin with it (its last word goes
+/// on), when it has fewer than [`WORDS`] words
 /// (a content of a few words is one shingle of them all), or ends in a
 /// run longer than [`GROWN_LOOK_BACK`] without them; or when `prior` is
 /// not a sketch's bytes (or holds a sample no sketch keeps).
@@ -1406,7 +1410,8 @@ pub fn sketch_grown(prior: &[u8], data: &[u8], prior_len: usize) -> Option<Sketc
     if prior_len > data.len() {
         return None;
     }
-    let mut s = Shingler::grown(prior, &data[prior_len.saturating_sub(GROWN_LOOK_BACK)..prior_len])?;
+    let end = &data[prior_len.saturating_sub(GROWN_LOOK_BACK)..prior_len];
+    let mut s = Shingler::grown(prior, end, data.get(prior_len).copied())?;
     s.feed(&data[prior_len..]);
     Some(s.finish())
 }
@@ -1414,10 +1419,11 @@ pub fn sketch_grown(prior: &[u8], data: &[u8], prior_len: usize) -> Option<Sketc
 impl Shingler {
     /// A shingler that goes on from an earlier content, to be fed what
     /// follows it ([`sketch_grown`], whose conditions it checks): `prior`
-    /// is that content's sketch as stored and `end` its last bytes, its last
-    /// [`GROWN_LOOK_BACK`] or all of them.
-    pub fn grown(prior: &[u8], end: &[u8]) -> Option<Shingler> {
-        let from = Shingler::grown_from(end)?;
+    /// is that content's sketch as stored, `end` its last bytes, its last
+    /// [`GROWN_LOOK_BACK`] or all of them, and `next` the first byte
+    /// after them, if known.
+    pub fn grown(prior: &[u8], end: &[u8], next: Option<u8>) -> Option<Shingler> {
+        let from = Shingler::grown_from(end, next)?;
         let mut s = Shingler::resume(prior)?;
         s.feed(&end[from..]);
         Some(s)
@@ -1425,9 +1431,10 @@ impl Shingler {
 
     /// Where in `end` (as [`Shingler::grown`] takes it) the shingler that
     /// goes on from it starts: at its last `WORDS − 1` words; None when it
-    /// cannot go on from there.
-    pub fn grown_from(end: &[u8]) -> Option<usize> {
-        if !end.last().is_some_and(|&b| is_space(b)) {
+    /// cannot go on from there. Its last word is whole when it ends with
+    /// whitespace or `next`, the byte that follows it, is whitespace.
+    pub fn grown_from(end: &[u8], next: Option<u8>) -> Option<usize> {
+        if !end.last().is_some_and(|&b| is_space(b)) && !next.is_some_and(is_space) {
             return None;
         }
         // Back over the last WORDS − 1 words, and then to the word before.
@@ -1906,7 +1913,9 @@ mod tests {
             let mut data = prior.clone();
             data.extend_from_slice(&tail);
             let words = prior.split(|&b| SPACE[b as usize]).filter(|w| !w.is_empty()).count();
-            let usable = prior.last().is_some_and(|&b| SPACE[b as usize]) && words >= WORDS;
+            // The earlier content's last word ends where it does.
+            let word_break = [prior.last(), tail.first()].into_iter().flatten().any(|&b| SPACE[b as usize]);
+            let usable = word_break && words >= WORDS;
             let grown = sketch_grown(&rice_encode(&sketch_bytes(&prior)), &data, prior.len());
             prop_assert_eq!(grown.is_some(), usable);
             if let Some(grown) = grown {
@@ -1923,6 +1932,10 @@ mod tests {
         };
         // "five" might go on as "fives": a shingle the earlier set had goes.
         assert_eq!(grow(b"one two three four five", b"s six\n"), None);
+        // Unless what follows it begins with whitespace: a line added to a
+        // file without a newline at its end.
+        let data = b"one two three four five\nsix\n";
+        assert_eq!(grow(b"one two three four five", b"\nsix\n"), Some(sketch_bytes(data)));
         // Three words are one shingle of three, which four words are not.
         assert_eq!(grow(b"one two three\n", b"four\n"), None);
         let data = b"one two three four\nfive\n";
