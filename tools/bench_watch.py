@@ -25,6 +25,11 @@ first index's CPU time for as many bytes: on a shared VM the CPU a burst
 costs drifts less than its wall-clock time. Each run appends a line naming
 the run, so the burst is new content (a line written before would be
 content the index still holds a record of, and not sketched again).
+With --bursts N, N such bursts go to one daemon, the files put back (under
+the daemon) between them, and a last line gives the range and median of
+their throughput and the median of their CPU. The first burst goes to a
+daemon just started (its block cache cold: every prior record it reads
+is a disk read); the later ones to one that has read those records before.
 With --churn-edit insert, the line goes in the middle of each file
 instead (its second half written again after it): a file grown at its end is
 sketched from its earlier sketch (session 42), one edited before its end
@@ -102,6 +107,7 @@ def main():
     ap.add_argument("--churn", type=float)
     ap.add_argument("--churn-edit", choices=["append", "insert"], default="append",
                     help="where the burst's line goes in each file (default: at its end)")
+    ap.add_argument("--bursts", type=int, default=1, help="with --churn: bursts into one daemon, the files put back between them")
     ap.add_argument("--soak", type=int)
     ap.add_argument("--soak-files", type=int, default=20)
     ap.add_argument("--soak-every", type=float, default=1.0)
@@ -170,6 +176,13 @@ def main():
     # content's sketch from its record instead of shingling it, work a
     # real change costs.
     run = f"{os.getpid()} {time.time_ns()}"
+
+    def restore():
+        for f, size in appended.items():
+            os.truncate(f, size)
+        for f, data in inserted.items():
+            with open(f, "wb") as h:
+                h.write(data)
 
     def append(f, line):
         appended.setdefault(f, os.path.getsize(f))
@@ -249,7 +262,7 @@ def main():
                     k += 1
                 time.sleep(a.soak_every)
             return
-        if a.churn:
+        def one_burst(burst):
             # The daemon's start-up work settles first: its scan's flush
             # and the compactions after it (after an earlier run of this
             # script, which puts the tree back behind the index's back, a
@@ -257,17 +270,11 @@ def main():
             # burst (`perf record` of a burst: compactions among its
             # samples).
             time.sleep(3)
-            before = json.load(open(state))["changed_files"]
-            # The sizes to put back are noted before the clock starts: a
+            before = handled()
+            # The sizes to put back were noted before the clock starts: a
             # stat per file inside the burst made the writes ~40 % slower
             # (0.12-0.17 s against ~0.08 s), time the daemon could not
             # absorb anything it had not been given yet.
-            for f in churn:
-                if a.churn_edit == "append":
-                    appended.setdefault(f, os.path.getsize(f))
-                else:
-                    with open(f, "rb") as h:
-                        inserted.setdefault(f, h.read())
             # And the burst's files are read, as the baselines read them
             # warm: this VM's page cache is reclaimed within a minute of
             # idleness (fincore: 2,684 of Django's 66,577 files still
@@ -282,7 +289,7 @@ def main():
             # The daemon's CPU time over the burst, read again once it has
             # handled every file: comparable with the first index's CPU a MB.
             cpu0, faults0 = daemon_cpu(), daemon_faults()
-            line = f"\n# churn {run}\n".encode()
+            line = f"\n# churn {run} {burst}\n".encode()
             t = time.time()
             if a.churn_edit == "append":
                 for f in churn:
@@ -299,10 +306,7 @@ def main():
                         h.seek(len(data) // 2)
                         h.write(line + data[len(data) // 2:])
             wrote = time.time() - t
-            while json.load(open(state))["changed_files"] - before < len(churn):
-                if time.time() - t > 600:
-                    sys.exit("churn not absorbed after 600 s")
-                time.sleep(0.005)
+            wait_handled(before, t, "churn")
             took = time.time() - t
             burst_cpu, burst_faults = daemon_cpu() - cpu0, daemon_faults() - faults0
             print(f"churn: {len(churn)} files, {nbytes/1e6:.0f} MB absorbed in {took:.2f} s = {nbytes/1e6/took:.0f} MB/s "
@@ -319,6 +323,46 @@ def main():
                   + ("measured in its own cgroup)" if cgroup else
                      f"counted in clock ticks of {1000 / os.sysconf('SC_CLK_TCK'):.0f} ms)"))
             print(f"the daemon's minor page faults over the burst: {burst_faults}")
+            return 100 * (nbytes / took) / (total / first), burst_cpu
+
+        if a.churn:
+            # The sizes (or bytes) to put back, noted once: each burst
+            # edits the files as they were before the first.
+            for f in churn:
+                if a.churn_edit == "append":
+                    appended.setdefault(f, os.path.getsize(f))
+                else:
+                    with open(f, "rb") as h:
+                        inserted.setdefault(f, h.read())
+
+            def handled():
+                return json.load(open(state))["changed_files"]
+
+            def wait_handled(before, t, what):
+                while handled() - before < len(churn):
+                    if time.time() - t > 600:
+                        sys.exit(f"{what} not absorbed after 600 s")
+                    time.sleep(0.005)
+
+            shares, cpus = [], []
+            for burst in range(a.bursts):
+                if burst > 0:
+                    # The files put back as they were, under the daemon
+                    # (contents it holds records of: no sketch to make),
+                    # before the next burst edits them again.
+                    before, t = handled(), time.time()
+                    restore()
+                    wait_handled(before, t, "putting the files back")
+                    time.sleep(1)
+                share, cpu = one_burst(burst)
+                shares.append(share)
+                cpus.append(cpu)
+            if a.bursts > 1:
+                print(f"{a.bursts} bursts: {min(shares):.0f}-{max(shares):.0f} %, median "
+                      f"{statistics.median(shares):.0f} % of the first-run throughput (bar 80 %), "
+                      f"{sum(x >= 80 for x in shares)} at 80 % or more; the daemon's CPU median "
+                      f"{statistics.median(cpus):.3f} s (the first burst, into a daemon just started, "
+                      f"{shares[0]:.0f} % and {cpus[0]:.3f} s)")
             try:
                 q = open("/proc/sys/fs/inotify/max_queued_events").read().strip()
                 print(f"fs.inotify.max_queued_events = {q} (a burst beyond it overflows into a rescan; "
@@ -396,11 +440,7 @@ def main():
             except OSError:
                 pass
         # The tree as it was (the index is not: its next run catches up).
-        for f, size in appended.items():
-            os.truncate(f, size)
-        for f, data in inserted.items():
-            with open(f, "wb") as h:
-                h.write(data)
+        restore()
         if os.path.isdir(work):
             import shutil
             shutil.rmtree(work)
