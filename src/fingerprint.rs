@@ -1017,6 +1017,54 @@ mod tests {
         assert_eq!(asked.get(), None);
     }
 
+    /// A streamed file whose prior ends inside what looks like a word, at
+    /// one of the file's cuts that ends a read's batch: whether the word
+    /// ends there is told by the next batch's first byte, and the sketch
+    /// goes on from the prior's (told by a sample put in it).
+    #[test]
+    fn a_prior_that_ends_a_batch_inside_a_word_is_grown_from_once_the_next_byte_is_read() {
+        let p = ChunkParams::default();
+        let text: Vec<u8> = (0..8000u32)
+            .flat_map(|i| format!("w{} ", (i * 31 + 3).wrapping_mul(2_654_435_761) % 7919).into_bytes())
+            .collect();
+        // A cut its own bytes decided (a main-divisor hit, not a backup
+        // point that later bytes decide), after a byte of a word.
+        let fp = fingerprint_bytes(&text, &p);
+        let mut at = 0;
+        let end = fp
+            .runs
+            .iter()
+            .flat_map(|r| std::iter::repeat_n(r.len as usize, r.count as usize))
+            .find_map(|len| {
+                at += len;
+                let own = cut_kind(&text[at - len..at], &p) == Some(CutKind::Own) && len < p.max as usize;
+                (at > 25_000 && own && !is_space(text[at - 1])).then_some(at)
+            })
+            .expect("such a cut");
+        let before = &text[..end];
+        // Grown by more than a read's buffer holds past its end.
+        let grown = [before, b"\n", &text[..5000]].concat();
+        let fresh = fingerprint_bytes(&grown, &p);
+        let prior_fp = fingerprint_bytes(before, &p);
+        let sketch = prior_fp.sketch.unwrap();
+        assert!(sketch.level > 0 && !fresh.sketch.as_ref().unwrap().samples.contains(&1));
+        let record = PriorRecord { runs: prior_fp.runs, sketch: bytes_of_sketch(&with_sample(&sketch, 1)) };
+        let prior_of = |c: &ContentHash| (*c == prior_fp.content).then(|| record.clone());
+        let lookup = Lookup { known: &|_| false, prior: &prior_of };
+        let earlier = Earlier {
+            prior: Prior { content: prior_fp.content, size: end as u64 },
+            read_at: &|out: &mut [u8], at: u64| (&grown[at as usize..]).read(out),
+        };
+        // The first buffer ends short of the cut after the prior's end
+        // (Tmin past it), so its batch ends at the prior's end.
+        let step = end + 50;
+        let r = (&grown[..]).take(grown.len() as u64);
+        let fp = fingerprint_reader_sized(r, Some(earlier), &p, WholeFrom::default(), &mut Vec::new(), step, lookup)
+            .unwrap();
+        assert_eq!(fp.sketch, fresh.sketch.map(|s| with_sample(&s, 1)));
+        assert_eq!((fp.content, fp.runs), (fresh.content, fresh.runs));
+    }
+
     /// A file that begins with its prior content is sketched from that
     /// content's sketch, told here by a sample put in it that the file's
     /// words do not give; any other file, or one streamed, from its bytes.
@@ -1100,10 +1148,12 @@ mod tests {
         assert!(
             fingerprint_reader_sized(r, Some(earlier), &p, WholeFrom::default(), &mut Vec::new(), 8192, lookup).is_ok()
         );
-        // The prior not ending between words: sketched from the bytes, but
-        // cut at the prior's cuts all the same (a lookup each); streamed,
-        // no more read again than the prior's end, to find that out.
-        let cut = Prior { size: before.len() as u64 - 2, ..prior };
+        // The prior not ending between words (inside the last number, as
+        // the file goes on): sketched from the bytes, but cut at the
+        // prior's cuts all the same (a lookup each); streamed, no more read
+        // again than the prior's end, to find that out.
+        let cut = Prior { size: before.len() as u64 - 3, ..prior };
+        assert!(!is_space(grown[before.len() - 4]) && !is_space(grown[before.len() - 3]));
         assert_eq!(many(&grown, cut).sketch.unwrap(), fresh);
         assert_eq!(asked.get(), 8);
         again.set(0);
