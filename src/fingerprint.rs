@@ -16,7 +16,7 @@ use md5::{Digest, Md5};
 use serde::{Deserialize, Serialize};
 
 use crate::chunker::{cut_kind, find_cut, ChunkParams, CutKind};
-use crate::sketch::{is_space, sketch_grown, Shingler, Sketch, GROWN_LOOK_BACK};
+use crate::sketch::{is_space, sketch_grown, sketch_prepended, Shingler, Sketch, GROWN_LOOK_BACK};
 
 /// MD5 of a chunk's bytes.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -207,9 +207,45 @@ fn grown_sketch(prior: Prior, rec: &PriorRecord, runs: &[ChunkRun], whole: &[u8]
     sketch_grown(&rec.sketch, whole, size)
 }
 
+/// The sketch of `whole`, a content held whole that may end with
+/// `prior` (whose record is `rec`) after new bytes (a changelog given an
+/// entry at its top), from the prior's sketch when it does
+/// ([`sketch_prepended`]); None when it does not, or cannot be sketched so.
+///
+/// Whether it does is told by the chunk lists from their ends: TTTD cuts
+/// the prior's bytes in the file as it cut them alone from the first cut
+/// that falls where one of the prior's did (a cut depends on the bytes
+/// since the last), so the lists end alike, and the prior's chunks before
+/// those (about a chunk) are hashed from the file; more than
+/// [`GROWN_LOOK_BACK`] of them, and the file is taken as edited.
+fn prepended_sketch(prior: Prior, rec: &PriorRecord, runs: &[ChunkRun], whole: &[u8]) -> Option<Sketch> {
+    let size = usize::try_from(prior.size).ok().filter(|&n| n > 0 && n < whole.len())?;
+    let at = whole.len() - size;
+    // What `sketch_prepended` looks at first.
+    Shingler::prepended_to(&whole[at..], whole[at - 1])?;
+    let (alike, alike_len) = chunks_from_end(runs)
+        .zip(chunks_from_end(&rec.runs))
+        .take_while(|(a, b)| a == b)
+        .fold((0usize, 0usize), |(n, len), (_, (_, l))| (n + 1, len + l as usize));
+    let head = size.checked_sub(alike_len)?;
+    if head > GROWN_LOOK_BACK {
+        return None;
+    }
+    let count: usize = rec.runs.iter().map(|r| r.count as usize).sum();
+    if !rest_of_prior(chunks_of(&rec.runs).take(count - alike), &whole[at..at + head]) {
+        return None;
+    }
+    sketch_prepended(&rec.sketch, whole, size)
+}
+
 /// A chunk list's chunks in order, repeats counted: (key, length).
 fn chunks_of(runs: &[ChunkRun]) -> impl Iterator<Item = (ChunkKey, u32)> + '_ {
     runs.iter().flat_map(|r| std::iter::repeat_n((r.key, r.len), r.count as usize))
+}
+
+/// A chunk list's chunks from its last: (key, length).
+fn chunks_from_end(runs: &[ChunkRun]) -> impl Iterator<Item = (ChunkKey, u32)> + '_ {
+    runs.iter().rev().flat_map(|r| std::iter::repeat_n((r.key, r.len), r.count as usize))
 }
 
 /// Whether `bytes` are the prior content's last chunks, `rest`: each hashed
@@ -690,7 +726,10 @@ impl Builder {
             None => Some(
                 self.prior
                     .as_ref()
-                    .and_then(|(p, rec)| grown_sketch(*p, rec, &self.runs, whole))
+                    .and_then(|(p, rec)| {
+                        grown_sketch(*p, rec, &self.runs, whole)
+                            .or_else(|| prepended_sketch(*p, rec, &self.runs, whole))
+                    })
                     .unwrap_or_else(|| crate::sketch::sketch_bytes(whole)),
             ),
         };
@@ -1314,6 +1353,49 @@ mod tests {
             prop_assert_eq!(fp, fingerprint_bytes(&grown, &p));
             // Asked once for a prior with bytes: its cuts are taken first.
             prop_assert_eq!(asked.get(), usize::from(!before.is_empty()));
+        }
+
+        /// A file given new bytes at its start, fingerprinted with its prior
+        /// content held whole: the same fingerprint as from its bytes, but
+        /// for a marker sample in the prior's sketch, which it has (as the
+        /// sketch of its shingles and the marker would) exactly when it was
+        /// sketched from that sketch: when the new bytes end at a word
+        /// break and the prior has a whole shingle.
+        #[test]
+        fn a_file_given_a_new_start_fingerprints_as_from_its_bytes(
+            words in proptest::collection::vec((1usize..12, 0u8..26), 0..3000),
+            head in proptest::collection::vec(prop_oneof![Just(b' '), Just(b'\n'), 97u8..123], 1..3000),
+            trim: bool,
+            p in prop_oneof![
+                Just(ChunkParams::for_average(128).unwrap()),
+                Just(ChunkParams::default()),
+                Just(ChunkParams { min: 40, max: 300, main_div: 1 << 20, backup_div: 60 }),
+            ],
+        ) {
+            let mut before: Vec<u8> = words
+                .iter()
+                .flat_map(|&(len, c)| (0..len).map(move |i| b'a' + (c + i as u8) % 26).chain([b' ']))
+                .collect();
+            if trim {
+                before.pop();
+            }
+            let data = [&head[..], &before[..]].concat();
+            let prior = fingerprint_bytes(&before, &p);
+            let marked = with_sample(prior.sketch.as_ref().unwrap(), 1);
+            let record = PriorRecord { runs: prior.runs.clone(), sketch: bytes_of_sketch(&marked) };
+            let prior_of = |c: &ContentHash| (*c == prior.content).then(|| record.clone());
+            let lookup = Lookup { known: &|_| false, prior: &prior_of };
+            let as_prior = Prior { content: prior.content, size: before.len() as u64 };
+            let fp = fingerprint_many(&[&data[..]], &[Some(as_prior)], &p, lookup).pop().unwrap();
+            let mut fresh = fingerprint_bytes(&data, &p);
+            let word_break = [head.last(), before.first()].into_iter().flatten().any(|&b| is_space(b));
+            // (Or the file also begins with the prior, and grew from it.)
+            let grown = data.starts_with(&before)
+                && [before.last(), data.get(before.len())].into_iter().flatten().any(|&b| is_space(b));
+            if words.len() >= crate::sketch::WORDS && (word_break || grown) {
+                fresh.sketch = fresh.sketch.map(|s| with_sample(&s, 1));
+            }
+            prop_assert_eq!(fp, fresh);
         }
 
         /// A grown file streamed through a small buffer, with its prior,

@@ -1416,6 +1416,33 @@ pub fn sketch_grown(prior: &[u8], data: &[u8], prior_len: usize) -> Option<Sketc
     Some(s.finish())
 }
 
+/// The sketch of `data`, whose last `prior_len` bytes are a content whose
+/// sketch is `prior` (as stored: [`sketch_of_bytes`] takes it), made from
+/// that sketch and the bytes before them: the same sketch as
+/// [`sketch_bytes`]'s, at the cost of the new bytes.
+///
+/// A file given new text at its start (a changelog or a news page given
+/// an entry at its top) keeps every shingle it had when the new text ends
+/// at a word break: when it ends with whitespace, or the earlier content
+/// begins with it. Its shingle set is then the earlier set and the
+/// shingles that start in the new text, which end within the earlier
+/// content's first `WORDS − 1` words; a larger set needs a level as high
+/// or higher, as for [`sketch_grown`].
+///
+/// The caller vouches that `data[data.len() - prior_len..]` is the content
+/// `prior` sketches. None, and the content is to be sketched whole, when
+/// the new text ends inside a word that the earlier content goes on with,
+/// when that content has fewer than [`WORDS`] words or they do not start
+/// within [`GROWN_LOOK_BACK`] of it, or when `prior` is not a sketch's
+/// bytes; also when there are no new bytes.
+pub fn sketch_prepended(prior: &[u8], data: &[u8], prior_len: usize) -> Option<Sketch> {
+    let at = data.len().checked_sub(prior_len).filter(|&at| at > 0)?;
+    let to = Shingler::prepended_to(&data[at..], data[at - 1])?;
+    let mut s = Shingler::resume(prior)?;
+    s.feed(&data[..at + to]);
+    Some(s.finish())
+}
+
 impl Shingler {
     /// A shingler that goes on from an earlier content, to be fed what
     /// follows it ([`sketch_grown`], whose conditions it checks): `prior`
@@ -1427,6 +1454,31 @@ impl Shingler {
         let mut s = Shingler::resume(prior)?;
         s.feed(&end[from..]);
         Some(s)
+    }
+
+    /// Where the new text before an earlier content (`earlier`, its bytes
+    /// or their first [`GROWN_LOOK_BACK`] at least) is fed up to, relative
+    /// to that content: to the end of its first `WORDS − 1` words, the last
+    /// a shingle starting in the new text can take. `before` is the new
+    /// text's last byte. None when the content's first word may go on from
+    /// the new text's last (neither is whitespace), or when the content
+    /// has fewer than [`WORDS`] words within the look-back.
+    pub fn prepended_to(earlier: &[u8], before: u8) -> Option<usize> {
+        if !is_space(before) && !earlier.first().is_some_and(|&b| is_space(b)) {
+            return None;
+        }
+        let earlier = &earlier[..earlier.len().min(GROWN_LOOK_BACK)];
+        // Over the first WORDS − 1 words, to where the next one starts.
+        let (mut at, mut end) = (0, 0);
+        for k in 0..WORDS {
+            at += earlier[at..].iter().position(|&b| !is_space(b))?;
+            if k == WORDS - 1 {
+                return Some(end);
+            }
+            at += earlier[at..].iter().position(|&b| is_space(b))?;
+            end = at;
+        }
+        unreachable!("the loop returns at its last word")
     }
 
     /// Where in `end` (as [`Shingler::grown`] takes it) the shingler that
@@ -1922,6 +1974,62 @@ mod tests {
                 prop_assert_eq!(grown, sketch_by_definition(&data));
             }
         }
+    }
+
+    proptest! {
+        /// A content given new bytes at its start, sketched from its
+        /// earlier sketch and those bytes: the sketch of the whole, when the
+        /// new bytes end at a word break and the earlier content has a
+        /// whole shingle; else it is to be sketched whole.
+        #[test]
+        fn a_content_given_a_new_start_is_sketched_from_its_earlier_sketch_as_from_its_bytes(
+            prior in prop_oneof![
+                ragged_text(),
+                (0usize..5000, any::<u64>()).prop_map(|(n, seed)| words(n, seed)),
+                proptest::collection::vec(prop_oneof![Just(b' '), 97u8..100, any::<u8>()], 0..3000),
+            ],
+            head in prop_oneof![
+                ragged_text(),
+                (0usize..3000, any::<u64>()).prop_map(|(n, seed)| words(n, seed ^ 1)),
+                proptest::collection::vec(prop_oneof![Just(b' '), 97u8..100, any::<u8>()], 0..300),
+            ],
+        ) {
+            let data = [&head[..], &prior[..]].concat();
+            let words = prior.split(|&b| SPACE[b as usize]).filter(|w| !w.is_empty()).count();
+            // The new bytes' last word ends where they do.
+            let word_break = [head.last(), prior.first()].into_iter().flatten().any(|&b| SPACE[b as usize]);
+            let usable = word_break && words >= WORDS;
+            let got = sketch_prepended(&rice_encode(&sketch_bytes(&prior)), &data, prior.len());
+            prop_assert_eq!(got.is_some(), usable);
+            if let Some(got) = got {
+                prop_assert_eq!(got, sketch_by_definition(&data));
+            }
+        }
+    }
+
+    #[test]
+    fn a_content_given_a_new_start_needs_a_word_break_before_it_and_a_whole_shingle() {
+        let grow = |head: &[u8], prior: &[u8]| {
+            let data = [head, prior].concat();
+            sketch_prepended(&rice_encode(&sketch_bytes(prior)), &data, prior.len())
+        };
+        let prior = b"one two three four five\n";
+        // "zero" might go on as "zeroone": the earlier shingles would go.
+        assert_eq!(grow(b"zero", prior), None);
+        assert_eq!(grow(b"zero\n", prior), Some(sketch_bytes(b"zero\none two three four five\n")));
+        assert_eq!(grow(b"zero", b" one two three four\n"), Some(sketch_bytes(b"zero one two three four\n")));
+        // Three words are one shingle of three, which four words are not.
+        assert_eq!(grow(b"zero ", b"one two three\n"), None);
+        // Only whitespace added: the same shingles.
+        assert_eq!(grow(b"\n\n", prior), Some(sketch_bytes(prior)));
+        // Nothing added is no new start.
+        assert_eq!(grow(b"", prior), None);
+        // A first word longer than the look-back.
+        let long = [&vec![b'x'; GROWN_LOOK_BACK + 10], &b" a b c d\n"[..]].concat();
+        assert_eq!(grow(b"e f\n", &long), None);
+        // A new start of many words, compacted as it is fed.
+        let (head, prior) = (words(30_000, 7), words(3000, 8));
+        assert_eq!(grow(&head, &prior), Some(sketch_by_definition(&[&head[..], &prior].concat())));
     }
 
     #[test]

@@ -33,7 +33,10 @@ is a disk read); the later ones to one that has read those records before.
 With --churn-edit insert, the line goes in the middle of each file
 instead (its second half written again after it): a file grown at its end is
 sketched from its earlier sketch (session 42), one edited before its end
-from its bytes, so the two measure both kinds of change.
+from its bytes, so the two measure both kinds of change. With --churn-edit
+prepend, the line goes at the start of each file (the file written again
+after it), as a changelog gets its new entry: sketched from the earlier
+sketch too (session 46).
 
 The daemon's log is discarded unless DAEMON_LOG names a file for it (with
 SIMD_LOG=simd=debug, one line per batch with its time).
@@ -105,7 +108,7 @@ def main():
     ap.add_argument("--tree", required=True)
     ap.add_argument("--edits", type=int, default=50)
     ap.add_argument("--churn", type=float)
-    ap.add_argument("--churn-edit", choices=["append", "insert"], default="append",
+    ap.add_argument("--churn-edit", choices=["append", "insert", "prepend"], default="append",
                     help="where the burst's line goes in each file (default: at its end)")
     ap.add_argument("--bursts", type=int, default=1, help="with --churn: bursts into one daemon, the files put back between them")
     ap.add_argument("--soak", type=int)
@@ -302,9 +305,10 @@ def main():
                 # burst, which the daemon then absorbed as fast as it came.
                 for f in churn:
                     data = inserted[f]
+                    at = len(data) // 2 if a.churn_edit == "insert" else 0
                     with open(f, "r+b") as h:
-                        h.seek(len(data) // 2)
-                        h.write(line + data[len(data) // 2:])
+                        h.seek(at)
+                        h.write(line + data[at:])
             wrote = time.time() - t
             wait_handled(before, t, "churn")
             took = time.time() - t
