@@ -327,6 +327,15 @@ impl<'r> PriorCuts<'r> {
 /// its unchanged start, found without running TTTD over it: TTTD was ~10 %
 /// of the daemon's CPU over a burst of appends, where every chunk is still
 /// hashed, as it must be to tell the bytes unchanged.
+///
+/// And when `eof`, the prior's cuts are taken again after an edit, once
+/// TTTD cuts where the prior's bytes after the edit begin a chunk (the
+/// place of one of its cuts, shifted by what the file's size changed by):
+/// TTTD cuts from a cut by the bytes alone, so from there on it cuts as
+/// it cut the prior, as far as the bytes are the prior's. A line inserted
+/// in the middle of a file, or given at its start, is then cut by TTTD
+/// over about a chunk, where it was over the rest of the file (13 % of the
+/// daemon's CPU in a burst of files given a line at their start).
 fn chunk_all<'d>(
     contents: &[&'d [u8]],
     hints: &[Option<PriorCuts>],
@@ -335,41 +344,46 @@ fn chunk_all<'d>(
 ) -> (Vec<&'d [u8]>, Vec<[u8; 16]>, Vec<usize>) {
     let mut chunks: Vec<&[u8]> = Vec::new();
     let mut ends = Vec::with_capacity(contents.len());
-    let mut taken = Vec::with_capacity(contents.len());
-    // What decides each taken cut, for `settle`.
-    let mut kinds = Vec::new();
+    // Each chunk's prior chunk's key and what decides its cut, when it
+    // was cut at a prior's cut, for `settle`.
+    let mut marks: Vec<Option<(ChunkKey, CutKind)>> = Vec::new();
     for (&data, hint) in contents.iter().zip(hints) {
-        let n = hint.map_or(0, |h| take_prior_cuts(data, h, params, &mut chunks, &mut kinds));
-        let mut rest = &data[chunks[chunks.len() - n..].iter().map(|c| c.len()).sum::<usize>()..];
-        while let Some(cut) = find_cut(rest, params, eof) {
-            chunks.push(&rest[..cut]);
-            rest = &rest[cut..];
+        let n = hint.map_or(0, |h| take_prior_cuts(data, 0, h.chunks(), params, &mut chunks, &mut marks));
+        let mut at: usize = chunks[chunks.len() - n..].iter().map(|c| c.len()).sum();
+        // The prior's chunks, its last included, from where the last taken
+        // one ended (in the prior's bytes), to find where TTTD meets one.
+        let mut again = hint.filter(|_| eof).map(|h| Resync::new(h, data.len(), n));
+        while let Some(cut) = find_cut(&data[at..], params, eof) {
+            chunks.push(&data[at..at + cut]);
+            marks.push(None);
+            at += cut;
+            if let Some(r) = &mut again {
+                if let Some(rest) = r.meets(at) {
+                    let n = take_prior_cuts(data, at, r.chunks[rest].iter().copied(), params, &mut chunks, &mut marks);
+                    r.passed(n);
+                    at += chunks[chunks.len() - n..].iter().map(|c| c.len()).sum::<usize>();
+                }
+            }
         }
-        taken.push(n);
         ends.push(chunks.len());
     }
     let mut ids = vec![[0u8; 16]; chunks.len()];
     hasher().hash_many(&chunks, &mut ids);
-    if taken.iter().all(|&n| n == 0) {
+    if marks.iter().all(Option::is_none) {
         return (chunks, ids, ends);
     }
     let (mut out, mut out_ids, mut out_ends) = (Vec::with_capacity(chunks.len()), Vec::new(), Vec::new());
     let mut unhashed = Vec::new();
-    let (mut start, mut kinds) = (0, &kinds[..]);
-    for (((&data, hint), &n), &end) in contents.iter().zip(hints).zip(&taken).zip(&ends) {
-        let (first, first_ids) = (&chunks[start..end], &ids[start..end]);
-        let these;
-        (these, kinds) = kinds.split_at(n);
-        match hint {
-            Some(h) if n > 0 => {
-                let first = First { chunks: first, ids: first_ids, kinds: these };
-                let into = Settled { chunks: &mut out, ids: &mut out_ids, unhashed: &mut unhashed };
-                settle(data, *h, first, params, eof, into)
-            }
-            _ => {
-                out.extend_from_slice(first);
-                out_ids.extend_from_slice(first_ids);
-            }
+    let mut start = 0;
+    for (&data, &end) in contents.iter().zip(&ends) {
+        let (first, first_ids, these) = (&chunks[start..end], &ids[start..end], &marks[start..end]);
+        if these.iter().any(Option::is_some) {
+            let first = First { chunks: first, ids: first_ids, marks: these };
+            let into = Settled { chunks: &mut out, ids: &mut out_ids, unhashed: &mut unhashed };
+            settle(data, first, params, eof, into);
+        } else {
+            out.extend_from_slice(first);
+            out_ids.extend_from_slice(first_ids);
         }
         out_ends.push(out.len());
         start = end;
@@ -385,37 +399,81 @@ fn chunk_all<'d>(
     (out, out_ids, out_ends)
 }
 
-/// Cuts `data` at its prior content's cuts (`prior`) from its start, as
-/// long as each is where TTTD may cut such bytes ([`cut_kind`]): an edit
-/// that moved the bytes after it puts the prior's next cut where, but for
-/// one chance in a few hundred, none may be. Returns how many were taken,
-/// and pushes each one's [`CutKind`] to `kinds`.
+/// Where, after an edit, a content's TTTD cuts meet its prior's again
+/// ([`chunk_all`]): the prior's chunks from the hint's first on (its last
+/// included), the next one not passed, and where the one before it ends
+/// in the content, the prior's bytes after the edit shifted by what the
+/// size changed by.
+struct Resync {
+    chunks: Vec<(ChunkKey, u32)>,
+    next: usize,
+    end: i64,
+}
+
+impl Resync {
+    /// For a content of `len` bytes cut at `hint`'s cuts, `taken` of them.
+    fn new(hint: PriorCuts, len: usize, taken: usize) -> Resync {
+        let chunks: Vec<(ChunkKey, u32)> = PriorCuts { limit: usize::MAX, ..hint }.chunks().collect();
+        let prior_len: i64 = chunks.iter().map(|&(_, l)| i64::from(l)).sum();
+        let mut r = Resync { chunks, next: 0, end: len as i64 - prior_len };
+        r.passed(taken);
+        r
+    }
+
+    /// Which of the prior's chunks to take from `at`, a cut TTTD made,
+    /// when one of the prior's cuts lies there: those after it but the
+    /// last, which the prior's end cut.
+    fn meets(&mut self, at: usize) -> Option<std::ops::Range<usize>> {
+        let at = at as i64;
+        while self.next < self.chunks.len() && self.end < at {
+            self.passed(1);
+        }
+        let last = self.chunks.len().checked_sub(1)?;
+        (self.end == at && self.next < last).then_some(self.next..last)
+    }
+
+    /// Passes the next `n` chunks.
+    fn passed(&mut self, n: usize) {
+        for &(_, len) in &self.chunks[self.next..(self.next + n).min(self.chunks.len())] {
+            self.end += i64::from(len);
+        }
+        self.next = (self.next + n).min(self.chunks.len());
+    }
+}
+
+/// Cuts `data` from `at` at its prior content's cuts (`prior`: its chunks
+/// from one that starts there, as far as they may be cut), as long as
+/// each is where TTTD may cut such bytes ([`cut_kind`]): an edit that
+/// moved the bytes after it puts the prior's next cut where, but for one
+/// chance in a few hundred, none may be. Returns how many were taken, and
+/// pushes each one's prior key and [`CutKind`] to `marks`.
 fn take_prior_cuts<'d>(
     data: &'d [u8],
-    prior: PriorCuts,
+    mut at: usize,
+    prior: impl Iterator<Item = (ChunkKey, u32)>,
     params: &ChunkParams,
     out: &mut Vec<&'d [u8]>,
-    kinds: &mut Vec<CutKind>,
+    marks: &mut Vec<Option<(ChunkKey, CutKind)>>,
 ) -> usize {
-    let mut at = 0;
     let mut taken = 0;
-    for (_, len) in prior.chunks() {
+    for (key, len) in prior {
         let Some(chunk) = data.get(at..at + len as usize) else { break };
         let Some(kind) = cut_kind(chunk, params) else { break };
         out.push(chunk);
-        kinds.push(kind);
+        marks.push(Some((key, kind)));
         at += len as usize;
         taken += 1;
     }
     taken
 }
 
-/// A content's first pass ([`chunk_all`]): its chunks, their MD5s, and the
-/// [`CutKind`] of each of the leading ones, cut at its prior's cuts.
+/// A content's first pass ([`chunk_all`]): its chunks, their MD5s, and
+/// for each one cut at a prior's cut, that prior chunk's key and the
+/// [`CutKind`] of its cut.
 struct First<'a, 'd> {
     chunks: &'a [&'d [u8]],
     ids: &'a [[u8; 16]],
-    kinds: &'a [CutKind],
+    marks: &'a [Option<(ChunkKey, CutKind)>],
 }
 
 /// Where [`settle`] puts a content's chunks: after those of the contents
@@ -427,29 +485,28 @@ struct Settled<'a, 'd> {
     unhashed: &'a mut Vec<usize>,
 }
 
-/// A content's chunks from a first pass whose leading chunks were cut at
-/// its prior's cuts (`prior`): those cuts that are certainly TTTD's, and
-/// TTTD's own elsewhere, up to the end of `data` when `eof`, else to the
-/// last cut TTTD can make in it.
+/// A content's chunks from a first pass some of whose chunks were cut at
+/// its prior's cuts: those cuts that are certainly TTTD's, and TTTD's own
+/// elsewhere, up to the end of `data` when `eof`, else to the last cut
+/// TTTD can make in it.
 ///
 /// A taken chunk is certainly TTTD's cut, made from a cut, when its key is
 /// the prior's chunk's (so are its bytes, but for a 2^-64 chance, which is
 /// the index's own: it names chunks by their keys) and what decides that
 /// cut is alike too: the chunk alone for a main-divisor hit or Tmax, the
 /// bytes up to Tmax past its start for a backup point ([`CutKind`]), which
-/// must all lie in taken chunks of matching keys. Elsewhere TTTD cuts
-/// from the last cut made, and a chunk of the first pass it meets again
-/// (same start, same length) keeps its MD5; met at a cut of the first
-/// pass's TTTD part, the rest of that part is TTTD's from there.
+/// must all lie in taken chunks of matching keys. A chunk the first pass
+/// cut by TTTD is TTTD's cut from its start. So from the content's start,
+/// each chunk of the first pass met at a cut is kept if it is either, and
+/// elsewhere TTTD cuts from the last cut made (a chunk of the first pass
+/// it cuts again, same start and length, keeps its MD5).
 fn settle<'d>(
     data: &'d [u8],
-    prior: PriorCuts,
-    First { chunks: first, ids, kinds }: First<'_, 'd>,
+    First { chunks: first, ids, marks }: First<'_, 'd>,
     params: &ChunkParams,
     eof: bool,
     out: Settled<'_, 'd>,
 ) {
-    let taken = kinds.len();
     let starts: Vec<usize> = first
         .iter()
         .scan(0, |at, c| {
@@ -458,22 +515,20 @@ fn settle<'d>(
         })
         .collect();
     let alike: Vec<bool> =
-        prior.chunks().zip(ids).take(taken).map(|((key, _), id)| ChunkId(*id).key() == key).collect();
+        marks.iter().zip(ids).map(|(m, id)| m.is_some_and(|(key, _)| ChunkId(*id).key() == key)).collect();
     // How far the taken chunks of matching keys reach from each on.
-    let mut alike_to = vec![0usize; taken];
-    for k in (0..taken).rev() {
+    let mut alike_to = vec![0usize; first.len()];
+    for k in (0..first.len()).rev() {
         alike_to[k] = match (alike[k], alike.get(k + 1)) {
             (false, _) => 0,
             (true, Some(true)) => alike_to[k + 1],
             (true, _) => starts[k] + first[k].len(),
         };
     }
-    let certain = |k: usize| {
-        alike[k]
-            && match kinds[k] {
-                CutKind::Own => true,
-                CutKind::Backup => starts[k] + params.max as usize <= alike_to[k],
-            }
+    let keep = |k: usize| match marks[k] {
+        None => true,
+        Some((_, CutKind::Own)) => alike[k],
+        Some((_, CutKind::Backup)) => alike[k] && starts[k] + params.max as usize <= alike_to[k],
     };
     let (mut at, mut j) = (0, 0);
     while at < data.len() {
@@ -481,12 +536,7 @@ fn settle<'d>(
             j += 1;
         }
         let met = j < first.len() && starts[j] == at;
-        if met && j >= taken {
-            out.chunks.extend_from_slice(&first[j..]);
-            out.ids.extend_from_slice(&ids[j..]);
-            return;
-        }
-        if met && certain(j) {
+        if met && keep(j) {
             out.chunks.push(first[j]);
             out.ids.push(ids[j]);
             at += first[j].len();
