@@ -562,17 +562,21 @@ struct Cursor<'r> {
     /// The prior's chunks not passed.
     left: usize,
     at: u64,
+    /// Where the prior's bytes lie in the file, from where they start: at
+    /// 0 before an edit, shifted by what the size changed by after it.
+    shift: i64,
 }
 
 impl<'r> Cursor<'r> {
-    fn new(runs: &'r [ChunkRun]) -> Cursor<'r> {
-        Cursor { runs, pos: RunPos::default(), left: runs.iter().map(|r| r.count as usize).sum(), at: 0 }
+    fn new(runs: &'r [ChunkRun], shift: i64) -> Cursor<'r> {
+        Cursor { runs, pos: RunPos::default(), left: runs.iter().map(|r| r.count as usize).sum(), at: 0, shift }
     }
 
     /// The prior's cuts from `offset` on (but for its last chunk, which its
     /// end cut), when one of its chunks starts there: the read's cuts so
     /// far end where the prior's do.
     fn at(&mut self, offset: u64) -> Option<PriorCuts<'r>> {
+        let offset = u64::try_from(offset as i64 - self.shift).ok()?;
         while self.left > 0 && self.at < offset {
             self.at += u64::from(self.runs[self.pos.run].len);
             self.pos.step(self.runs);
@@ -927,7 +931,7 @@ fn fingerprint_reader_sized<R: Read>(
     // the buffer (one that does is cut as `fingerprint_many` cuts it).
     let record = std::cell::OnceCell::new();
     let mut growing: Option<Growing> = None;
-    let mut cursor: Option<Cursor> = None;
+    let mut cursor: Option<(Cursor, Option<Cursor>)> = None;
     // Where `buf[0]` is in the file.
     let mut offset = 0u64;
     loop {
@@ -959,13 +963,18 @@ fn fingerprint_reader_sized<R: Read>(
                 record.get_or_init(|| prior_of(earlier.map(|e| e.prior), lookup));
             if let (Some(e), Some((_, rec))) = (earlier, record) {
                 growing = Growing::start(e, total, params, rec);
-                cursor = Some(Cursor::new(&rec.runs));
+                // The cuts of the prior's start, and (past an edit that
+                // changed the size) of the prior's end, where TTTD's cuts
+                // meet them again ([`chunk_all`]): a buffer that starts at
+                // one of either is cut at them.
+                let shift = total as i64 - e.prior.size as i64;
+                cursor = Some((Cursor::new(&rec.runs, 0), (shift != 0).then(|| Cursor::new(&rec.runs, shift))));
             }
             if growing.is_some() {
                 b.shingles = None;
             }
         }
-        let hint = cursor.as_mut().and_then(|c| c.at(offset));
+        let hint = cursor.as_mut().and_then(|(c, shifted)| c.at(offset).or_else(|| shifted.as_mut()?.at(offset)));
         let (chunks, ids, _) = chunk_all(&[&buf[..filled]], &[hint], params, eof);
         let start: usize = chunks.iter().map(|c| c.len()).sum();
         b.push_hashed(&chunks, &ids);
