@@ -274,11 +274,7 @@ def main():
             # samples).
             time.sleep(3)
             before = handled()
-            # The sizes to put back were noted before the clock starts: a
-            # stat per file inside the burst made the writes ~40 % slower
-            # (0.12-0.17 s against ~0.08 s), time the daemon could not
-            # absorb anything it had not been given yet.
-            # And the burst's files are read, as the baselines read them
+            # The burst's files are read, as the baselines read them
             # warm: this VM's page cache is reclaimed within a minute of
             # idleness (fincore: 2,684 of Django's 66,577 files still
             # cached a minute after a run), and an append to a file whose
@@ -330,8 +326,11 @@ def main():
             return 100 * (nbytes / took) / (total / first), burst_cpu
 
         if a.churn:
-            # The sizes (or bytes) to put back, noted once: each burst
-            # edits the files as they were before the first.
+            # The sizes (or bytes) to put back, noted once (each burst
+            # edits the files as they were before the first) and before
+            # any clock starts: a stat per file inside the burst made the
+            # writes ~40 % slower (0.12-0.17 s against ~0.08 s), time the
+            # daemon could not absorb anything it had not been given yet.
             for f in churn:
                 if a.churn_edit == "append":
                     appended.setdefault(f, os.path.getsize(f))
