@@ -359,7 +359,7 @@ fn chunk_all<'d>(
             at += cut;
             if let Some(r) = &mut again {
                 if let Some(rest) = r.meets(at) {
-                    let n = take_prior_cuts(data, at, r.chunks[rest].iter().copied(), params, &mut chunks, &mut marks);
+                    let n = take_prior_cuts(data, at, rest.chunks(), params, &mut chunks, &mut marks);
                     r.passed(n);
                     at += chunks[chunks.len() - n..].iter().map(|c| c.len()).sum::<usize>();
                 }
@@ -401,43 +401,49 @@ fn chunk_all<'d>(
 
 /// Where, after an edit, a content's TTTD cuts meet its prior's again
 /// ([`chunk_all`]): the prior's chunks from the hint's first on (its last
-/// included), the next one not passed, and where the one before it ends
-/// in the content, the prior's bytes after the edit shifted by what the
-/// size changed by.
-struct Resync {
-    chunks: Vec<(ChunkKey, u32)>,
-    next: usize,
+/// included), the next one not passed, how many are left, and where the
+/// one before it ends in the content, the prior's bytes after the edit
+/// shifted by what the size changed by.
+struct Resync<'r> {
+    runs: &'r [ChunkRun],
+    pos: RunPos,
+    left: usize,
     end: i64,
 }
 
-impl Resync {
+impl<'r> Resync<'r> {
     /// For a content of `len` bytes cut at `hint`'s cuts, `taken` of them.
-    fn new(hint: PriorCuts, len: usize, taken: usize) -> Resync {
-        let chunks: Vec<(ChunkKey, u32)> = PriorCuts { limit: usize::MAX, ..hint }.chunks().collect();
-        let prior_len: i64 = chunks.iter().map(|&(_, l)| i64::from(l)).sum();
-        let mut r = Resync { chunks, next: 0, end: len as i64 - prior_len };
+    fn new(hint: PriorCuts<'r>, len: usize, taken: usize) -> Resync<'r> {
+        let (mut left, mut prior_len) = (0usize, 0i64);
+        for (k, r) in hint.runs.iter().enumerate() {
+            let count = if k == 0 { r.count.saturating_sub(hint.used) } else { r.count };
+            left += count as usize;
+            prior_len += i64::from(r.len) * i64::from(count);
+        }
+        let pos = RunPos { run: 0, used: hint.used };
+        let mut r = Resync { runs: hint.runs, pos, left, end: len as i64 - prior_len };
         r.passed(taken);
         r
     }
 
-    /// Which of the prior's chunks to take from `at`, a cut TTTD made,
-    /// when one of the prior's cuts lies there: those after it but the
-    /// last, which the prior's end cut.
-    fn meets(&mut self, at: usize) -> Option<std::ops::Range<usize>> {
+    /// The prior's chunks to take from `at`, a cut TTTD made, when one of
+    /// the prior's cuts lies there: those after it but the last, which the
+    /// prior's end cut.
+    fn meets(&mut self, at: usize) -> Option<PriorCuts<'r>> {
         let at = at as i64;
-        while self.next < self.chunks.len() && self.end < at {
+        while self.left > 0 && self.end < at {
             self.passed(1);
         }
-        let last = self.chunks.len().checked_sub(1)?;
-        (self.end == at && self.next < last).then_some(self.next..last)
+        (self.end == at && self.left > 1).then(|| self.pos.cuts(self.runs, self.left - 1))
     }
 
     /// Passes the next `n` chunks.
     fn passed(&mut self, n: usize) {
-        for &(_, len) in &self.chunks[self.next..(self.next + n).min(self.chunks.len())] {
-            self.end += i64::from(len);
+        for _ in 0..n.min(self.left) {
+            self.end += i64::from(self.runs[self.pos.run].len);
+            self.pos.step(self.runs);
+            self.left -= 1;
         }
-        self.next = (self.next + n).min(self.chunks.len());
     }
 }
 
