@@ -1343,6 +1343,29 @@ mod tests {
         (data, runs)
     }
 
+    /// Words of the letters after `c` (`len` of them), each followed by
+    /// a space, or the last without it (`trim`): a prior content whose
+    /// last word a tail that begins with whitespace leaves whole.
+    fn words_text(words: &[(usize, u8)], trim: bool) -> Vec<u8> {
+        let mut out: Vec<u8> =
+            words.iter().flat_map(|&(len, c)| (0..len).map(move |i| b'a' + (c + i as u8) % 26).chain([b' '])).collect();
+        if trim {
+            out.pop();
+        }
+        out
+    }
+
+    /// Chunk sizes that put a prior's end anywhere in a chunk, or in its
+    /// first one; and cuts at backup points or Tmax, seldom at the main
+    /// divisor (a cut decided at Tmax past the prior's end is no cut of it).
+    fn prior_params() -> impl Strategy<Value = ChunkParams> {
+        prop_oneof![
+            Just(ChunkParams::for_average(128).unwrap()),
+            Just(ChunkParams::default()),
+            Just(ChunkParams { min: 40, max: 300, main_div: 1 << 20, backup_div: 60 }),
+        ]
+    }
+
     proptest! {
         /// The batch engine (md5-many, an alpha crate) against RustCrypto's
         /// md-5, on batches of any size and chunks of any length, the
@@ -1387,23 +1410,9 @@ mod tests {
             words in proptest::collection::vec((1usize..12, 0u8..26), 0..3000),
             tail in proptest::collection::vec(prop_oneof![Just(b' '), Just(b'\n'), 97u8..123], 1..3000),
             trim: bool,
-            p in prop_oneof![
-                Just(ChunkParams::for_average(128).unwrap()),
-                Just(ChunkParams::default()),
-                // Cut at backup points or Tmax, seldom at the main divisor:
-                // a cut decided at Tmax past the prior's end is no cut of it.
-                Just(ChunkParams { min: 40, max: 300, main_div: 1 << 20, backup_div: 60 }),
-            ],
+            p in prior_params(),
         ) {
-            let mut before: Vec<u8> = words
-                .iter()
-                .flat_map(|&(len, c)| (0..len).map(move |i| b'a' + (c + i as u8) % 26).chain([b' ']))
-                .collect();
-            // A prior without whitespace at its end, which a tail that
-            // begins with it grows as one that ends with it.
-            if trim {
-                before.pop();
-            }
+            let before = words_text(&words, trim);
             let grown = [&before[..], &tail].concat();
             let prior = fingerprint_bytes(&before, &p);
             let asked = std::cell::Cell::new(0);
@@ -1431,19 +1440,9 @@ mod tests {
             words in proptest::collection::vec((1usize..12, 0u8..26), 0..3000),
             head in proptest::collection::vec(prop_oneof![Just(b' '), Just(b'\n'), 97u8..123], 1..3000),
             trim: bool,
-            p in prop_oneof![
-                Just(ChunkParams::for_average(128).unwrap()),
-                Just(ChunkParams::default()),
-                Just(ChunkParams { min: 40, max: 300, main_div: 1 << 20, backup_div: 60 }),
-            ],
+            p in prior_params(),
         ) {
-            let mut before: Vec<u8> = words
-                .iter()
-                .flat_map(|&(len, c)| (0..len).map(move |i| b'a' + (c + i as u8) % 26).chain([b' ']))
-                .collect();
-            if trim {
-                before.pop();
-            }
+            let before = words_text(&words, trim);
             let data = [&head[..], &before[..]].concat();
             let prior = fingerprint_bytes(&before, &p);
             let marked = with_sample(prior.sketch.as_ref().unwrap(), 1);
@@ -1478,15 +1477,7 @@ mod tests {
             trim: bool,
         ) {
             let p = ChunkParams::for_average(128).unwrap();
-            let mut before: Vec<u8> = words
-                .iter()
-                .flat_map(|&(len, c)| (0..len).map(move |i| b'a' + (c + i as u8) % 26).chain([b' ']))
-                .collect();
-            // A prior without whitespace at its end, which a tail that
-            // begins with it grows as one that ends with it.
-            if trim {
-                before.pop();
-            }
+            let before = words_text(&words, trim);
             let mut grown = [&before[..], &tail].concat();
             if let Some(k) = edit.filter(|_| !before.is_empty()) {
                 grown[k.index(before.len())] ^= 0x40;

@@ -1875,6 +1875,25 @@ mod tests {
         })
     }
 
+    /// An earlier content, from a few words to several thousand, or bytes
+    /// of any value.
+    fn earlier_text() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            ragged_text(),
+            (0usize..5000, any::<u64>()).prop_map(|(n, seed)| words(n, seed)),
+            proptest::collection::vec(prop_oneof![Just(b' '), 97u8..100, any::<u8>()], 0..3000),
+        ]
+    }
+
+    /// Bytes added to an earlier content, at its end or its start.
+    fn new_text() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            ragged_text(),
+            (0usize..3000, any::<u64>()).prop_map(|(n, seed)| words(n, seed ^ 1)),
+            proptest::collection::vec(prop_oneof![Just(b' '), 97u8..100, any::<u8>()], 0..300),
+        ]
+    }
+
     proptest! {
         #[test]
         fn the_shingler_computes_the_sketch_as_defined(data in prop_oneof![ragged_text(), proptest::collection::vec(prop_oneof![Just(b' '), 97u8..100, any::<u8>()], 0..20_000)]) {
@@ -1945,22 +1964,15 @@ mod tests {
         }
 
         /// A content grown at its end is sketched from its earlier sketch
-        /// as from its bytes, whenever the earlier content ends with
-        /// whitespace and has a whole shingle; else it is to be sketched
+        /// as from its bytes, whenever the earlier content's last word ends
+        /// where it does (it ends with whitespace, or the new bytes begin
+        /// with it) and it has a whole shingle; else it is to be sketched
         /// whole. The earlier contents run from a few words to several
         /// thousand (a level above 0, which the new words may raise).
         #[test]
         fn a_grown_content_is_sketched_from_its_earlier_sketch_as_from_its_bytes(
-            prior in prop_oneof![
-                ragged_text(),
-                (0usize..5000, any::<u64>()).prop_map(|(n, seed)| words(n, seed)),
-                proptest::collection::vec(prop_oneof![Just(b' '), 97u8..100, any::<u8>()], 0..3000),
-            ],
-            tail in prop_oneof![
-                ragged_text(),
-                (0usize..3000, any::<u64>()).prop_map(|(n, seed)| words(n, seed ^ 1)),
-                proptest::collection::vec(prop_oneof![Just(b' '), 97u8..100, any::<u8>()], 0..300),
-            ],
+            prior in earlier_text(),
+            tail in new_text(),
         ) {
             let mut data = prior.clone();
             data.extend_from_slice(&tail);
@@ -1974,25 +1986,15 @@ mod tests {
                 prop_assert_eq!(grown, sketch_by_definition(&data));
             }
         }
-    }
 
-    proptest! {
         /// A content given new bytes at its start, sketched from its
         /// earlier sketch and those bytes: the sketch of the whole, when the
         /// new bytes end at a word break and the earlier content has a
         /// whole shingle; else it is to be sketched whole.
         #[test]
         fn a_content_given_a_new_start_is_sketched_from_its_earlier_sketch_as_from_its_bytes(
-            prior in prop_oneof![
-                ragged_text(),
-                (0usize..5000, any::<u64>()).prop_map(|(n, seed)| words(n, seed)),
-                proptest::collection::vec(prop_oneof![Just(b' '), 97u8..100, any::<u8>()], 0..3000),
-            ],
-            head in prop_oneof![
-                ragged_text(),
-                (0usize..3000, any::<u64>()).prop_map(|(n, seed)| words(n, seed ^ 1)),
-                proptest::collection::vec(prop_oneof![Just(b' '), 97u8..100, any::<u8>()], 0..300),
-            ],
+            prior in earlier_text(),
+            head in new_text(),
         ) {
             let data = [&head[..], &prior[..]].concat();
             let words = prior.split(|&b| SPACE[b as usize]).filter(|w| !w.is_empty()).count();
