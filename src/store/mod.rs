@@ -138,6 +138,9 @@ pub struct Store {
     /// it at each doubling (~2 % of the daemon's CPU in a burst of changed
     /// files, with the page faults of each larger buffer).
     batch_bytes: AtomicUsize,
+    /// A writer for one run ([`Store::open_writer`]), which lets RocksDB's
+    /// compactions finish before it closes ([`Store::settle_compactions`]).
+    settles: bool,
 }
 
 /// At most this much is reserved for a batch ([`Store::batch`]).
@@ -250,6 +253,7 @@ impl Store {
             }
             fs::create_dir_all(dir).map_err(io(dir))?;
         }
+        let settles = held.is_some();
         let lock = match (access, held) {
             (Access::Write, Some(held)) => Some(held.file),
             (Access::Write, None) => Some(take_lock(dir)?),
@@ -371,6 +375,7 @@ impl Store {
             place,
             hushed,
             batch_bytes: AtomicUsize::new(0),
+            settles,
         };
         match store.get::<Meta>(&MetaKey::Format)? {
             Some(MetaValue::Format(mut found)) => {
@@ -772,6 +777,41 @@ impl Store {
         self.db.flush_cfs_opt(&cfs, &fo).map_err(|e| self.rocks(e))?;
         fo.set_wait(true);
         self.db.flush_cfs_opt(&cfs, &fo).map_err(|e| self.rocks(e))
+    }
+
+    /// Waits, in a writer opened for one `simd index` run
+    /// ([`Store::open_writer`]), until RocksDB has no flush or compaction
+    /// left to do; until `stop` is set, if it is. A writer's open starts
+    /// the compactions the index's shape asks for, and its close cuts a
+    /// running one short and throws its output away: `simd index` after a
+    /// line appended to a tenth of the generated corpus, fifteen times,
+    /// each run a compaction started and dropped, left 32 → 108 table files
+    /// (every command opens them all) until RocksDB stalled a run's writes
+    /// to compact them (1.1 s against ~0.4). Letting them finish kept 20–28
+    /// at about the same time a run (`docs/performance.md`, session 46). The
+    /// first index does not wait (its compactions are the next run's) nor
+    /// does the daemon, whose compactions run beside it.
+    pub fn settle_compactions(&self, stop: Option<&AtomicBool>) -> Result<()> {
+        if !self.settles {
+            return Ok(());
+        }
+        let started = std::time::Instant::now();
+        let mut opts = rocksdb::WaitForCompactOptions::default();
+        // Microseconds: a stop is looked at between waits.
+        opts.set_timeout(200_000);
+        loop {
+            match self.db.wait_for_compact(&opts) {
+                Ok(()) => break,
+                Err(e) if e.kind() == rocksdb::ErrorKind::TimedOut => {
+                    if stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+                        break;
+                    }
+                }
+                Err(e) => return Err(self.rocks(e)),
+            }
+        }
+        tracing::debug!("compactions settled after {:?}", started.elapsed());
+        Ok(())
     }
 
     /// A bulk load's postings spill (None unless [`Store::is_bulk`]).
