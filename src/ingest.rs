@@ -332,7 +332,7 @@ fn index_with(
     let ended = RunEnd { unread: unread_ids, known: None };
     end_run(&mut writer, &mut summary, walked, ended, &walked_or_missing, opts.retention, start)?;
     progress.finish();
-    store.settle_compactions(opts.interrupt.as_deref())?;
+    store.settle_compactions(opts.interrupt.as_deref());
     Ok((summary, unread))
 }
 
@@ -610,8 +610,7 @@ pub fn index_prewalked(store: &Store, opts: &IndexOptions, pre: Prewalked) -> Re
     }
     let ended = RunEnd { unread: Vec::new(), known: Some(records) };
     end_run(&mut writer, &mut summary, walked, ended, &roots, opts.retention, start)?;
-    drop(writer);
-    store.settle_compactions(opts.interrupt.as_deref())?;
+    store.settle_compactions(opts.interrupt.as_deref());
     Ok(summary)
 }
 
