@@ -360,24 +360,35 @@ pub fn run(cli: Cli) -> Result<Exit> {
             // a run that changes nothing never opens a writer (whose open
             // and close cost more than the walk on a small tree), and a
             // few changes are applied by a writer the lock is handed to.
-            // Any failure of the read-only open (no index yet, an older
-            // schema) is left to the writer's open, which reports it.
-            let mut summary = match Store::open(&db, Access::Read, params) {
-                Ok(reader) => {
-                    let lock = crate::store::lock_writer(&db)?;
-                    match ingest::prewalk(&reader, &opts)? {
+            // The lock is taken first, so the reader sees the index as the
+            // writer will (a writer ending in between would have left the
+            // reader an index older than the one written to). Any failure
+            // of the read-only open (an older schema, a foreign directory)
+            // is left to the writer's open, which reports it; so is an
+            // index whose first run was stopped before its postings were
+            // written, which the writer's open rebuilds.
+            let lock = match crate::store::index_exists(&db) {
+                true => Some(crate::store::lock_writer(&db)?),
+                false => None,
+            };
+            let mut summary = match lock {
+                None => ingest::index(&Store::open_build(&db, params)?, &opts)?,
+                Some(lock) => match Store::open(&db, Access::Read, params) {
+                    Ok(reader) if !reader.postings_pending()? => match ingest::prewalk(&reader, &opts)? {
                         ingest::Prewalk::Unchanged(summary) => summary,
                         ingest::Prewalk::Changed(found) => {
-                            drop(reader);
-                            ingest::index_prewalked(&Store::open_writer(&db, lock, params)?, &opts, found)?
+                            ingest::index_prewalked(&reader, || Store::open_writer_beside(&reader, lock), &opts, found)?
                         }
                         ingest::Prewalk::Unknown => {
                             drop(reader);
                             ingest::index(&Store::open_writer(&db, lock, params)?, &opts)?
                         }
+                    },
+                    other => {
+                        drop(other);
+                        ingest::index(&Store::open_writer(&db, lock, params)?, &opts)?
                     }
-                }
-                Err(_) => ingest::index(&Store::open_build(&db, params)?, &opts)?,
+                },
             };
             // Stopped during a read-only walk that found nothing to do.
             summary.interrupted |= stop.load(std::sync::atomic::Ordering::Relaxed);

@@ -74,6 +74,45 @@ fn first_run_then_nothing_changed_then_one_change() {
     env.check();
 }
 
+/// A run that changes a few files reads them while its writer opens,
+/// looking their earlier contents up in the read-only open the walk used
+/// (`ingest::index_prewalked`). Within one run: two files take the same new
+/// content (each reader finds it new; one is written), one takes the
+/// content another gave up, one grows (its prior read for the resync and
+/// the sketch), one goes. The index then equals a fresh one of the tree.
+#[test]
+fn changes_read_beside_the_writers_open_match_a_fresh_index() {
+    let env = Env::new();
+    for i in 0..12u64 {
+        env.write(&format!("d/f{i}.txt"), text(i, 400 + 40 * i as usize));
+    }
+    env.write("d/blob.bin", noise(7, 20_000));
+    env.index();
+    let given_up = std::fs::read(env.root.join("d/f1.txt")).unwrap();
+    let same = text(500, 900);
+    env.write("d/f1.txt", &same);
+    env.write("d/f2.txt", &same);
+    env.write("d/f3.txt", &given_up);
+    let mut grown = std::fs::read(env.root.join("d/f4.txt")).unwrap();
+    grown.extend_from_slice(b" and a few more words at the end\n");
+    env.write("d/f4.txt", &grown);
+    let mut blob = noise(7, 20_000);
+    blob[9_000..9_100].copy_from_slice(&noise(8, 100));
+    env.write("d/blob.bin", &blob);
+    std::fs::remove_file(env.root.join("d/f5.txt")).unwrap();
+    let s = env.index();
+    assert_eq!((s["changed"].as_u64(), s["removed"].as_u64()), (Some(5), Some(1)), "{s}");
+    env.check();
+    let fresh = env.tmp.path().join("fresh");
+    env.simd().arg("--db").arg(&fresh).args(["--quiet", "index"]).arg(&env.root).assert().success();
+    let fresh_store = Store::open(&fresh, Access::Read, None).unwrap();
+    assert_eq!(env.files(), super::files_of(&fresh_store));
+    assert_eq!(super::postings(&env.open()), super::postings(&fresh_store));
+    let same_content = env.files().into_iter().filter(|(p, _)| p.ends_with(b"f1.txt") || p.ends_with(b"f2.txt"));
+    let hashes: std::collections::HashSet<_> = same_content.map(|(_, h)| h).collect();
+    assert_eq!(hashes.len(), 1, "f1 and f2 hold one content");
+}
+
 #[test]
 fn identical_copies_share_one_content() {
     let env = Env::new();
