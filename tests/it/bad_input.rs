@@ -369,11 +369,7 @@ fn a_write_error_like_a_full_disk_stops_the_run_and_loses_nothing() {
     assert!(before.iter().all(|f| after.contains(f)), "files indexed before the failed run are kept");
     env.index();
     env.check();
-    let fresh = env.tmp.path().join("fresh");
-    env.simd().arg("--db").arg(&fresh).args(["--quiet", "index"]).arg(&env.root).assert().success();
-    let fresh_store = Store::open(&fresh, Access::Read, None).unwrap();
-    assert_eq!(env.files(), super::files_of(&fresh_store));
-    assert_eq!(super::postings(&env.open()), super::postings(&fresh_store));
+    env.assert_same_as_fresh(&[&env.root]);
 }
 
 /// A directory whose path is longer than the system takes (ENAMETOOLONG,

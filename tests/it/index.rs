@@ -103,11 +103,7 @@ fn changes_read_beside_the_writers_open_match_a_fresh_index() {
     let s = env.index();
     assert_eq!((s["changed"].as_u64(), s["removed"].as_u64()), (Some(5), Some(1)), "{s}");
     env.check();
-    let fresh = env.tmp.path().join("fresh");
-    env.simd().arg("--db").arg(&fresh).args(["--quiet", "index"]).arg(&env.root).assert().success();
-    let fresh_store = Store::open(&fresh, Access::Read, None).unwrap();
-    assert_eq!(env.files(), super::files_of(&fresh_store));
-    assert_eq!(super::postings(&env.open()), super::postings(&fresh_store));
+    env.assert_same_as_fresh(&[&env.root]);
     let same_content = env.files().into_iter().filter(|(p, _)| p.ends_with(b"f1.txt") || p.ends_with(b"f2.txt"));
     let hashes: std::collections::HashSet<_> = same_content.map(|(_, h)| h).collect();
     assert_eq!(hashes.len(), 1, "f1 and f2 hold one content");
@@ -277,11 +273,7 @@ fn a_forgotten_root_leaves_the_index_and_later_runs() {
     let out = env.simd().args(["--format", "json", "index"]).assert().success();
     let s: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
     assert_eq!((s["new"].as_u64(), s["unchanged"].as_u64(), s["removed"].as_u64()), (Some(0), Some(2), Some(0)));
-    let fresh = env.tmp.path().join("fresh");
-    env.simd().arg("--db").arg(&fresh).args(["--quiet", "index"]).arg(&b).arg(&sub).assert().success();
-    let fresh_store = Store::open(&fresh, Access::Read, None).unwrap();
-    assert_eq!(env.files(), super::files_of(&fresh_store));
-    assert_eq!(super::postings(&env.open()), super::postings(&fresh_store));
+    env.assert_same_as_fresh(&[&b, &sub]);
 
     // A root gone for good is named by its old path.
     std::fs::remove_dir_all(&b).unwrap();

@@ -95,6 +95,16 @@ impl Env {
     pub fn files(&self) -> Vec<(Vec<u8>, String)> {
         files_of(&self.open())
     }
+
+    /// Asserts that the index holds the files and postings a fresh index of
+    /// `roots` holds (made beside it, in `fresh`).
+    pub fn assert_same_as_fresh(&self, roots: &[&Path]) {
+        let fresh = self.tmp.path().join("fresh");
+        self.simd().arg("--db").arg(&fresh).args(["--quiet", "index"]).args(roots).assert().success();
+        let fresh_store = Store::open(&fresh, Access::Read, None).unwrap();
+        assert_eq!(self.files(), files_of(&fresh_store));
+        assert_eq!(postings(&self.open()), postings(&fresh_store));
+    }
 }
 
 /// Whether the tests run as root (which reads any file, whatever its mode).
