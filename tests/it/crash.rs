@@ -210,6 +210,50 @@ fn a_first_index_killed_between_its_flushes_keeps_what_it_flushed_consistent() {
     assert!(partial >= 3, "only {partial} of {kills} kills left a partly flushed index (a full run takes {full} ms)");
 }
 
+/// A first index killed before it wrote its postings, then `simd index`
+/// straight away (no other command opening the index first, which would
+/// repair it): the run rebuilds the postings whether or not files
+/// changed, and ends where a fresh index of the tree does. (The run takes
+/// the writer's lock before its read-only open, which then cannot repair
+/// the index itself: the writer's open does.) The killed state is made by
+/// hand, as the kill tests above reach it by chance: the mark a bulk load
+/// leaves in `meta`, and no postings.
+#[test]
+fn a_first_index_killed_before_its_postings_is_repaired_by_the_next_run() {
+    use simd::store::{ChunkContents, Meta, MetaKey, MetaValue, SketchContents};
+    let env = Env::new();
+    for i in 0..40u64 {
+        env.write(&format!("d{}/f{i}.txt", i % 3), text(i, 300 + 20 * i as usize));
+    }
+    env.index();
+    let mark_killed = || {
+        let store = Store::open(&env.db, Access::Write, None).unwrap();
+        let mut b = store.batch();
+        for item in store.scan::<ChunkContents>() {
+            b.delete::<ChunkContents>(&item.unwrap().0);
+        }
+        for item in store.scan::<SketchContents>() {
+            b.delete::<SketchContents>(&item.unwrap().0);
+        }
+        b.put::<Meta>(&MetaKey::PostingsPending, &MetaValue::PostingsPending);
+        store.write(b).unwrap();
+        store.flush().unwrap();
+    };
+    for change in [false, true] {
+        mark_killed();
+        if change {
+            env.write("d1/f4.txt", text(99, 700));
+        }
+        let out = env.simd().args(["--format", "json", "index"]).arg(&env.root).assert().success();
+        let said = String::from_utf8_lossy(&out.get_output().stderr);
+        assert!(said.contains("rebuilt them for 40 contents"), "with a change: {change}: {said}");
+        let s: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+        assert_eq!(s["changed"].as_u64(), Some(u64::from(change)), "{s}");
+        env.check();
+        env.assert_same_as_fresh(&[&env.root]);
+    }
+}
+
 /// `simd forget` killed at random moments: the index stays consistent,
 /// the root is forgotten only once all its files are gone (the roots are
 /// written last), and running it again ends where an uninterrupted one

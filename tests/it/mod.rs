@@ -100,6 +100,7 @@ impl Env {
     /// `roots` holds (made beside it, in `fresh`).
     pub fn assert_same_as_fresh(&self, roots: &[&Path]) {
         let fresh = self.tmp.path().join("fresh");
+        let _ = std::fs::remove_dir_all(&fresh);
         self.simd().arg("--db").arg(&fresh).args(["--quiet", "index"]).args(roots).assert().success();
         let fresh_store = Store::open(&fresh, Access::Read, None).unwrap();
         assert_eq!(self.files(), files_of(&fresh_store));
