@@ -500,26 +500,20 @@ struct RemovalRecords {
     records: scan::RecordsByPath,
     /// Records the walk found under their paths, unchanged or changed.
     found: usize,
-    /// Records under the roots, if the walk counted them.
-    under_roots: Option<usize>,
+    /// Records under the roots.
+    under_roots: usize,
 }
 
 /// The records the removal pass must look through for files gone: none
-/// when every record under `roots` was found (a binary search of the
+/// when every record under the roots was found (a binary search of the
 /// files seen for each record: the pass took ~7 ms on the Django tree, ~2
-/// ms without). Counting them (~3 ms on the Django tree's 66.5k) and
-/// dropping them (~2–3 ms) is done beside the writer's open
-/// ([`index_prewalked`]).
-fn removal_records(r: RemovalRecords, roots: &[PathBuf]) -> scan::RecordsByPath {
-    let RemovalRecords { records, found, under_roots } = r;
-    let under_roots = under_roots.unwrap_or_else(|| {
-        let root_bytes: Vec<Vec<u8>> = roots.iter().map(|r| path_bytes(r)).collect();
-        records.keys().filter(|p| root_bytes.iter().any(|r| is_under(p, r))).count()
-    });
-    if under_roots == found {
+/// ms without). Dropping them then (~2–3 ms for the Django tree's 66.5k)
+/// is done beside the writer's open ([`index_prewalked`]).
+fn removal_records(r: RemovalRecords) -> scan::RecordsByPath {
+    if r.under_roots == r.found {
         return scan::RecordsByPath::default();
     }
-    records
+    r.records
 }
 
 /// Walks `opts.roots` against the index without a writer: `store` is a
@@ -552,7 +546,17 @@ pub fn prewalk(store: &Store, opts: &IndexOptions) -> Result<Prewalk, IngestErro
             let known = scan::Known::load(store, files)?;
             tracing::debug!("prewalk: records loaded after {:?}", start.elapsed());
             let _ = cell.set(known);
-            Ok::<_, StoreError>(())
+            // The records under the roots, counted beside the walk (~3 ms
+            // of Django's 66.5k), once the walk has them: whether the walk
+            // found them all tells whether the run writes anything, and
+            // whether its removal pass has records to look through.
+            let under_roots = match cell.get() {
+                Some(scan::Known::Loaded(records)) => {
+                    records.keys().filter(|p| root_bytes.iter().any(|r| is_under(p, r))).count()
+                }
+                _ => 0,
+            };
+            Ok::<_, StoreError>(under_roots)
         });
         let collect = s.spawn(move || {
             let mut found = Vec::new();
@@ -569,7 +573,7 @@ pub fn prewalk(store: &Store, opts: &IndexOptions) -> Result<Prewalk, IngestErro
         let loaded = loader.join().expect("loading records does not panic");
         (walked, collect.join().expect("collecting candidates does not panic"), loaded)
     });
-    loaded?;
+    let under_roots = loaded?;
     let mut walked = walked?;
     tracing::debug!(
         "prewalk: walk done after {:?} ({} files met before the records)",
@@ -577,7 +581,9 @@ pub fn prewalk(store: &Store, opts: &IndexOptions) -> Result<Prewalk, IngestErro
         walked.pending.len()
     );
     let known = cell.into_inner().expect("set once loaded");
-    let scan::Known::Loaded(records) = &known else { return Ok(Prewalk::Unknown) };
+    if !matches!(known, scan::Known::Loaded(_)) {
+        return Ok(Prewalk::Unknown);
+    }
     let Some(mut candidates) = candidates else { return Ok(Prewalk::Unknown) };
     if let Some(e) = std::mem::take(&mut walked.store_errors).into_iter().next() {
         return Err(e.into());
@@ -590,26 +596,23 @@ pub fn prewalk(store: &Store, opts: &IndexOptions) -> Result<Prewalk, IngestErro
     // Nothing to write when no file is new or changed, no directory went
     // unlisted, and every record under the roots was seen unchanged (a
     // recorded file now a symlink or a FIFO is skipped by the walk: for
-    // the index, it is gone). Records are counted only when nothing else
-    // says there is something to write: with changed files, they are
-    // counted beside the writer's open ([`removal_records`]).
-    let mut under_roots = None;
-    if candidates.is_empty() && walked.unreadable_dirs.is_empty() && walked.devices.is_empty() {
-        let n = records.keys().filter(|p| root_bytes.iter().any(|r| is_under(p, r))).count();
-        under_roots = Some(n);
-        if n == walked.unchanged.len() {
-            let mut summary = Summary {
-                roots,
-                unchanged: walked.unchanged.len() as u64,
-                bytes_unchanged: walked.unchanged_bytes,
-                ..Summary::default()
-            };
-            for (path, reason) in walked.skipped {
-                record_skip(&mut summary, path, reason);
-            }
-            summary.elapsed = start.elapsed();
-            return Ok(Prewalk::Unchanged(summary));
+    // the index, it is gone).
+    if candidates.is_empty()
+        && walked.unreadable_dirs.is_empty()
+        && under_roots == walked.unchanged.len()
+        && walked.devices.is_empty()
+    {
+        let mut summary = Summary {
+            roots,
+            unchanged: walked.unchanged.len() as u64,
+            bytes_unchanged: walked.unchanged_bytes,
+            ..Summary::default()
+        };
+        for (path, reason) in walked.skipped {
+            record_skip(&mut summary, path, reason);
         }
+        summary.elapsed = start.elapsed();
+        return Ok(Prewalk::Unchanged(summary));
     }
     let scan::Known::Loaded(records) = known else { return Ok(Prewalk::Unknown) };
     let found = walked.unchanged.len() + candidates.iter().filter(|c| c.old.is_some()).count();
@@ -647,7 +650,7 @@ pub fn index_prewalked(
         let mut summary = Summary { roots: roots.clone(), ..Summary::default() };
         let workers = if opts.workers == 0 { available_cores() } else { opts.workers };
         ingest_candidates(&mut writer, candidates, workers, &mut summary, &|| opts.stopping())?;
-        let records = removal_records(records, &roots);
+        let records = removal_records(records);
         return end_prewalked(&store, writer, opts, summary, PrewalkEnd { start, roots, walked, records });
     }
     let Prewalked { start, roots, walked, candidates, records } = pre;
@@ -664,8 +667,7 @@ pub fn index_prewalked(
     std::thread::scope(|s| {
         let rules = ReaderRules { stop: None, defer_from: None, defer_new: true, whole_from: opts.whole_from };
         spawn_readers(s, reader, &held, workers, cand_rx, out_tx, rules);
-        let walked_roots = roots.clone();
-        let records = s.spawn(move || removal_records(records, &walked_roots));
+        let records = s.spawn(move || removal_records(records));
         // An error here drops `out_rx`: the readers stop at their next file.
         let store = open_writer()?;
         tracing::debug!("writer opened after {:?}", start.elapsed());
