@@ -651,7 +651,7 @@ pub fn index_prewalked(
         let workers = if opts.workers == 0 { available_cores() } else { opts.workers };
         ingest_candidates(&mut writer, candidates, workers, &mut summary, &|| opts.stopping())?;
         let records = removal_records(records);
-        return end_prewalked(&store, writer, opts, summary, PrewalkEnd { start, roots, walked, records });
+        return end_prewalked(writer, opts, summary, PrewalkEnd { start, roots, walked, records });
     }
     let Prewalked { start, roots, walked, candidates, records } = pre;
     let workers = if opts.workers == 0 { available_cores() } else { opts.workers };
@@ -683,8 +683,8 @@ pub fn index_prewalked(
         };
         drain(&mut writer, &mut f, Ok(()))?;
         debug_assert!(f.recheck.is_empty() && f.deferred.is_empty(), "the walk stats every candidate");
-        let records = records.join().expect("counting records does not panic");
-        end_prewalked(&store, writer, opts, summary, PrewalkEnd { start, roots, walked, records })
+        let records = records.join().expect("dropping records does not panic");
+        end_prewalked(writer, opts, summary, PrewalkEnd { start, roots, walked, records })
     })
 }
 
@@ -699,7 +699,6 @@ struct PrewalkEnd {
 /// Commits what [`index_prewalked`] read and ends its run: the removal
 /// pass, retention, the flush and RocksDB's compactions.
 fn end_prewalked(
-    store: &Store,
     mut writer: Writer<'_>,
     opts: &IndexOptions,
     mut summary: Summary,
@@ -714,7 +713,7 @@ fn end_prewalked(
     }
     let ended = RunEnd { unread: Vec::new(), known: Some(records) };
     end_run(&mut writer, &mut summary, walked, ended, &roots, opts.retention, start)?;
-    store.settle_compactions(opts.interrupt.as_deref());
+    writer.store.settle_compactions(opts.interrupt.as_deref());
     Ok(summary)
 }
 
