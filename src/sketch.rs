@@ -1998,9 +1998,10 @@ mod tests {
         ) {
             let data = [&head[..], &prior[..]].concat();
             let words = prior.split(|&b| SPACE[b as usize]).filter(|w| !w.is_empty()).count();
-            // The new bytes' last word ends where they do.
+            // The new bytes' last word ends where they do; no new bytes
+            // is no new start (the caller has the content's sketch).
             let word_break = [head.last(), prior.first()].into_iter().flatten().any(|&b| SPACE[b as usize]);
-            let usable = word_break && words >= WORDS;
+            let usable = !head.is_empty() && word_break && words >= WORDS;
             let got = sketch_prepended(&rice_encode(&sketch_bytes(&prior)), &data, prior.len());
             prop_assert_eq!(got.is_some(), usable);
             if let Some(got) = got {
