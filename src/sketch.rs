@@ -1511,6 +1511,9 @@ impl Shingler {
 }
 
 #[cfg(test)]
+mod edit_model;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
