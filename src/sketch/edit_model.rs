@@ -357,6 +357,8 @@ mod tests {
                 match edited(&t, data.len(), &new, a, a + del) {
                     Ok(got) => {
                         let want = tagged(&new, &got.starts).expect("a level above 0");
+                        // The model's sketch is the shingler's.
+                        prop_assert_eq!(&want.sketch, &crate::sketch::sketch_bytes(&new));
                         prop_assert_eq!(&got.sketch, &want.sketch);
                         prop_assert_eq!(&got.wheres, &want.wheres);
                         // Lower bounds while the level stays (each counts
