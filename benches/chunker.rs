@@ -11,6 +11,7 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use md5::{Digest, Md5};
 use simd::chunker::{chunk_lengths, ChunkParams};
 use simd::fingerprint::{fingerprint_bytes, fingerprint_many, ContentHash, Lookup, Prior, PriorRecord};
+use simd::sketch::segments::{sketch_tagged, SEGMENTS, TAG_FROM};
 use simd::sketch::{sketch_bytes, GapCoded};
 
 const SIZE: usize = 16 << 20;
@@ -115,6 +116,13 @@ fn bench(c: &mut Criterion) {
         g.bench_with_input(BenchmarkId::new("sketch-32k-files", name), &data, |b, d| {
             b.iter(|| d.chunks(32 << 10).map(|f| sketch_bytes(f).samples.len()).sum::<usize>())
         });
+        // The same with where each sample lies among eight segments
+        // (`sketch::segments`, for edits in the middle).
+        g.bench_with_input(BenchmarkId::new("sketch-tagged-32k-files", name), &data, |b, d| {
+            b.iter(|| {
+                d.chunks(32 << 10).map(|f| sketch_tagged(f, SEGMENTS).map_or(0, |s| s.0.samples.len())).sum::<usize>()
+            })
+        });
     }
     g.finish();
 
@@ -128,6 +136,23 @@ fn bench(c: &mut Criterion) {
         g.sample_size(10);
         g.bench_with_input(BenchmarkId::new("sketch", &dir), &files, |b, fs| {
             b.iter(|| fs.iter().map(|f| sketch_bytes(f).samples.len()).sum::<usize>())
+        });
+        // The same sketches with where each sample lies among eight
+        // segments (`sketch::segments`, for edits in the middle): one
+        // shingler fed the segments in turn, and one per segment.
+        g.bench_with_input(BenchmarkId::new("sketch-tagged", &dir), &files, |b, fs| {
+            b.iter(|| fs.iter().map(|f| sketch_tagged(f, SEGMENTS).map_or(0, |s| s.0.samples.len())).sum::<usize>())
+        });
+        // Tags only for contents of at least TAG_FROM bytes.
+        g.bench_with_input(BenchmarkId::new("sketch-tagged-from-16k", &dir), &files, |b, fs| {
+            b.iter(|| {
+                fs.iter()
+                    .map(|f| match f.len() >= TAG_FROM {
+                        true => sketch_tagged(f, SEGMENTS).map_or(0, |s| s.0.samples.len()),
+                        false => sketch_bytes(f).samples.len(),
+                    })
+                    .sum::<usize>()
+            })
         });
         g.finish();
     }

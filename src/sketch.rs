@@ -27,6 +27,8 @@
 use fearless_simd::{dispatch, u8x64, Level, Simd, SimdBase};
 use serde::{Deserialize, Serialize};
 
+pub mod segments;
+
 /// Words per shingle (Broder used 10 on web pages; 4 suits short documents).
 pub const WORDS: usize = 4;
 
@@ -342,6 +344,9 @@ fn uncode(code: u32) -> Option<u32> {
 
 /// Bits that hold any [`code`]: a bit length of up to 32, then the mantissa.
 const CODE_BITS: u32 = 6 + SAMPLE_BITS;
+const CODE_MASK: u32 = (1 << CODE_BITS) - 1;
+/// At most this many parts tag a sketch: the bits above a code.
+pub const MAX_PARTS: usize = (32 - CODE_BITS) as usize;
 /// The largest Rice parameter a gap is written with.
 const MAX_RICE: u32 = 24;
 
@@ -821,6 +826,22 @@ pub struct Shingler {
     /// How many of `kept`'s first samples are sorted and distinct: those
     /// of the earlier sketch, and then of each compaction, when resumed.
     sorted: usize,
+    /// Fed a content part by part ([`Shingler::tagging`]); boxed, so
+    /// that a shingler stays small where most are made without parts.
+    parts: Option<Box<Parts>>,
+}
+
+/// The state of a shingler fed a content part by part: each code in `kept`
+/// carries, above its [`CODE_BITS`], the parts holding its shingle (bit g
+/// for part g), set on the codes from `untagged` on when the part ends or
+/// before they are sorted.
+#[derive(Default)]
+struct Parts {
+    part: u32,
+    untagged: usize,
+    /// The distinct samples the last rise of the level dropped, counted
+    /// in the first part holding each (`segments::Tags::below`).
+    below: [u32; MAX_PARTS],
 }
 
 /// The buffers of the last shingler dropped on this thread, for the next
@@ -992,6 +1013,41 @@ impl Shingler {
             scratch,
             resumed: false,
             sorted: 0,
+            parts: None,
+        }
+    }
+
+    /// A shingler fed a content part by part, [`Shingler::next_part`]
+    /// between them, whose sketch says which parts hold each sample
+    /// ([`Shingler::finish_tagged`]). Shingles across parts are not
+    /// taken: the caller shingles the words around each boundary
+    /// (`segments::sketch_tagged`).
+    pub fn tagging() -> Shingler {
+        let mut s = Shingler::new();
+        s.parts = Some(Box::default());
+        s
+    }
+
+    /// Ends the current part: the next words begin a new one, and the
+    /// first `WORDS − 1` of them complete no shingle. Called at a word
+    /// start only.
+    pub fn next_part(&mut self) {
+        debug_assert!(self.partial.is_none(), "parts end where a word starts");
+        self.tag_new();
+        let p = self.parts.as_mut().expect("a shingler made by Shingler::tagging");
+        p.part += 1;
+        assert!((p.part as usize) < MAX_PARTS, "at most {MAX_PARTS} parts");
+        self.words = 0;
+    }
+
+    /// Marks the codes kept since the last mark with the current part.
+    fn tag_new(&mut self) {
+        if let Some(p) = &mut self.parts {
+            let bit = 1u32 << (CODE_BITS + p.part);
+            for c in &mut self.kept[p.untagged..] {
+                *c |= bit;
+            }
+            p.untagged = self.kept.len();
         }
     }
 
@@ -1143,11 +1199,25 @@ impl Shingler {
 
     /// Sorts and dedups the samples, raising the level until they fit.
     fn compact(&mut self) {
+        // Monomorphised, so that a sketch made without parts pays for
+        // none of their masks.
+        if self.parts.is_some() {
+            self.compact_as::<true>()
+        } else {
+            self.compact_as::<false>()
+        }
+    }
+
+    fn compact_as<const TAGGED: bool>(&mut self) {
+        let mask = if TAGGED { CODE_MASK } else { u32::MAX };
+        if TAGGED {
+            self.tag_new();
+        }
         if self.sorted > 0 {
             self.merge_new_samples();
-        } else if !self.sort_deciding_samples() {
-            radix_sort(&mut self.kept, &mut self.scratch);
-            self.kept.dedup();
+        } else if !self.sort_deciding_samples::<TAGGED>() {
+            radix_sort::<TAGGED>(&mut self.kept, &mut self.scratch);
+            dedup::<TAGGED>(&mut self.kept);
         }
         if self.level > 0 || self.kept.len() > EXACT_UP_TO {
             while self.kept.len() > MAX_SAMPLES {
@@ -1155,9 +1225,23 @@ impl Shingler {
                 // Samples of the new level are a prefix: smaller numbers, whose
                 // codes start with a bit length of at most 32 − level.
                 let bound = 33u32.saturating_sub(u32::from(self.level)) << SAMPLE_BITS;
-                let n = self.kept.partition_point(|&c| c < bound);
+                let n = self.kept.partition_point(|&c| c & mask < bound);
+                if let (true, Some(p)) = (TAGGED, &mut self.parts) {
+                    // Distinct samples of the level just left, each in the
+                    // first part holding it: they prove the level after
+                    // an edit elsewhere (`segments`).
+                    p.below = [0; MAX_PARTS];
+                    for &c in &self.kept[n..] {
+                        if parts_of(c) != 0 {
+                            p.below[parts_of(c).trailing_zeros() as usize] += 1;
+                        }
+                    }
+                }
                 self.kept.truncate(n);
             }
+        }
+        if let Some(p) = &mut self.parts {
+            p.untagged = self.kept.len();
         }
         if self.resumed {
             self.sorted = self.kept.len();
@@ -1207,7 +1291,8 @@ impl Shingler {
     /// repeating itself) the caller sorts them all. The sketch is the same
     /// either way, and a content of ~5,000 shingles sorts about half of
     /// them (`sketch-32k-files/text` −11 %).
-    fn sort_deciding_samples(&mut self) -> bool {
+    fn sort_deciding_samples<const TAGGED: bool>(&mut self) -> bool {
+        let mask = if TAGGED { CODE_MASK } else { u32::MAX };
         let bound = if self.level == 0 { EXACT_UP_TO } else { MAX_SAMPLES };
         if self.kept.len() <= bound {
             return false;
@@ -1218,11 +1303,11 @@ impl Shingler {
         let mut quads = self.kept.chunks_exact(4);
         for q in quads.by_ref() {
             for (c, &s) in counts.iter_mut().zip(q) {
-                c[level_of_code(s) as usize] += 1;
+                c[level_of_code(s & mask) as usize] += 1;
             }
         }
         for &s in quads.remainder() {
-            counts[0][level_of_code(s) as usize] += 1;
+            counts[0][level_of_code(s & mask) as usize] += 1;
         }
         let mut at_least = 0;
         let Some(top) = (usize::from(self.level) + 1..33).rev().find(|&l| {
@@ -1239,11 +1324,11 @@ impl Shingler {
         let mut n = 0;
         for &s in &self.kept {
             self.picked[n] = s;
-            n += usize::from(level_of_code(s) as usize >= top);
+            n += usize::from(level_of_code(s & mask) as usize >= top);
         }
         self.picked.truncate(n);
-        radix_sort(&mut self.picked, &mut self.scratch);
-        self.picked.dedup();
+        radix_sort::<TAGGED>(&mut self.picked, &mut self.scratch);
+        dedup::<TAGGED>(&mut self.picked);
         if self.picked.len() <= bound {
             return false;
         }
@@ -1262,7 +1347,7 @@ impl Shingler {
         }
         // A content of 1..WORDS-1 words has its whole word sequence as its
         // one shingle (as the reference scorer does).
-        if self.words > 0 && self.words < WORDS as u64 && !self.resumed {
+        if self.words > 0 && self.words < WORDS as u64 && !self.resumed && self.parts.is_none() {
             let n = self.words as usize;
             let mut seq = [0u64; WORDS];
             seq[..n].copy_from_slice(&self.window[WORDS - n..]);
@@ -1275,6 +1360,25 @@ impl Shingler {
         let samples = self.kept.iter().map(|&c| uncode(c).expect("the code of a rounded sample")).collect();
         Sketch { level: self.level, samples }
     }
+
+    /// The sketch of everything fed part by part ([`Shingler::tagging`]),
+    /// with the parts holding each sample and the bounds of the level below.
+    pub fn finish_tagged(mut self) -> (Sketch, Vec<u16>, [u32; MAX_PARTS]) {
+        if let Some(st) = self.partial.take() {
+            let mut keys = [0u64; WORDS - 1 + 2 * WORD_BATCH];
+            keys[..WORDS - 1].copy_from_slice(&self.window[1..]);
+            keys[WORDS - 1] = st.key();
+            self.take_words(&mut keys, WORDS);
+        }
+        self.compact();
+        let parts = self.kept.iter().map(|&c| parts_of(c) as u16).collect();
+        let samples = self.kept.iter().map(|&c| uncode(c & CODE_MASK).expect("the code of a rounded sample")).collect();
+        let below = match &self.parts {
+            Some(p) if self.level > 0 => p.below,
+            _ => [0; MAX_PARTS],
+        };
+        (Sketch { level: self.level, samples }, parts, below)
+    }
 }
 
 /// Sorts the [`code`]s of rounded samples, which fit in 22 bits: two
@@ -1285,18 +1389,22 @@ impl Shingler {
 /// files of a document tree (hundreds of samples each) a comparison sort
 /// was ~45 % of their sketching. (The samples are kept as codes while a
 /// sketch is made, so the sort converts nothing.)
-fn radix_sort(v: &mut Vec<u32>, scratch: &mut Vec<u32>) {
+fn radix_sort<const TAGGED: bool>(v: &mut Vec<u32>, scratch: &mut Vec<u32>) {
     const DIGIT: u32 = CODE_BITS / 2;
     const BUCKETS: usize = 1 << DIGIT;
     // Two 2,048-entry tables to fill and sum: a comparison sort is quicker
     // below several hundred values.
     if v.len() < 512 {
-        v.sort_unstable();
+        // By the code alone: parts above it ride along.
+        if TAGGED {
+            v.sort_unstable_by_key(|&c| c & CODE_MASK);
+        } else {
+            v.sort_unstable();
+        }
         return;
     }
     let mut counts = [[0u32; BUCKETS]; 2];
     for &x in v.iter() {
-        debug_assert!(x < 1 << CODE_BITS, "only codes are sorted");
         counts[0][x as usize & (BUCKETS - 1)] += 1;
         counts[1][(x >> DIGIT) as usize & (BUCKETS - 1)] += 1;
     }
@@ -1328,6 +1436,24 @@ fn radix_sort(v: &mut Vec<u32>, scratch: &mut Vec<u32>) {
 /// The level of the sample a [`code`] stands for: 32 less its bit length.
 fn level_of_code(code: u32) -> u8 {
     32u32.saturating_sub(code >> SAMPLE_BITS) as u8
+}
+
+/// The parts a tagged code's shingles lie in ([`Shingler::tagging`]).
+fn parts_of(code: u32) -> u32 {
+    code >> CODE_BITS
+}
+
+/// Dedups sorted codes, merging the parts of equal ones when tagged.
+fn dedup<const TAGGED: bool>(v: &mut Vec<u32>) {
+    if !TAGGED {
+        v.dedup();
+        return;
+    }
+    v.dedup_by(|later, kept| {
+        let same = (*later ^ *kept) & CODE_MASK == 0;
+        *kept |= *later & !CODE_MASK & 0u32.wrapping_sub(u32::from(same));
+        same
+    });
 }
 
 /// Odd constants weighting the words of a shingle by position, so that the
@@ -1816,7 +1942,7 @@ mod tests {
         let mut scratch = vec![u32::MAX; left];
         let mut expected = v.clone();
         expected.sort_unstable();
-        radix_sort(&mut v, &mut scratch);
+        radix_sort::<false>(&mut v, &mut scratch);
         prop_assert_eq!(v, expected);
         Ok(())
     }
