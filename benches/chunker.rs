@@ -11,7 +11,7 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use md5::{Digest, Md5};
 use simd::chunker::{chunk_lengths, ChunkParams};
 use simd::fingerprint::{fingerprint_bytes, fingerprint_many, ContentHash, Lookup, Prior, PriorRecord};
-use simd::sketch::segments::{sketch_tagged, SEGMENTS, TAG_FROM};
+use simd::sketch::segments::{sketch_edited, sketch_tagged, SEGMENTS, TAG_FROM};
 use simd::sketch::{sketch_bytes, GapCoded};
 
 const SIZE: usize = 16 << 20;
@@ -124,6 +124,41 @@ fn bench(c: &mut Criterion) {
             })
         });
     }
+    g.finish();
+
+    // A line inserted in the middle of each of 512 32 KB text files:
+    // the new content sketched from its bytes, against from its earlier
+    // sketch and tags (`sketch::segments::sketch_edited`; those it must
+    // sketch whole are, in both).
+    let line = b"\n# a line inserted in the middle\n";
+    let edits: Vec<(Vec<u8>, Vec<u8>, _)> = text(512 << 15)
+        .chunks(32 << 10)
+        .map(|f| {
+            let at = f.len() / 2;
+            let new = [&f[..at], &line[..], &f[at..]].concat();
+            (f.to_vec(), new, sketch_tagged(f, SEGMENTS).expect("words"))
+        })
+        .collect();
+    let mut g = c.benchmark_group("edited-32k-files");
+    g.throughput(Throughput::Bytes(edits.iter().map(|e| e.1.len() as u64).sum()));
+    g.sample_size(20);
+    g.bench_function("sketch-baseline", |b| {
+        b.iter(|| edits.iter().map(|e| sketch_bytes(&e.1).samples.len()).sum::<usize>())
+    });
+    g.bench_function("sketch-edited", |b| {
+        b.iter(|| {
+            edits
+                .iter()
+                .map(|(old, new, (sketch, tags))| {
+                    let at = old.len() / 2;
+                    match sketch_edited(sketch, tags, old.len(), new, at, at) {
+                        Ok((s, _)) => s.samples.len(),
+                        Err(_) => sketch_bytes(new).samples.len(),
+                    }
+                })
+                .sum::<usize>()
+        })
+    });
     g.finish();
 
     // The sketch of the files of a real tree, each whole as a reader

@@ -62,7 +62,7 @@ fn part_sketch(data: &[u8], from: usize, to: usize) -> Sketch {
 }
 
 fn starts_word(data: &[u8], i: usize) -> bool {
-    !is_space(data[i]) && (i == 0 || is_space(data[i - 1]))
+    i < data.len() && !is_space(data[i]) && (i == 0 || is_space(data[i - 1]))
 }
 
 /// The first word start at or after `at`, if any.
@@ -186,6 +186,169 @@ pub fn sketch_tagged(data: &[u8], segments: usize) -> Option<(Sketch, Tags)> {
         below,
     };
     Some((sketch, tags))
+}
+
+/// Why an edited content is to be sketched whole.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Whole {
+    /// A sketch of level 0 (every shingle kept): cheap to make again.
+    Exact,
+    /// The segments the edit touched hold fewer than `WORDS − 1` words
+    /// once edited.
+    Short,
+    /// The kept samples and the untouched segments' bounds do not prove
+    /// that the level stays.
+    LevelMayFall,
+    /// The tags are not those of the sketch.
+    Mismatch,
+}
+
+/// The sketch and tags of `data`, the content `prior` and `tags` are of
+/// (`old_len` bytes) with `old[a..b_old]` replaced by `data[a..b_old +
+/// data.len() − old_len]`, the bytes before and after the same: the samples
+/// seen in segments the edit did not touch are kept, and only the touched
+/// segments, merged into one, and the shingles across its two boundaries
+/// are shingled again. The same sketch as `data`'s bytes give
+/// ([`super::sketch_bytes`]); the plan by the definitions is
+/// `edit_model::edited`.
+pub fn sketch_edited(
+    prior: &Sketch,
+    tags: &Tags,
+    old_len: usize,
+    data: &[u8],
+    a: usize,
+    b_old: usize,
+) -> Result<(Sketch, Tags), Whole> {
+    if prior.level == 0 {
+        return Err(Whole::Exact);
+    }
+    let last = tags.starts.len();
+    if tags.inside.len() != prior.samples.len()
+        || tags.across.len() != prior.samples.len()
+        || tags.below.len() != last + 1
+        || a > b_old
+        || b_old > old_len
+    {
+        return Err(Whole::Mismatch);
+    }
+    let delta = data.len() as isize - old_len as isize;
+    let segment = |at: usize| tags.starts.partition_point(|&s| s <= at);
+    let start_of = |g: usize| if g == 0 { 0 } else { tags.starts[g - 1] };
+    let (mut c0, mut c1) = (segment(a), segment(b_old.max(a + 1) - 1).max(segment(a)));
+    // The merged segment must begin and end at word starts of the new
+    // content: an edit at a boundary that joins or splits a word there
+    // takes the neighbour in too.
+    while c0 > 0 && !starts_word(data, start_of(c0)) {
+        c0 -= 1;
+    }
+    let new_start = |g: usize| (tags.starts[g] as isize + delta) as usize;
+    while c1 < last && !starts_word(data, new_start(c1)) {
+        c1 += 1;
+    }
+    let (p, q) = (start_of(c0), if c1 < last { new_start(c1) } else { data.len() });
+    if !has_words(data, p, q, WORDS - 1) {
+        return Err(Whole::Short);
+    }
+    let inside_bits = |m: u16| {
+        let low = m & ((1u16 << c0) - 1);
+        let high = (u32::from(m) >> (c1 + 1)) as u16;
+        low | high << (c0 + 1)
+    };
+    // Boundary k lies between segments k and k + 1.
+    let across_bits = |m: u16| {
+        let keep_low = if c0 >= 1 { m & ((1u16 << (c0 - 1)) - 1) } else { 0 };
+        let high = (u32::from(m) >> (c1 + 1)) as u16;
+        keep_low | high << (c0 + 1)
+    };
+    let mut kept: Vec<(u32, u16, u16)> = Vec::with_capacity(prior.samples.len());
+    for ((&x, &inside), &across) in prior.samples.iter().zip(&tags.inside).zip(&tags.across) {
+        let (i, c) = (inside_bits(inside), across_bits(across));
+        if i != 0 || c != 0 {
+            kept.push((x, i, c));
+        }
+    }
+    // The merged segment's own shingles (sorted), and the few across its
+    // boundaries put in among them.
+    let mut s = Shingler::tagging();
+    s.feed(&data[p..q]);
+    let (own, _, _) = s.finish_tagged();
+    let top = prior.level.max(own.level);
+    let mut fresh: Vec<(u32, u16, u16)> =
+        own.samples.iter().filter(|&&x| level_of(x) + 1 >= top).map(|&x| (x, 1u16 << c0, 0)).collect();
+    let mut crossing: Vec<(u32, u16)> = Vec::with_capacity(2 * (WORDS - 1));
+    if c0 > 0 {
+        crossing.extend(crossing_samples(data, p).into_iter().map(|x| (x, 1u16 << (c0 - 1))));
+    }
+    if c1 < last {
+        crossing.extend(crossing_samples(data, q).into_iter().map(|x| (x, 1u16 << c0)));
+    }
+    for (x, bit) in crossing.into_iter().filter(|&(x, _)| level_of(x) + 1 >= top) {
+        match fresh.binary_search_by_key(&x, |f| f.0) {
+            Ok(i) => fresh[i].2 |= bit,
+            Err(i) => fresh.insert(i, (x, 0, bit)),
+        }
+    }
+    // Both sorted and distinct: merged, the tags of a sample in both
+    // put together.
+    let mut all: Vec<(u32, u16, u16)> = Vec::with_capacity(kept.len() + fresh.len());
+    let (mut i, mut j) = (0, 0);
+    while i < kept.len() && j < fresh.len() {
+        // Branch-free: which side comes next is data the CPU cannot predict.
+        let (k, f) = (kept[i], fresh[j]);
+        let (from_k, from_f) = (k.0 <= f.0, f.0 <= k.0);
+        let none = (0, 0, 0);
+        let (a, b) =
+            (std::hint::select_unpredictable(from_k, k, none), std::hint::select_unpredictable(from_f, f, none));
+        all.push((a.0 | b.0, a.1 | b.1, a.2 | b.2));
+        i += usize::from(from_k);
+        j += usize::from(from_f);
+    }
+    all.extend_from_slice(&kept[i..]);
+    all.extend_from_slice(&fresh[j..]);
+    let starts: Vec<usize> = tags.starts[..c0.min(last)].iter().copied().chain((c1..last).map(new_start)).collect();
+    let segments = starts.len() + 1;
+    // Samples sort by value, so those of a level and above come first.
+    let at_least = |all: &[(u32, u16, u16)], l: u8| all.partition_point(|e| level_of(e.0) >= l);
+    let mut level = top;
+    let below;
+    if at_least(&all, level) > MAX_SAMPLES {
+        let mut b = vec![0u32; segments];
+        while at_least(&all, level) > MAX_SAMPLES {
+            level += 1;
+            let n = at_least(&all, level);
+            b.iter_mut().for_each(|x| *x = 0);
+            for e in all[n..].iter().filter(|e| e.1 != 0 && level_of(e.0) + 1 == level) {
+                b[e.1.trailing_zeros() as usize] += 1;
+            }
+        }
+        below = b;
+    } else if level == prior.level {
+        // The level stays if the level below holds too many to fit: the
+        // kept samples, and those the untouched segments still hold.
+        let untouched: u32 = tags.below.iter().enumerate().filter(|&(g, _)| g < c0 || g > c1).map(|(_, &n)| n).sum();
+        let room = if level == 1 { EXACT_UP_TO } else { MAX_SAMPLES };
+        if at_least(&all, level) + untouched as usize <= room {
+            return Err(Whole::LevelMayFall);
+        }
+        let mut b: Vec<u32> =
+            tags.below.iter().enumerate().filter(|&(g, _)| g <= c0 || g > c1).map(|(_, &n)| n).collect();
+        // The merged segment's may be counted elsewhere already.
+        b[c0] = 0;
+        below = b;
+    } else {
+        // The merged segment's own level is the content's: what it has of
+        // the level below, each in its first segment.
+        let mut b = vec![0u32; segments];
+        for e in all.iter().filter(|e| e.1 != 0 && level_of(e.0) + 1 == level) {
+            b[e.1.trailing_zeros() as usize] += 1;
+        }
+        below = b;
+    }
+    all.truncate(at_least(&all, level));
+    let sketch = Sketch { level, samples: all.iter().map(|e| e.0).collect() };
+    let tags =
+        Tags { starts, inside: all.iter().map(|e| e.1).collect(), across: all.iter().map(|e| e.2).collect(), below };
+    Ok((sketch, tags))
 }
 
 /// The samples of the `WORDS − 1` shingles across a segment start `at`
@@ -348,6 +511,76 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// `sketch_edited`'s tags, as the model's sets.
+    fn check_tags(data: &[u8], sketch: &Sketch, tags: &Tags) -> Result<(), TestCaseError> {
+        let model = edit_model::tagged(data, &tags.starts).expect("a level above 0");
+        prop_assert_eq!(&model.sketch, sketch);
+        for (i, w) in model.wheres.iter().enumerate() {
+            let inside = w.inside.iter().fold(0u16, |m, &g| m | 1 << g);
+            let across = w.across.iter().fold(0u16, |m, &(x, _)| m | 1 << x);
+            prop_assert_eq!((tags.inside[i], tags.across[i]), (inside, across), "sample {}", i);
+        }
+        prop_assert_eq!(tags.below.len(), tags.starts.len() + 1);
+        prop_assert!(tags.below.iter().sum::<u32>() <= model.below.iter().sum::<u32>());
+        Ok(())
+    }
+
+    proptest! {
+        /// An edited content is sketched from its earlier sketch and tags
+        /// as from its bytes, with the tags a fresh look finds; or it is
+        /// to be sketched whole. Two edits in a row, the second from the
+        /// first's tags.
+        #[test]
+        fn an_edited_content_is_sketched_from_its_tags_as_from_its_bytes(
+            n in 2_000usize..9_000,
+            vocab in prop_oneof![Just(300u64), Just(5_000u64)],
+            seed in any::<u64>(),
+            edits in proptest::collection::vec((any::<usize>(), 0usize..400, 0usize..60, any::<u64>()), 2),
+        ) {
+            let mut data = text(n, vocab, seed);
+            let Some((mut sketch, mut tags)) = sketch_tagged(&data, SEGMENTS) else { return Ok(()) };
+            for (at, del, ins_words, s) in edits {
+                let a = at % (data.len() + 1);
+                let del = del.min(data.len() - a);
+                let ins = text(ins_words, vocab, s);
+                let new = [&data[..a], &ins[..ins.len().min(ins_words * 6)], &data[a + del..]].concat();
+                match sketch_edited(&sketch, &tags, data.len(), &new, a, a + del) {
+                    Ok((s2, t2)) => {
+                        prop_assert_eq!(&s2, &crate::sketch::sketch_bytes(&new));
+                        check_tags(&new, &s2, &t2)?;
+                        (sketch, tags) = (s2, t2);
+                    }
+                    Err(_) => match sketch_tagged(&new, SEGMENTS) {
+                        Some(fresh) => (sketch, tags) = fresh,
+                        None => return Ok(()),
+                    },
+                }
+                data = new;
+            }
+        }
+    }
+
+    /// How often an edit of a few words is sketched from the tags.
+    #[test]
+    fn most_small_edits_are_sketched_from_the_tags() {
+        let (mut ok, mut whole) = (0, std::collections::BTreeMap::new());
+        for seed in 1..=60u64 {
+            let data = text(3_000 + 400 * seed as usize, 5_000, seed);
+            let (sketch, tags) = sketch_tagged(&data, SEGMENTS).expect("words");
+            let a = (seed as usize * 7919) % data.len();
+            let new = [&data[..a], &b" inserted words here "[..], &data[a..]].concat();
+            match sketch_edited(&sketch, &tags, data.len(), &new, a, a) {
+                Ok((s, _)) => {
+                    assert_eq!(s, crate::sketch::sketch_bytes(&new));
+                    ok += 1;
+                }
+                Err(w) => *whole.entry(format!("{w:?}")).or_insert(0) += 1,
+            }
+        }
+        eprintln!("from the tags: {ok} of 60; whole: {whole:?}");
+        assert!(ok >= 30, "{ok} of 60 from the tags; whole: {whole:?}");
     }
 
     #[test]
