@@ -1336,8 +1336,8 @@ impl Shingler {
         true
     }
 
-    /// The sketch of everything fed.
-    pub fn finish(mut self) -> Sketch {
+    /// Takes the word the bytes fed end in, if they end in one.
+    fn take_last_word(&mut self) {
         if let Some(st) = self.partial.take() {
             // The last word, taken as a batch of one.
             let mut keys = [0u64; WORDS - 1 + 2 * WORD_BATCH];
@@ -1345,6 +1345,11 @@ impl Shingler {
             keys[WORDS - 1] = st.key();
             self.take_words(&mut keys, WORDS);
         }
+    }
+
+    /// The sketch of everything fed.
+    pub fn finish(mut self) -> Sketch {
+        self.take_last_word();
         // A content of 1..WORDS-1 words has its whole word sequence as its
         // one shingle (as the reference scorer does).
         if self.words > 0 && self.words < WORDS as u64 && !self.resumed && self.parts.is_none() {
@@ -1364,12 +1369,7 @@ impl Shingler {
     /// The sketch of everything fed part by part ([`Shingler::tagging`]),
     /// with the parts holding each sample and the bounds of the level below.
     pub fn finish_tagged(mut self) -> (Sketch, Vec<u16>, [u32; MAX_PARTS]) {
-        if let Some(st) = self.partial.take() {
-            let mut keys = [0u64; WORDS - 1 + 2 * WORD_BATCH];
-            keys[..WORDS - 1].copy_from_slice(&self.window[1..]);
-            keys[WORDS - 1] = st.key();
-            self.take_words(&mut keys, WORDS);
-        }
+        self.take_last_word();
         self.compact();
         let parts = self.kept.iter().map(|&c| parts_of(c) as u16).collect();
         let samples = self.kept.iter().map(|&c| uncode(c & CODE_MASK).expect("the code of a rounded sample")).collect();
@@ -1405,6 +1405,7 @@ fn radix_sort<const TAGGED: bool>(v: &mut Vec<u32>, scratch: &mut Vec<u32>) {
     }
     let mut counts = [[0u32; BUCKETS]; 2];
     for &x in v.iter() {
+        debug_assert!(TAGGED || x < 1 << CODE_BITS, "only codes are sorted");
         counts[0][x as usize & (BUCKETS - 1)] += 1;
         counts[1][(x >> DIGIT) as usize & (BUCKETS - 1)] += 1;
     }
@@ -1451,7 +1452,9 @@ fn dedup<const TAGGED: bool>(v: &mut Vec<u32>) {
     }
     v.dedup_by(|later, kept| {
         let same = (*later ^ *kept) & CODE_MASK == 0;
-        *kept |= *later & !CODE_MASK & 0u32.wrapping_sub(u32::from(same));
+        if same {
+            *kept |= *later & !CODE_MASK;
+        }
         same
     });
 }

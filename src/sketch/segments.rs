@@ -16,7 +16,8 @@
 //! read back by an edit (`docs/performance.md`, the daemon, session 48).
 
 use super::{
-    is_space, level_of, round, shingle_hash_of_keys, word_hash, Shingler, Sketch, EXACT_UP_TO, MAX_SAMPLES, WORDS,
+    is_space, level_of, round, shingle_hash_of_keys, word_hash, Shingler, Sketch, EXACT_UP_TO, MAX_PARTS, MAX_SAMPLES,
+    WORDS,
 };
 
 /// Segments a content is cut into.
@@ -133,6 +134,7 @@ pub fn sketch_segmented(data: &[u8], segments: usize) -> Option<(Sketch, Tags)> 
 /// [`sketch_segmented`]'s, at about the cost of [`super::sketch_bytes`]);
 /// None for a content of fewer than [`WORDS`] words.
 pub fn sketch_tagged(data: &[u8], segments: usize) -> Option<(Sketch, Tags)> {
+    assert!(segments <= MAX_PARTS, "at most {MAX_PARTS} segments");
     if !has_words(data, 0, data.len(), WORDS) {
         return None;
     }
@@ -165,19 +167,14 @@ pub fn sketch_tagged(data: &[u8], segments: usize) -> Option<(Sketch, Tags)> {
     let mut level = sketch.level;
     let mut below = below[..=starts.len()].to_vec();
     if level > 0 || merged.len() > EXACT_UP_TO {
-        while merged.len() > MAX_SAMPLES {
-            level += 1;
-            let n = merged.partition_point(|m| level_of(m.0) >= level);
-            below.iter_mut().for_each(|b| *b = 0);
-            for m in merged[n..].iter().filter(|m| m.1 != 0) {
-                below[m.1.trailing_zeros() as usize] += 1;
-            }
-            merged.truncate(n);
+        if let Some(b) = raise(&merged, &mut level, starts.len() + 1) {
+            below = b;
         }
     }
     if level == 0 {
         below.clear();
     }
+    merged.truncate(at_least(&merged, level));
     let sketch = Sketch { level, samples: merged.iter().map(|m| m.0).collect() };
     let tags = Tags {
         starts,
@@ -307,20 +304,9 @@ pub fn sketch_edited(
     all.extend_from_slice(&fresh[j..]);
     let starts: Vec<usize> = tags.starts[..c0.min(last)].iter().copied().chain((c1..last).map(new_start)).collect();
     let segments = starts.len() + 1;
-    // Samples sort by value, so those of a level and above come first.
-    let at_least = |all: &[(u32, u16, u16)], l: u8| all.partition_point(|e| level_of(e.0) >= l);
     let mut level = top;
     let below;
-    if at_least(&all, level) > MAX_SAMPLES {
-        let mut b = vec![0u32; segments];
-        while at_least(&all, level) > MAX_SAMPLES {
-            level += 1;
-            let n = at_least(&all, level);
-            b.iter_mut().for_each(|x| *x = 0);
-            for e in all[n..].iter().filter(|e| e.1 != 0 && level_of(e.0) + 1 == level) {
-                b[e.1.trailing_zeros() as usize] += 1;
-            }
-        }
+    if let Some(b) = raise(&all, &mut level, segments) {
         below = b;
     } else if level == prior.level {
         // The level stays if the level below holds too many to fit: the
@@ -349,6 +335,30 @@ pub fn sketch_edited(
     let tags =
         Tags { starts, inside: all.iter().map(|e| e.1).collect(), across: all.iter().map(|e| e.2).collect(), below };
     Ok((sketch, tags))
+}
+
+/// How many of `all`'s samples (sorted: higher levels first) are of
+/// `level` or above.
+fn at_least(all: &[(u32, u16, u16)], level: u8) -> usize {
+    all.partition_point(|e| level_of(e.0) >= level)
+}
+
+/// Raises `level` until `all`'s samples of it and above fit in a sketch;
+/// when it rose, the distinct samples of the level just below, each
+/// counted in the first of `segments` holding it wholly.
+fn raise(all: &[(u32, u16, u16)], level: &mut u8, segments: usize) -> Option<Vec<u32>> {
+    if at_least(all, *level) <= MAX_SAMPLES {
+        return None;
+    }
+    while at_least(all, *level) > MAX_SAMPLES {
+        *level += 1;
+    }
+    let mut below = vec![0u32; segments];
+    let (from, to) = (at_least(all, *level), at_least(all, *level - 1));
+    for e in all[from..to].iter().filter(|e| e.1 != 0) {
+        below[e.1.trailing_zeros() as usize] += 1;
+    }
+    Some(below)
 }
 
 /// The samples of the `WORDS − 1` shingles across a segment start `at`
