@@ -286,39 +286,39 @@ pub fn edited(prior: &Tagged, old_len: usize, data: &[u8], a: usize, b_old: usiz
     })
 }
 
+/// Text of `n` words from a vocabulary of `vocab`, with runs of it
+/// repeated (shingles seen in several segments, or across them), and
+/// now and then a long word (a shingle spanning a whole segment).
+pub(crate) fn text(n: usize, vocab: u64, seed: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut x = seed | 1;
+    let mut step = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    while out.len() < n * 6 {
+        let r = step();
+        if r % 97 == 0 && out.len() > 200 {
+            // A run seen before, repeated.
+            let at = (step() as usize) % (out.len() - 100);
+            let run = out[at..at + 100].to_vec();
+            out.extend_from_slice(&run);
+        } else if r % 211 == 0 {
+            out.extend(std::iter::repeat_n(b'z', 40 + (step() % 400) as usize));
+        } else {
+            out.extend_from_slice(format!("w{}", step() % vocab).as_bytes());
+        }
+        out.push(if r % 7 == 0 { b'\n' } else { b' ' });
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
-
-    /// Text of `n` words from a vocabulary of `vocab`, with runs of it
-    /// repeated (shingles seen in several segments, or across them), and
-    /// now and then a long word (a shingle spanning a whole segment).
-    fn text(n: usize, vocab: u64, seed: u64) -> Vec<u8> {
-        let mut out = Vec::new();
-        let mut x = seed | 1;
-        let mut step = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
-        while out.len() < n * 6 {
-            let r = step();
-            if r % 97 == 0 && out.len() > 200 {
-                // A run seen before, repeated.
-                let at = (step() as usize) % (out.len() - 100);
-                let run = out[at..at + 100].to_vec();
-                out.extend_from_slice(&run);
-            } else if r % 211 == 0 {
-                out.extend(std::iter::repeat_n(b'z', 40 + (step() % 400) as usize));
-            } else {
-                out.extend_from_slice(format!("w{}", step() % vocab).as_bytes());
-            }
-            out.push(if r % 7 == 0 { b'\n' } else { b' ' });
-        }
-        out
-    }
 
     fn starts_of(len: usize, cuts: &[usize]) -> Vec<usize> {
         let mut s: Vec<usize> = cuts.iter().map(|&c| 1 + c % (len - 1)).collect();

@@ -435,35 +435,30 @@ fn union(parts: &[Sketch], crossing: &[Sketch], starts: Vec<usize>) -> (Sketch, 
 
 #[cfg(test)]
 mod tests {
-    use super::super::edit_model;
+    use super::super::edit_model::{self, text};
     use super::*;
     use proptest::prelude::*;
 
-    /// Text of words from a small vocabulary (shingles repeat), with runs
-    /// repeated and now and then a long word.
-    fn text(n: usize, vocab: u64, seed: u64) -> Vec<u8> {
-        let mut out = Vec::new();
-        let mut x = seed | 1;
-        let mut step = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
+    /// Tags as the model finds them by the definitions: where each sample
+    /// lies, and bounds no larger than the model's counts; a sketch the
+    /// model does not tag is of level 0.
+    fn check_tags(data: &[u8], sketch: &Sketch, tags: &Tags) -> Result<(), TestCaseError> {
+        let Some(model) = edit_model::tagged(data, &tags.starts) else {
+            prop_assert_eq!(sketch.level, 0);
+            return Ok(());
         };
-        while out.len() < n * 6 {
-            let r = step();
-            if r % 97 == 0 && out.len() > 200 {
-                let at = (step() as usize) % (out.len() - 100);
-                let run = out[at..at + 100].to_vec();
-                out.extend_from_slice(&run);
-            } else if r % 211 == 0 {
-                out.extend(std::iter::repeat_n(b'z', 40 + (step() % 400) as usize));
-            } else {
-                out.extend_from_slice(format!("w{}", step() % vocab).as_bytes());
-            }
-            out.push(if r % 7 == 0 { b'\n' } else { b' ' });
+        prop_assert_eq!(&model.sketch, sketch);
+        for (i, w) in model.wheres.iter().enumerate() {
+            let inside = w.inside.iter().fold(0u16, |m, &g| m | 1 << g);
+            let across = w.across.iter().fold(0u16, |m, &(x, y)| {
+                assert_eq!(y, x + 1, "a shingle crosses one boundary");
+                m | 1 << x
+            });
+            prop_assert_eq!((tags.inside[i], tags.across[i]), (inside, across), "sample {}", i);
         }
-        out
+        prop_assert_eq!(tags.below.len(), tags.starts.len() + 1);
+        prop_assert!(tags.below.iter().sum::<u32>() <= model.below.iter().sum::<u32>());
+        Ok(())
     }
 
     proptest! {
@@ -481,21 +476,7 @@ mod tests {
             prop_assert_eq!(&sketch, &crate::sketch::sketch_bytes(&data));
             prop_assert!(tags.starts.len() < segments);
             prop_assert_eq!(tags.inside.len(), sketch.samples.len());
-            if let Some(model) = edit_model::tagged(&data, &tags.starts) {
-                prop_assert_eq!(&model.sketch, &sketch);
-                for (i, w) in model.wheres.iter().enumerate() {
-                    let inside = w.inside.iter().fold(0u16, |m, &g| m | 1 << g);
-                    let across = w.across.iter().fold(0u16, |m, &(x, y)| {
-                        assert_eq!(y, x + 1, "a shingle crosses one boundary");
-                        m | 1 << x
-                    });
-                    prop_assert_eq!((tags.inside[i], tags.across[i]), (inside, across), "sample {}", i);
-                }
-                // Lower bounds: no more than the model counts.
-                prop_assert!(tags.below.iter().sum::<u32>() <= model.below.iter().sum::<u32>());
-            } else {
-                prop_assert_eq!(sketch.level, 0);
-            }
+            check_tags(&data, &sketch, &tags)?;
         }
     }
 
@@ -521,20 +502,6 @@ mod tests {
                 }
             }
         }
-    }
-
-    /// `sketch_edited`'s tags, as the model's sets.
-    fn check_tags(data: &[u8], sketch: &Sketch, tags: &Tags) -> Result<(), TestCaseError> {
-        let model = edit_model::tagged(data, &tags.starts).expect("a level above 0");
-        prop_assert_eq!(&model.sketch, sketch);
-        for (i, w) in model.wheres.iter().enumerate() {
-            let inside = w.inside.iter().fold(0u16, |m, &g| m | 1 << g);
-            let across = w.across.iter().fold(0u16, |m, &(x, _)| m | 1 << x);
-            prop_assert_eq!((tags.inside[i], tags.across[i]), (inside, across), "sample {}", i);
-        }
-        prop_assert_eq!(tags.below.len(), tags.starts.len() + 1);
-        prop_assert!(tags.below.iter().sum::<u32>() <= model.below.iter().sum::<u32>());
-        Ok(())
     }
 
     proptest! {
