@@ -175,14 +175,7 @@ pub fn sketch_tagged(data: &[u8], segments: usize) -> Option<(Sketch, Tags)> {
         below.clear();
     }
     merged.truncate(at_least(&merged, level));
-    let sketch = Sketch { level, samples: merged.iter().map(|m| m.0).collect() };
-    let tags = Tags {
-        starts,
-        inside: merged.iter().map(|m| m.1).collect(),
-        across: merged.iter().map(|m| m.2).collect(),
-        below,
-    };
-    Some((sketch, tags))
+    Some(sketch_and_tags(&merged, level, starts, below))
 }
 
 /// Why an edited content is to be sketched whole.
@@ -331,10 +324,16 @@ pub fn sketch_edited(
         below = b;
     }
     all.truncate(at_least(&all, level));
+    Ok(sketch_and_tags(&all, level, starts, below))
+}
+
+/// The sketch of `level` holding `all`'s samples (sample, segments
+/// holding it, boundaries crossed), and its tags.
+fn sketch_and_tags(all: &[(u32, u16, u16)], level: u8, starts: Vec<usize>, below: Vec<u32>) -> (Sketch, Tags) {
     let sketch = Sketch { level, samples: all.iter().map(|e| e.0).collect() };
     let tags =
         Tags { starts, inside: all.iter().map(|e| e.1).collect(), across: all.iter().map(|e| e.2).collect(), below };
-    Ok((sketch, tags))
+    (sketch, tags)
 }
 
 /// How many of `all`'s samples (sorted: higher levels first) are of
@@ -423,14 +422,7 @@ fn union(parts: &[Sketch], crossing: &[Sketch], starts: Vec<usize>) -> (Sketch, 
         below.clear();
     }
     merged.retain(|m| level_of(m.0) >= level);
-    let sketch = Sketch { level, samples: merged.iter().map(|m| m.0).collect() };
-    let tags = Tags {
-        starts,
-        inside: merged.iter().map(|m| m.1).collect(),
-        across: merged.iter().map(|m| m.2).collect(),
-        below,
-    };
-    (sketch, tags)
+    sketch_and_tags(&merged, level, starts, below)
 }
 
 #[cfg(test)]
