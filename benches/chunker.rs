@@ -126,40 +126,42 @@ fn bench(c: &mut Criterion) {
     }
     g.finish();
 
-    // A line inserted in the middle of each of 512 32 KB text files:
-    // the new content sketched from its bytes, against from its earlier
-    // sketch and tags (`sketch::segments::sketch_edited`; those it must
-    // sketch whole are, in both).
+    // A line inserted in the middle of each of 16 MiB of text files, of
+    // 32 KB and of 256 KB: the new content sketched from its bytes, against
+    // from its earlier sketch and tags (`sketch::segments::sketch_edited`;
+    // those it must sketch whole are, in both).
     let line = b"\n# a line inserted in the middle\n";
-    let edits: Vec<(Vec<u8>, Vec<u8>, _)> = text(512 << 15)
-        .chunks(32 << 10)
-        .map(|f| {
-            let at = f.len() / 2;
-            let new = [&f[..at], &line[..], &f[at..]].concat();
-            (f.to_vec(), new, sketch_tagged(f, SEGMENTS).expect("words"))
-        })
-        .collect();
-    let mut g = c.benchmark_group("edited-32k-files");
-    g.throughput(Throughput::Bytes(edits.iter().map(|e| e.1.len() as u64).sum()));
-    g.sample_size(20);
-    g.bench_function("sketch-baseline", |b| {
-        b.iter(|| edits.iter().map(|e| sketch_bytes(&e.1).samples.len()).sum::<usize>())
-    });
-    g.bench_function("sketch-edited", |b| {
-        b.iter(|| {
-            edits
-                .iter()
-                .map(|(old, new, (sketch, tags))| {
-                    let at = old.len() / 2;
-                    match sketch_edited(sketch, tags, old.len(), new, at, at) {
-                        Ok((s, _)) => s.samples.len(),
-                        Err(_) => sketch_bytes(new).samples.len(),
-                    }
-                })
-                .sum::<usize>()
-        })
-    });
-    g.finish();
+    for (name, size) in [("edited-32k-files", 32usize << 10), ("edited-256k-files", 256 << 10)] {
+        let edits: Vec<(Vec<u8>, Vec<u8>, _)> = text(16 << 20)
+            .chunks(size)
+            .map(|f| {
+                let at = f.len() / 2;
+                let new = [&f[..at], &line[..], &f[at..]].concat();
+                (f.to_vec(), new, sketch_tagged(f, SEGMENTS).expect("words"))
+            })
+            .collect();
+        let mut g = c.benchmark_group(name);
+        g.throughput(Throughput::Bytes(edits.iter().map(|e| e.1.len() as u64).sum()));
+        g.sample_size(20);
+        g.bench_function("sketch-baseline", |b| {
+            b.iter(|| edits.iter().map(|e| sketch_bytes(&e.1).samples.len()).sum::<usize>())
+        });
+        g.bench_function("sketch-edited", |b| {
+            b.iter(|| {
+                edits
+                    .iter()
+                    .map(|(old, new, (sketch, tags))| {
+                        let at = old.len() / 2;
+                        match sketch_edited(sketch, tags, old.len(), new, at, at) {
+                            Ok((s, _)) => s.samples.len(),
+                            Err(_) => sketch_bytes(new).samples.len(),
+                        }
+                    })
+                    .sum::<usize>()
+            })
+        });
+        g.finish();
+    }
 
     // The sketch of the files of a real tree, each whole as a reader
     // sketches it: SIMD_BENCH_TREE=DIR (its first 128 MB of files, sorted
