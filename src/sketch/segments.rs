@@ -15,6 +15,8 @@
 //! Not used by the index yet: the tags are to be stored with a content and
 //! read back by an edit (`docs/performance.md`, the daemon, session 48).
 
+use serde::{Deserialize, Serialize};
+
 use super::{
     is_space, level_of, round, shingle_hash_of_keys, word_hash, Shingler, Sketch, EXACT_UP_TO, MAX_PARTS, MAX_SAMPLES,
     WORDS,
@@ -41,6 +43,95 @@ pub struct Tags {
     /// each counted in one segment that holds it wholly (a lower bound on
     /// what the segment holds; empty at level 0).
     pub below: Vec<u32>,
+}
+
+/// Tags as stored: the segment starts as gaps, the bounds, then a nibble
+/// a sample (its one segment when it lies in one only and crosses no
+/// boundary, else [`ESCAPE`] and its masks in `escaped`, in order), two
+/// to a byte: ~4 bits a sample.
+#[derive(Serialize, Deserialize)]
+struct Packed {
+    gaps: Vec<u32>,
+    below: Vec<u32>,
+    nibbles: Vec<u8>,
+    escaped: Vec<(u16, u16)>,
+}
+
+const ESCAPE: u8 = 15;
+
+impl Tags {
+    /// The tags' bytes as stored beside their sketch.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut prev = 0;
+        let gaps = self
+            .starts
+            .iter()
+            .map(|&s| {
+                let g = (s - prev) as u32;
+                prev = s;
+                g
+            })
+            .collect();
+        let mut nibbles = vec![0u8; self.inside.len().div_ceil(2)];
+        let mut escaped = Vec::new();
+        for (i, (&inside, &across)) in self.inside.iter().zip(&self.across).enumerate() {
+            let n = if across == 0 && inside.is_power_of_two() {
+                inside.trailing_zeros() as u8
+            } else {
+                escaped.push((inside, across));
+                ESCAPE
+            };
+            nibbles[i / 2] |= n << (4 * (i % 2));
+        }
+        postcard::to_stdvec(&Packed { gaps, below: self.below.clone(), nibbles, escaped })
+            .expect("tags serialise to a vector")
+    }
+
+    /// Tags from their bytes, for a sketch of `samples` samples; an error
+    /// for bytes no [`Tags::encode`] of such tags gives.
+    pub fn decode(bytes: &[u8], samples: usize) -> Result<Tags, &'static str> {
+        let p: Packed = postcard::from_bytes(bytes).map_err(|_| "tags do not decode")?;
+        let segments = p.gaps.len() + 1;
+        if segments > MAX_PARTS || !(p.below.is_empty() || p.below.len() == segments) {
+            return Err("tags of too many segments");
+        }
+        if p.nibbles.len() != samples.div_ceil(2) {
+            return Err("tags for another number of samples");
+        }
+        let mut starts = Vec::with_capacity(p.gaps.len());
+        let mut at = 0usize;
+        for g in p.gaps {
+            if g == 0 {
+                return Err("segment starts not increasing");
+            }
+            at = at.checked_add(g as usize).ok_or("segment start overflow")?;
+            starts.push(at);
+        }
+        let (mut inside, mut across) = (Vec::with_capacity(samples), Vec::with_capacity(samples));
+        let mut escaped = p.escaped.into_iter();
+        let fits = |m: u16, n: usize| u32::from(m) >> n == 0;
+        for i in 0..samples {
+            match (p.nibbles[i / 2] >> (4 * (i % 2))) & 15 {
+                ESCAPE => {
+                    let (a, b) = escaped.next().ok_or("fewer escaped tags than escapes")?;
+                    if !fits(a, segments) || !fits(b, segments - 1) || (a == 0 && b == 0) {
+                        return Err("a tag outside the segments");
+                    }
+                    inside.push(a);
+                    across.push(b);
+                }
+                g if usize::from(g) < segments => {
+                    inside.push(1 << g);
+                    across.push(0);
+                }
+                _ => return Err("a tag outside the segments"),
+            }
+        }
+        if escaped.next().is_some() {
+            return Err("more escaped tags than escapes");
+        }
+        Ok(Tags { starts, inside, across, below: p.below })
+    }
 }
 
 #[cfg(test)]
@@ -533,6 +624,26 @@ mod tests {
         }
         eprintln!("from the tags: {ok} of 60; whole: {whole:?}");
         assert!(ok >= 30, "{ok} of 60 from the tags; whole: {whole:?}");
+    }
+
+    proptest! {
+        /// Tags read back as written; any bytes are refused or read, never
+        /// a panic.
+        #[test]
+        fn tags_read_back_and_any_bytes_are_safe(
+            n in 0usize..6_000,
+            vocab in prop_oneof![Just(40u64), Just(5_000u64)],
+            seed in any::<u64>(),
+            junk in proptest::collection::vec(any::<u8>(), 0..64),
+            samples in 0usize..40,
+        ) {
+            if let Some((sketch, tags)) = sketch_tagged(&text(n, vocab, seed), SEGMENTS) {
+                let bytes = tags.encode();
+                prop_assert_eq!(Tags::decode(&bytes, sketch.samples.len()), Ok(tags));
+                prop_assert!(Tags::decode(&bytes, sketch.samples.len() + 2).is_err());
+            }
+            let _ = Tags::decode(&junk, samples);
+        }
     }
 
     #[test]
