@@ -195,9 +195,25 @@ pub fn edited(prior: &Tagged, old_len: usize, data: &[u8], a: usize, b_old: usiz
     let delta = data.len() as isize - old_len as isize;
     let segments = prior.starts.len() + 1;
     // The segments the edit touches (an insertion touches the one it is in).
-    let c0 = segment(&prior.starts, a);
-    let c1 = segment(&prior.starts, b_old.max(a + 1) - 1).max(c0);
-    let p = if c0 == 0 { 0 } else { prior.starts[c0 - 1] };
+    let mut c0 = segment(&prior.starts, a);
+    let mut c1 = segment(&prior.starts, b_old.max(a + 1) - 1).max(c0);
+    // A shingle of an untouched segment that ends where the touched ones
+    // begin, or begins where they end, may have its word run on into the
+    // edit: such a neighbour is touched too. (The bytes either side of
+    // the touched segments are the same in both contents.)
+    let joined = |at: usize| {
+        let word = |i: usize| data.get(i).is_some_and(|&b| !super::is_space(b));
+        at > 0 && word(at - 1) && word(at)
+    };
+    let start = |g: usize| if g == 0 { 0 } else { prior.starts[g - 1] };
+    while c0 > 0 && joined(start(c0)) {
+        c0 -= 1;
+    }
+    let end_new = |g: usize| prior.starts.get(g).map(|&s| (s as isize + delta) as usize);
+    while end_new(c1).is_some_and(joined) {
+        c1 += 1;
+    }
+    let p = start(c0);
     let q_old = prior.starts.get(c1).copied().unwrap_or(old_len);
     let q_new = (q_old as isize + delta) as usize;
     // The new segments: the touched ones merged into one.
@@ -387,7 +403,14 @@ mod tests {
         let (mut ok, mut whole) = (0, BTreeMap::new());
         for seed in 1..=60u64 {
             let data = text(3_000 + 400 * seed as usize, 5_000, seed);
-            let cuts: Vec<usize> = (1..8).map(|g| g * data.len() / 8).collect();
+            // Cut at word starts, as the product cuts (`segments`).
+            let cuts: Vec<usize> = (1..8)
+                .map(|g| {
+                    (g * data.len() / 8..data.len())
+                        .find(|&i| !super::super::is_space(data[i]) && super::super::is_space(data[i - 1]))
+                        .expect("words")
+                })
+                .collect();
             let t = tagged(&data, &cuts).expect("a level above 0");
             let a = (seed as usize * 7919) % data.len();
             let new = edit(&data, a, 0, b" inserted words here ");
