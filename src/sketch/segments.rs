@@ -181,16 +181,23 @@ fn words_on(data: &[u8], at: usize, n: usize) -> usize {
         .map_or(data.len(), |i| i + 1)
 }
 
-/// Segment starts near `segments` equal parts, each at a word start, and
-/// each segment of at least `WORDS − 1` words (so that no shingle crosses
-/// two boundaries): a boundary that would leave fewer, next to a long
-/// word, is left out.
+/// How far from a segment's planned start its words are looked for: a
+/// content with so little whitespace (a binary file) keeps fewer segments
+/// rather than be scanned at length.
+const LOOK: usize = 512;
+
+/// Segment starts near `segments` equal parts, each at a word start with
+/// `WORDS − 1` words before it and after it in its segment (so that no
+/// shingle crosses two boundaries), within [`LOOK`] bytes: a boundary
+/// that finds none so is left out.
 fn segment_starts(data: &[u8], segments: usize) -> Vec<usize> {
     let mut starts = Vec::with_capacity(segments - 1);
     let mut prev = 0;
     for k in 1..segments {
-        let Some(s) = word_start_from(data, (k * data.len() / segments).max(prev + 1)) else { break };
-        if has_words(data, prev, s, WORDS - 1) && has_words(data, s, data.len(), WORDS - 1) {
+        let at = (k * data.len() / segments).max(prev + 1);
+        let Some(s) = word_start_from(&data[..data.len().min(at + LOOK)], at) else { continue };
+        let (before, after) = (prev.max(s.saturating_sub(LOOK)), data.len().min(s + LOOK));
+        if has_words(data, before, s, WORDS - 1) && has_words(data, s, after, WORDS - 1) {
             starts.push(s);
             prev = s;
         }
@@ -204,7 +211,7 @@ fn segment_starts(data: &[u8], segments: usize) -> Vec<usize> {
 /// words (its one shingle is all of them, which no part has).
 #[cfg(test)]
 pub fn sketch_segmented(data: &[u8], segments: usize) -> Option<(Sketch, Tags)> {
-    if !has_words(data, 0, data.len(), WORDS) {
+    if !has_words(data, 0, data.len().min(LOOK), WORDS) {
         return None;
     }
     let starts = segment_starts(data, segments);
@@ -222,11 +229,14 @@ pub fn sketch_segmented(data: &[u8], segments: usize) -> Option<(Sketch, Tags)> 
 
 /// The sketch of `data` and its tags, from up to `segments` parts, made by
 /// one shingler fed the parts in turn (the same sketch and tags as
-/// [`sketch_segmented`]'s, at about the cost of [`super::sketch_bytes`]);
-/// None for a content of fewer than [`WORDS`] words.
+/// [`sketch_segmented`]'s); None for a content whose first [`WORDS`]
+/// words do not start within [`LOOK`] bytes (fewer words than a shingle,
+/// or a binary file), to be sketched untagged.
 pub fn sketch_tagged(data: &[u8], segments: usize) -> Option<(Sketch, Tags)> {
     assert!(segments <= MAX_PARTS, "at most {MAX_PARTS} segments");
-    if !has_words(data, 0, data.len(), WORDS) {
+    // A content whose first words are not near its start is not tagged
+    // (nor scanned at length for them).
+    if !has_words(data, 0, data.len().min(LOOK), WORDS) {
         return None;
     }
     let starts = segment_starts(data, segments);
@@ -238,35 +248,41 @@ pub fn sketch_tagged(data: &[u8], segments: usize) -> Option<(Sketch, Tags)> {
         from = at;
     }
     s.feed(&data[from..]);
-    let (sketch, inside, below) = s.finish_tagged();
-    let mut merged: Vec<(u32, u16, u16)> =
-        sketch.samples.iter().zip(&inside).map(|(&x, &parts)| (x, parts, 0)).collect();
-    // The shingles across each boundary, which the parts leave out.
-    let mut across: Vec<(u32, u16)> = Vec::new();
+    let (mut sketch, mut inside, below) = s.finish_tagged();
+    let mut across = vec![0u16; sketch.samples.len()];
+    // The shingles across each boundary, which the parts leave out: a few
+    // samples, most of them new ones.
     for (k, &at) in starts.iter().enumerate() {
-        let samples = crossing_samples(data, at);
-        across.extend(samples.into_iter().filter(|&x| level_of(x) >= sketch.level).map(|x| (x, 1 << k)));
-    }
-    across.sort_unstable();
-    for (x, bit) in across {
-        match merged.binary_search_by_key(&x, |m| m.0) {
-            Ok(i) => merged[i].2 |= bit,
-            Err(i) => merged.insert(i, (x, 0, bit)),
+        for x in crossing_samples(data, at).into_iter().filter(|&x| level_of(x) >= sketch.level) {
+            match sketch.samples.binary_search(&x) {
+                Ok(i) => across[i] |= 1 << k,
+                Err(i) => {
+                    sketch.samples.insert(i, x);
+                    inside.insert(i, 0);
+                    across.insert(i, 1 << k);
+                }
+            }
         }
     }
-    // The crossing shingles may raise the level (never lower it).
-    let mut level = sketch.level;
+    // They may raise the level (never lower it).
     let mut below = below[..=starts.len()].to_vec();
-    if level > 0 || merged.len() > EXACT_UP_TO {
-        if let Some(b) = raise(&merged, &mut level, starts.len() + 1) {
+    if sketch.level > 0 || sketch.samples.len() > EXACT_UP_TO {
+        let all: Vec<(u32, u16, u16)> =
+            sketch.samples.iter().zip(&inside).zip(&across).map(|((&x, &i), &a)| (x, i, a)).collect();
+        let mut level = sketch.level;
+        if let Some(b) = raise(&all, &mut level, starts.len() + 1) {
             below = b;
+            let n = at_least(&all, level);
+            sketch.level = level;
+            sketch.samples.truncate(n);
+            inside.truncate(n);
+            across.truncate(n);
         }
     }
-    if level == 0 {
+    if sketch.level == 0 {
         below.clear();
     }
-    merged.truncate(at_least(&merged, level));
-    Some(sketch_and_tags(&merged, level, starts, below))
+    Some((sketch, Tags { starts, inside, across, below }))
 }
 
 /// Why an edited content is to be sketched whole.
