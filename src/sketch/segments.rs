@@ -296,7 +296,8 @@ pub enum Whole {
     /// The kept samples and the untouched segments' bounds do not prove
     /// that the level stays.
     LevelMayFall,
-    /// The tags are not those of the sketch.
+    /// The tags are not those of the sketch, or the edit does not fit the
+    /// contents' lengths.
     Mismatch,
 }
 
@@ -325,6 +326,8 @@ pub fn sketch_edited(
         || tags.below.len() != last + 1
         || a > b_old
         || b_old > old_len
+        || a + (old_len - b_old) > data.len()
+        || tags.starts.last().is_some_and(|&s| s >= old_len)
     {
         return Err(Whole::Mismatch);
     }
@@ -618,6 +621,27 @@ mod tests {
                 }
                 data = new;
             }
+        }
+    }
+
+    proptest! {
+        /// Edits that do not fit the contents, or tags of another sketch,
+        /// are refused or sketched, never a panic.
+        #[test]
+        fn any_edit_and_tags_are_safe(
+            n in 2_000usize..4_000,
+            seed in any::<u64>(),
+            a in any::<usize>(),
+            b in any::<usize>(),
+            old_len in any::<usize>(),
+            len in 0usize..30_000,
+        ) {
+            let data = text(n, 5_000, seed);
+            let Some((sketch, tags)) = sketch_tagged(&data, SEGMENTS) else { return Ok(()) };
+            let other = text(len / 6, 5_000, seed ^ 1);
+            let (a, b, old_len) = (a % (data.len() * 2), b % (data.len() * 2), old_len % (data.len() * 2));
+            let _ = sketch_edited(&sketch, &tags, old_len, &other, a, b);
+            let _ = sketch_edited(&sketch, &tags, data.len(), &other, a.min(b), a.max(b));
         }
     }
 
