@@ -408,9 +408,9 @@ pub fn sketch_edited(
     let starts: Vec<usize> = tags.starts[..c0.min(last)].iter().copied().chain((c1..last).map(new_start)).collect();
     let segments = starts.len() + 1;
     let mut level = top;
-    let below;
+    let bounds;
     if let Some(b) = raise(&all, &mut level, segments) {
-        below = b;
+        bounds = b;
     } else if level == prior.level {
         // The level stays if the level below holds too many to fit: the
         // kept samples, and those the untouched segments still hold.
@@ -423,18 +423,14 @@ pub fn sketch_edited(
             tags.below.iter().enumerate().filter(|&(g, _)| g <= c0 || g > c1).map(|(_, &n)| n).collect();
         // The merged segment's may be counted elsewhere already.
         b[c0] = 0;
-        below = b;
+        bounds = b;
     } else {
         // The merged segment's own level is the content's: what it has of
         // the level below, each in its first segment.
-        let mut b = vec![0u32; segments];
-        for e in all.iter().filter(|e| e.1 != 0 && level_of(e.0) + 1 == level) {
-            b[e.1.trailing_zeros() as usize] += 1;
-        }
-        below = b;
+        bounds = below(&all, level, segments);
     }
     all.truncate(at_least(&all, level));
-    Ok(sketch_and_tags(&all, level, starts, below))
+    Ok(sketch_and_tags(&all, level, starts, bounds))
 }
 
 /// The sketch of `level` holding `all`'s samples (sample, segments
@@ -462,12 +458,18 @@ fn raise(all: &[(u32, u16, u16)], level: &mut u8, segments: usize) -> Option<Vec
     while at_least(all, *level) > MAX_SAMPLES {
         *level += 1;
     }
+    Some(below(all, *level, segments))
+}
+
+/// The distinct samples of `all` (sorted) of the level just below `level`,
+/// each counted in the first of `segments` holding it wholly.
+fn below(all: &[(u32, u16, u16)], level: u8, segments: usize) -> Vec<u32> {
     let mut below = vec![0u32; segments];
-    let (from, to) = (at_least(all, *level), at_least(all, *level - 1));
+    let (from, to) = (at_least(all, level), at_least(all, level - 1));
     for e in all[from..to].iter().filter(|e| e.1 != 0) {
         below[e.1.trailing_zeros() as usize] += 1;
     }
-    Some(below)
+    below
 }
 
 /// The samples of the `WORDS − 1` shingles across a segment start `at`
