@@ -2048,6 +2048,18 @@ struct Fetched {
 const GROUP_FILES: usize = 512;
 const GROUP_OPS: usize = 100_000;
 
+/// [`GROUP_FILES`], unless the environment sets `SIMD_TEST_GROUP_FILES`: the
+/// crash tests make groups small, so that a killed first index has many
+/// states to be left in between none and all of its files (undocumented for
+/// users, as `SIMD_TEST_MEMTABLE_KB` is).
+fn group_files() -> usize {
+    std::env::var("SIMD_TEST_GROUP_FILES")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(GROUP_FILES)
+}
+
 /// A run's writer that finds no file waiting commits its group only once
 /// the group holds this many files, or once no file came for
 /// [`SMALL_GROUP_WAIT`]: every write costs a RocksDB write and the group's
@@ -2327,7 +2339,7 @@ impl<'s> Writer<'s> {
             prefetched: None,
             committer: None,
             inflight: None,
-            group_files: GROUP_FILES,
+            group_files: group_files(),
             large_reads: None,
             linked_reads: None,
             whole_from: WholeFrom::default(),

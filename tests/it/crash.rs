@@ -11,6 +11,12 @@ use simd::store::{Access, Store};
 /// small: the 1,500 files' ~13k postings make ~20 runs.
 const SPILL_KB: &str = "16";
 
+/// Files a group holds in those tests (`SIMD_TEST_GROUP_FILES`): a killed
+/// first index of 1,500 files can hold any multiple of 100 of them, where
+/// groups of 512 gave two such states, and a busy machine's kills sometimes
+/// missed both (CI failed once with 1 partial state in 24 kills).
+const GROUP_FILES: &str = "100";
+
 /// A child `simd index` of the test tree into `db`, to be killed; with
 /// `memtable_kb`, its memtables that small (`SIMD_TEST_MEMTABLE_KB`).
 fn index_child(env: &Env, db: &std::path::Path, memtable_kb: Option<&str>) -> std::process::Child {
@@ -19,9 +25,47 @@ fn index_child(env: &Env, db: &std::path::Path, memtable_kb: Option<&str>) -> st
         // Runs of postings small too (`SIMD_TEST_SPILL_KB`): a first index
         // writes them out and ingests some as it goes, and kills land
         // between those steps too.
-        c.env("SIMD_TEST_MEMTABLE_KB", kb).env("SIMD_TEST_SPILL_KB", SPILL_KB);
+        c.env("SIMD_TEST_MEMTABLE_KB", kb)
+            .env("SIMD_TEST_SPILL_KB", SPILL_KB)
+            .env("SIMD_TEST_GROUP_FILES", GROUP_FILES);
     }
     c.arg("--db").arg(db).args(["--quiet", "index"]).arg(&env.root).spawn().unwrap()
+}
+
+/// Where the next kill lands, in ms after the child's start: drawn between
+/// the latest kill that came too early and the earliest that came too late,
+/// so that a machine slowed by other tests still lands most kills mid-run.
+struct KillWindow {
+    early: u64,
+    late: u64,
+    /// How long an uninterrupted run took.
+    full: u64,
+    seed: u64,
+}
+
+impl KillWindow {
+    fn new(full: u64, late: u64) -> KillWindow {
+        KillWindow { early: 0, late, full, seed: 0x9e37_79b9_7f4a_7c15 }
+    }
+
+    fn draw(&mut self) -> u64 {
+        // A kill that came too early may have come after `late` (a run
+        // slower than the one that set it): the window then moves on, as
+        // wide as a whole run, where `late - early` wrapped round to a sleep
+        // of centuries (and a window of 2 ms stayed stuck there).
+        if self.late < self.early + 2 {
+            self.late = self.early + self.full.max(2);
+        }
+        self.early + next(&mut self.seed) % (self.late - self.early)
+    }
+
+    fn too_early(&mut self, at: u64) {
+        self.early = self.early.max(at);
+    }
+
+    fn too_late(&mut self, at: u64) {
+        self.late = self.late.min(at);
+    }
 }
 
 /// The next number of a xorshift sequence: kill times that vary but
@@ -150,6 +194,7 @@ fn a_first_index_killed_between_its_flushes_keeps_what_it_flushed_consistent() {
     env.simd()
         .env("SIMD_TEST_MEMTABLE_KB", "64")
         .env("SIMD_TEST_SPILL_KB", SPILL_KB)
+        .env("SIMD_TEST_GROUP_FILES", GROUP_FILES)
         .arg("--db")
         .arg(&reference)
         .arg("index")
@@ -161,36 +206,27 @@ fn a_first_index_killed_between_its_flushes_keeps_what_it_flushed_consistent() {
     env.simd().arg("--db").arg(&reference).arg("check").assert().success();
     assert!(!reference.join("postings.tmp").exists());
 
-    // Kill times are drawn between the latest kill that came too early
-    // (nothing flushed yet) and the earliest that came too late (the run
-    // had finished), so that a machine slowed by other tests still lands
-    // most kills mid-run.
-    let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
-    let (mut early, mut late) = (0, full * 2);
+    let mut window = KillWindow::new(full, full * 2);
     let (mut partial, mut kills) = (0, 0);
     while kills < 8 || partial < 3 && kills < 24 {
         let db = env.tmp.path().join(format!("bulk{kills}"));
         kills += 1;
-        // A kill that came too early may have come after `late` (a run
-        // slower than the one that set it): the window then moves on, where
-        // `late - early` wrapped round to a sleep of centuries.
-        late = late.max(early + 2);
-        let delay_ms = early + next(&mut seed) % (late - early);
+        let delay_ms = window.draw();
         let delay = Duration::from_millis(delay_ms);
         let mut child = index_child(&env, &db, Some("64"));
         std::thread::sleep(delay);
         child.kill().ok(); // SIGKILL
         child.wait().unwrap();
         if !db.join("db/CURRENT").exists() {
-            early = early.max(delay_ms);
+            window.too_early(delay_ms);
             continue;
         }
         let check = env.simd().arg("--db").arg(&db).arg("check").output().unwrap();
         assert!(check.status.success(), "after a kill at {delay:?}: {}", String::from_utf8_lossy(&check.stdout));
         let held = files_of(&Store::open(&db, Access::Read, None).unwrap()).len() as u64;
         match held {
-            0 => early = early.max(delay_ms),
-            FILES => late = late.min(delay_ms).max(early + 2),
+            0 => window.too_early(delay_ms),
+            FILES => window.too_late(delay_ms),
             _ => {
                 partial += 1;
                 // Killed before its end, the run had not ingested its
@@ -297,19 +333,15 @@ fn a_forget_killed_part_way_leaves_a_consistent_index_and_runs_again() {
         st["roots"].as_array().unwrap().iter().any(|r| r.as_str() == a.to_str())
     };
 
-    let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
-    let (mut early, mut late, mut partial) = (0u64, full.max(4), 0);
+    let mut window = KillWindow::new(full, full.max(4));
+    let mut partial = 0;
     for k in 0..30 {
         if partial >= 3 {
             break;
         }
         let db = env.tmp.path().join(format!("killed{k}"));
         copy(&db);
-        // A kill that came too early may have come after `late` (a run
-        // slower than the one that set it): the window then moves on, where
-        // `late - early` wrapped round to a sleep of centuries.
-        late = late.max(early + 2);
-        let delay_ms = early + next(&mut seed) % (late - early);
+        let delay_ms = window.draw();
         let mut child = forget(&db);
         std::thread::sleep(Duration::from_millis(delay_ms));
         child.kill().ok(); // SIGKILL
@@ -319,8 +351,8 @@ fn a_forget_killed_part_way_leaves_a_consistent_index_and_runs_again() {
         let (held, remembered) = (under_a(&db), remembers_a(&db));
         assert!(remembered || held == 0, "the root was forgotten with {held} of its files left");
         match held {
-            FILES => early = early.max(delay_ms),
-            0 if !remembered => late = late.min(delay_ms).max(early + 2),
+            FILES => window.too_early(delay_ms),
+            0 if !remembered => window.too_late(delay_ms),
             _ => partial += 1,
         }
         if remembered {
