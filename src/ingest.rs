@@ -3398,7 +3398,8 @@ impl<'s> Writer<'s> {
 
     /// Commits what is pending; after a run with changes, expires history
     /// when that is due ([`Writer::expiry_due`]) and flushes the memtables
-    /// (see [`Store::flush`]).
+    /// (see [`Store::flush`]), unless it wrote little
+    /// ([`Store::flush_unless_small`]).
     pub fn finish(&mut self, retention: Retention) -> Result<(), StoreError> {
         self.commit()?;
         self.settle()?;
@@ -3417,8 +3418,9 @@ impl<'s> Writer<'s> {
                     tracing::info!("{expired} lost-and-found records expired");
                 }
             }
-            self.store.flush()?;
-            self.store.tidy()?;
+            if self.store.flush_unless_small()? {
+                self.store.tidy()?;
+            }
         }
         Ok(())
     }

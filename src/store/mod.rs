@@ -167,6 +167,14 @@ const SMALL_TABLES_KEPT: usize = 4;
 /// The manifest's size from which a writer starts it again (see `open`).
 const MAX_MANIFEST: usize = 256 << 10;
 
+/// The most WAL files, and bytes in them, that a run leaves unflushed
+/// ([`Store::flush_unless_small`]): every reader's open replays them. Six
+/// runs' WAL of ~42 KB each (a line appended to a 1.9 MB zip) cost `simd
+/// lost` and `simd status` no time we could measure (`tools/ab.py 30`:
+/// 10 against 12 ms, 129 against 131 ms).
+const WAL_KEPT_FILES: usize = 8;
+const WAL_KEPT_BYTES: u64 = 256 << 10;
+
 const LOCK_FILE: &str = "simd.lock";
 const DB_DIR: &str = "db";
 /// Where a new database is built before it is renamed to `DB_DIR`.
@@ -310,7 +318,15 @@ impl Store {
         let cache = Cache::new_lru_cache(BLOCK_CACHE);
         let place = place_of(dir);
         let hushed = Arc::new(AtomicBool::new(false));
-        let mut opts = Options::default();
+        // A run that changed little ends with its WAL synced, not flushed
+        // ([`Store::flush_unless_small`]): the next writer keeps what it
+        // recovers from the WAL in its memtables rather than flushing it
+        // as it opens, which would cost that run what the last one saved.
+        // (The crate has no setter for it: set from RocksDB's options
+        // string, on default options, before any other.)
+        let mut opts = Options::default()
+            .get_options_from_string("avoid_flush_during_recovery=true")
+            .map_err(|source| StoreError::Rocks { dir: dir.to_path_buf(), source })?;
         opts.create_if_missing(false);
         opts.create_missing_column_families(access == Access::Write);
         opts.set_db_write_buffer_size(WRITE_BUFFER_TOTAL);
@@ -774,7 +790,8 @@ impl Store {
 
     /// Writes every memtable to SST files and drops the WAL they came from.
     /// Readers open an index by replaying its WAL into memory, so a writer
-    /// flushes when it finishes a run: a reader then opens in milliseconds
+    /// flushes when it finishes a run (unless the run wrote little:
+    /// [`Store::flush_unless_small`]): a reader then opens in milliseconds
     /// with little memory instead of replaying everything written.
     ///
     /// RocksDB flushes the column families of one call one after another
@@ -796,6 +813,39 @@ impl Store {
         self.db.flush_cfs_opt(&cfs, &fo).map_err(|e| self.rocks(e))?;
         fo.set_wait(true);
         self.db.flush_cfs_opt(&cfs, &fo).map_err(|e| self.rocks(e))
+    }
+
+    /// Ends a run's writes as [`Store::flush`] does, unless the WAL files
+    /// not yet flushed (this run's and those earlier runs left) are few and
+    /// small: then only syncs the WAL, and leaves the memtables for a later
+    /// run to flush. Returns whether it flushed.
+    ///
+    /// A flush of a run that changed one file costs ~8 ms (a table file
+    /// for each column family it wrote, each synced, and the manifest):
+    /// most of what such a run adds to one that changed nothing
+    /// (`docs/performance.md`, session 49). What it leaves in the WAL,
+    /// every reader's open replays, so the bound is small: at most
+    /// [`WAL_KEPT_FILES`] files (each writer's open starts one) of
+    /// [`WAL_KEPT_BYTES`] in all. (Session 39 kept every run's WAL, with no
+    /// bound, and readers slowed as they piled up.)
+    pub fn flush_unless_small(&self) -> Result<bool> {
+        self.sync()?;
+        let (mut files, mut bytes) = (0usize, 0u64);
+        if let Ok(entries) = fs::read_dir(self.dir.join(DB_DIR)) {
+            for e in entries.flatten() {
+                if e.file_name().as_encoded_bytes().ends_with(b".log") {
+                    files += 1;
+                    bytes += e.metadata().map_or(u64::MAX / 2, |m| m.len());
+                }
+            }
+        } else {
+            files = usize::MAX;
+        }
+        if self.bulk || files > WAL_KEPT_FILES || bytes > WAL_KEPT_BYTES {
+            self.flush()?;
+            return Ok(true);
+        }
+        Ok(false)
     }
 
     /// Waits, in a writer opened for one `simd index` run

@@ -413,15 +413,57 @@ pub fn table_files(env: &Env) -> Vec<(String, u64)> {
     tables.map(|t| (t["name"].as_str().unwrap().to_owned(), t["files"].as_u64().unwrap())).collect()
 }
 
+/// The write-ahead log files in the index, and their bytes.
+fn wal_files(env: &Env) -> (usize, u64) {
+    let logs = std::fs::read_dir(env.db.join("db"))
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".log"))
+        .map(|e| e.metadata().unwrap().len());
+    logs.fold((0, 0), |(n, bytes), len| (n + 1, bytes + len))
+}
+
+/// A run that changes one small file ends with its WAL synced, not flushed
+/// (`Store::flush_unless_small`): the next runs and every reader see its
+/// change, a writer's open does not flush what earlier runs left, and the
+/// WAL files left stay few (a run flushes once they pass the bound).
+#[test]
+fn small_runs_leave_their_changes_in_a_bounded_wal() {
+    let env = Env::new();
+    for i in 0..20 {
+        env.write(&format!("d/f{i}.txt"), text(i, 400));
+    }
+    env.index();
+    let tables = |env: &Env| table_files(env).iter().map(|(_, n)| n).sum::<u64>();
+    let mut after = vec![(wal_files(&env).0, tables(&env))];
+    for i in 0..12u64 {
+        env.write("d/f3.txt", text(100 + i, 400 + i as usize));
+        assert_eq!(env.index()["changed"].as_u64(), Some(1));
+        let (logs, bytes) = wal_files(&env);
+        // The bound (8 files, 256 KiB), and the next run's own file.
+        assert!(logs <= 9 && bytes <= 300 << 10, "{logs} WAL files, {bytes} bytes after run {i}");
+        after.push((logs, tables(&env)));
+        // Readers replay what is not flushed: the change is there.
+        env.assert_same_as_fresh(&[&env.root]);
+    }
+    // Runs left their WAL (each a file more, and no table file more: the
+    // next writer kept what it recovered), and one flushed them all.
+    let kept = after.windows(2).filter(|w| w[1].0 == w[0].0 + 1).inspect(|w| assert_eq!(w[1].1, w[0].1, "{after:?}"));
+    assert!(kept.count() >= 6, "{after:?}");
+    assert!(after.windows(2).any(|w| w[1].0 < w[0].0), "never flushed: {after:?}");
+    env.check();
+}
+
 #[test]
 fn runs_that_each_add_a_file_do_not_leave_a_table_file_each() {
     let env = Env::new();
     env.write("a.txt", text(1, 300));
     env.index();
-    // Each run ends with a flush, whose new file ids (and content ids, and
-    // here paths) come after all others: RocksDB alone kept every such
-    // file (on this small index, five more table files a run), and every
-    // command opens them.
+    // Each run's changes are flushed, at its end or a later run's
+    // (`Store::flush_unless_small`), and a flush's new file ids (and
+    // content ids, and here paths) come after all others: RocksDB alone
+    // kept every such file (on this small index, five more table files a
+    // flush), and every command opens them.
     for i in 0..16 {
         env.write(&format!("n{i:02}.txt"), text(i + 2, 300));
         env.index();
