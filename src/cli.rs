@@ -537,9 +537,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
                 rescan_every: std::time::Duration::from_secs(rescan_every),
                 // Tests make the daemon flush after a shorter quiet spell, to
                 // see many flushes in little time (undocumented for users).
-                flush_idle: std::env::var("SIMD_TEST_FLUSH_IDLE_MS")
-                    .ok()
-                    .and_then(|ms| ms.parse().ok())
+                flush_idle: crate::test_setting("SIMD_TEST_FLUSH_IDLE_MS")
                     .map_or(crate::watch::WatchOptions::default().flush_idle, std::time::Duration::from_millis),
                 ..Default::default()
             };

@@ -2053,11 +2053,7 @@ const GROUP_OPS: usize = 100_000;
 /// states to be left in between none and all of its files (undocumented for
 /// users, as `SIMD_TEST_MEMTABLE_KB` is).
 fn group_files() -> usize {
-    std::env::var("SIMD_TEST_GROUP_FILES")
-        .ok()
-        .and_then(|v| v.parse::<usize>().ok())
-        .filter(|&n| n > 0)
-        .unwrap_or(GROUP_FILES)
+    crate::test_setting("SIMD_TEST_GROUP_FILES").filter(|&n| n > 0).map_or(GROUP_FILES, |n| n as usize)
 }
 
 /// A run's writer that finds no file waiting commits its group only once

@@ -21,6 +21,14 @@ pub mod status;
 pub mod store;
 pub mod watch;
 
+/// A number the tests set through the environment (`SIMD_TEST_…`) to make
+/// a bound small or a wait short, so that a crash or a flush comes within a
+/// small test (undocumented for users); None when it is unset or not a
+/// number.
+pub(crate) fn test_setting(name: &str) -> Option<u64> {
+    std::env::var(name).ok()?.parse().ok()
+}
+
 /// Raises the process's soft limit on open files to its hard limit. A
 /// reader opens every table file of the index at once (`store`: so that a
 /// writer's compaction cannot delete one from under it), and an index of
