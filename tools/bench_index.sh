@@ -157,7 +157,11 @@ for r in range(runs + 1):
             ts[k].append(time.perf_counter() - t0)
 for k, t in enumerate(ts):
     print("  %d runs of %s: min %.4f, max %.4f s" % (len(t), cmds[k], min(t), max(t)), file=sys.stderr)
-print(" ".join("%.4f" % statistics.median(t) for t in ts))
+# Then the median over rounds of the last command's time less the one's
+# before it (e - d): steadier than the difference of their medians, as
+# both runs of a round share that minute's load.
+pairs = [b - a for a, b in zip(ts[-2], ts[-1])] if len(ts) > 1 else [0.0]
+print(" ".join("%.4f" % statistics.median(t) for t in ts + [pairs]))
 EOF
     ) || { log "${keys[*]}: FAILED"; for k in "${keys[@]}"; do MED[$k]=FAIL; done; return; }
     read -r -a meds <<<"$out"
@@ -165,6 +169,7 @@ EOF
         MED[${keys[$k]}]=${meds[$k]}
         log "${keys[$k]}: median ${meds[$k]} s"
     done
+    MED[${keys[-1]}_paired]=${meds[${#keys[@]}]}
 }
 
 # a, c: baselines
@@ -258,6 +263,9 @@ if [[ $HAVE_SIMD == 1 ]]; then
         d=$(awk -v a="${MED[simd_1file]}" -v b="${MED[simd_noop]}" 'BEGIN {printf "%+.4f s", a - b}')
     else d="-"; fi
     row "e  simd re-index, 1 file changed" "${MED[simd_1file]:--}" "e-d $d" "(${CHANGE_FILE#"$T"/})"
+    if num "${MED[simd_1file_paired]:-}"; then
+        row "   e-d, median of each round's own" "${MED[simd_1file_paired]}" "" "target: that file's chunking"
+    fi
 fi
 for f in "${FINDERS[@]}"; do
     row "f  $f" "${MED[$f]:--}" "$(ratio "$f" md5sum)" "ratio to a"
