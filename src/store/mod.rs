@@ -839,6 +839,9 @@ impl Store {
 
     /// Whether the WAL files are within [`WAL_KEPT_FILES`] and
     /// [`WAL_KEPT_BYTES`]; not when they cannot be listed or measured.
+    /// Files a flush made obsolete count too until RocksDB deletes them,
+    /// which may be at the next writer's open: a run then flushes once more
+    /// than it had to.
     fn wal_is_small(&self) -> bool {
         let Ok(entries) = fs::read_dir(self.dir.join(DB_DIR)) else { return false };
         let (mut files, mut bytes) = (0, 0);
