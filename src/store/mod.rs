@@ -175,6 +175,14 @@ const MAX_MANIFEST: usize = 256 << 10;
 const WAL_KEPT_FILES: usize = 8;
 const WAL_KEPT_BYTES: u64 = 256 << 10;
 
+/// The write-ahead log files in an index ([`Store::wal_files`]): how many,
+/// their bytes, and whether every one was listed and measured.
+struct WalFiles {
+    files: usize,
+    bytes: u64,
+    measured: bool,
+}
+
 const LOCK_FILE: &str = "simd.lock";
 const DB_DIR: &str = "db";
 /// Where a new database is built before it is renamed to `DB_DIR`.
@@ -843,16 +851,31 @@ impl Store {
     /// which may be at the next writer's open: a run then flushes once more
     /// than it had to.
     fn wal_is_small(&self) -> bool {
-        let Ok(entries) = fs::read_dir(self.dir.join(DB_DIR)) else { return false };
-        let (mut files, mut bytes) = (0, 0);
+        let wal = self.wal_files();
+        wal.measured && wal.files <= WAL_KEPT_FILES && wal.bytes <= WAL_KEPT_BYTES
+    }
+
+    /// The write-ahead log files on disk, a flushed one not deleted yet
+    /// included.
+    fn wal_files(&self) -> WalFiles {
+        let mut wal = WalFiles { files: 0, bytes: 0, measured: true };
+        let Ok(entries) = fs::read_dir(self.dir.join(DB_DIR)) else {
+            return WalFiles { measured: false, ..wal };
+        };
         for e in entries {
-            let Ok(e) = e else { return false };
+            let Ok(e) = e else {
+                wal.measured = false;
+                continue;
+            };
             if e.file_name().as_encoded_bytes().ends_with(b".log") {
-                let Ok(meta) = e.metadata() else { return false };
-                (files, bytes) = (files + 1, bytes + meta.len());
+                wal.files += 1;
+                match e.metadata() {
+                    Ok(m) => wal.bytes += m.len(),
+                    Err(_) => wal.measured = false,
+                }
             }
         }
-        files <= WAL_KEPT_FILES && bytes <= WAL_KEPT_BYTES
+        wal
     }
 
     /// Waits, in a writer opened for one `simd index` run
@@ -1025,12 +1048,7 @@ impl Store {
     /// Bytes the write-ahead log files take on disk (part of
     /// [`Store::disk_size`]), a flushed one not deleted yet included.
     pub fn wal_size(&self) -> u64 {
-        let Ok(entries) = fs::read_dir(self.dir.join(DB_DIR)) else { return 0 };
-        entries
-            .flatten()
-            .filter(|e| e.file_name().as_encoded_bytes().ends_with(b".log"))
-            .map(|e| e.metadata().map(|m| m.len()).unwrap_or(0))
-            .sum()
+        self.wal_files().bytes
     }
 
     /// Bytes and number of the table files each column family takes on
