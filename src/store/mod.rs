@@ -346,7 +346,8 @@ impl Store {
             opts.set_max_background_flushes(2);
             opts.set_max_background_compactions(1);
         }
-        opts.set_info_logger(rocksdb_logger(Some((dir.to_path_buf(), place)), hushed.clone()));
+        let opening = OpenLog::default();
+        opts.set_info_logger(rocksdb_logger(Some((dir.to_path_buf(), place)), hushed.clone(), opening.clone()));
         // A bulk load writes no WAL, so the column families must reach disk
         // together: a flush, whether asked for or made because a memtable is
         // full, writes all of them at one sequence number.
@@ -393,17 +394,19 @@ impl Store {
         let rocks = |source| StoreError::Rocks { dir: dir.to_path_buf(), source };
         let db = match access {
             Access::Write => DB::open_cf_descriptors(&opts, &db_dir, cfs()).map_err(rocks)?,
-            Access::Read => open_reader(&db_dir, || DB::open_cf_descriptors_read_only(&opts, &db_dir, cfs(), false))
-                .map_err(|e| {
-                    if e.as_ref().contains("Column family not found") || e.as_ref().contains("Invalid argument") {
-                        match check_cfs() {
-                            Err(older) => older,
-                            Ok(()) => StoreError::NotAnIndex { dir: dir.to_path_buf(), reason: e.into_string() },
+            Access::Read => {
+                open_reader(&db_dir, &opening, || DB::open_cf_descriptors_read_only(&opts, &db_dir, cfs(), false))
+                    .map_err(|e| {
+                        if e.as_ref().contains("Column family not found") || e.as_ref().contains("Invalid argument") {
+                            match check_cfs() {
+                                Err(older) => older,
+                                Ok(()) => StoreError::NotAnIndex { dir: dir.to_path_buf(), reason: e.into_string() },
+                            }
+                        } else {
+                            rocks(e)
                         }
-                    } else {
-                        rocks(e)
-                    }
-                })?,
+                    })?
+            }
         };
 
         let mut store = Store {
@@ -1170,7 +1173,7 @@ fn older_format(dir: &Path, db_dir: &Path, existing: &[String]) -> Result<u32> {
     }
     let cfs = existing.iter().map(|n| ColumnFamilyDescriptor::new(n, Options::default()));
     let mut opts = Options::default();
-    opts.set_info_logger(rocksdb_logger(None, Arc::default()));
+    opts.set_info_logger(rocksdb_logger(None, Arc::default(), OpenLog::default()));
     let Ok(db) = DB::open_cf_descriptors_read_only(&opts, db_dir, cfs, false) else {
         return Err(not_index());
     };
@@ -1201,7 +1204,11 @@ fn older_format(dir: &Path, db_dir: &Path, existing: &[String]) -> Result<u32> {
 /// files that went with it come before the caller's message that says
 /// what happened (five lines of them when the daemon closed such an
 /// index), and say nothing more.
-fn rocksdb_logger(place: Option<(PathBuf, Option<Place>)>, hushed: Arc<AtomicBool>) -> rocksdb::InfoLogger {
+fn rocksdb_logger(
+    place: Option<(PathBuf, Option<Place>)>,
+    hushed: Arc<AtomicBool>,
+    opening: OpenLog,
+) -> rocksdb::InfoLogger {
     let gone = move || {
         hushed.load(Ordering::Relaxed)
             || place.as_ref().is_some_and(|(dir, at)| {
@@ -1230,11 +1237,63 @@ fn rocksdb_logger(place: Option<(PathBuf, Option<Place>)>, hushed: Arc<AtomicBoo
         {
             tracing::debug!(target: "rocksdb", "rocksdb: {}", msg.trim_end())
         }
-        rocksdb::LogLevel::Warn => tracing::warn!(target: "rocksdb", "rocksdb: {}", msg.trim_end()),
-        rocksdb::LogLevel::Error | rocksdb::LogLevel::Fatal => {
-            tracing::error!(target: "rocksdb", "rocksdb: {}", msg.trim_end())
-        }
+        rocksdb::LogLevel::Warn => opening.log(false, msg.trim_end()),
+        rocksdb::LogLevel::Error | rocksdb::LogLevel::Fatal => opening.log(true, msg.trim_end()),
     })
+}
+
+/// RocksDB's warnings and errors while a reader opens, held until
+/// [`open_reader`] knows whether that open stands: one it tries again
+/// because the writer moved on meanwhile failed on a file the writer
+/// deleted, and RocksDB said so at error level ("IOError during
+/// point-in-time reading log … This likely mean loss of synced WAL"),
+/// which a `simd check` beside the daemon printed above its "consistent"
+/// (seen in session 51). Those go to debug; the messages of the open that
+/// stands, or fails for good, keep their levels.
+#[derive(Clone, Default)]
+struct OpenLog(Arc<std::sync::Mutex<Held>>);
+
+/// What RocksDB said while held, each message with whether it was an
+/// error; `None` when nothing is held.
+type Held = Option<Vec<(bool, String)>>;
+
+impl OpenLog {
+    /// Holds what RocksDB says from now on, forgetting what was held.
+    fn hold(&self) {
+        *self.held() = Some(Vec::new());
+    }
+
+    /// Says a warning (or an `error`), or holds it while an open is tried.
+    fn log(&self, error: bool, msg: &str) {
+        if let Some(held) = self.held().as_mut() {
+            held.push((error, msg.to_string()));
+        } else if error {
+            tracing::error!(target: "rocksdb", "rocksdb: {msg}");
+        } else {
+            tracing::warn!(target: "rocksdb", "rocksdb: {msg}");
+        }
+    }
+
+    /// The open is tried again: what it said goes to debug.
+    fn retried(&self) {
+        for (_, msg) in self.held().take().into_iter().flatten() {
+            tracing::debug!(target: "rocksdb", "rocksdb, in a reader's open tried again: {msg}");
+        }
+    }
+
+    /// The open stands (or failed for good): what it said is said, and
+    /// what RocksDB says later is not held.
+    fn release(&self) {
+        let held = self.held().take();
+        for (error, msg) in held.into_iter().flatten() {
+            self.log(error, &msg);
+        }
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, Held> {
+        // A logger that panicked holding it left a list worth keeping.
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 /// A column family's options: its table format, filters, memtable and
@@ -1335,7 +1394,7 @@ fn create(dir: &Path, params: ChunkParams, bulk: bool) -> Result<()> {
     let rocks = |source| StoreError::Rocks { dir: dir.to_path_buf(), source };
     {
         let mut opts = Options::default();
-        opts.set_info_logger(rocksdb_logger(None, Arc::default()));
+        opts.set_info_logger(rocksdb_logger(None, Arc::default(), OpenLog::default()));
         opts.create_if_missing(true);
         opts.create_missing_column_families(true);
         let cfs = ALL_CFS.iter().map(|&name| ColumnFamilyDescriptor::new(name, Options::default()));
@@ -1378,6 +1437,7 @@ fn create(dir: &Path, params: ChunkParams, bulk: bool) -> Result<()> {
 /// file before this (docs/performance.md).
 fn open_reader(
     db_dir: &Path,
+    log: &OpenLog,
     open: impl Fn() -> std::result::Result<DB, rocksdb::Error>,
 ) -> std::result::Result<DB, rocksdb::Error> {
     // The manifest in use and its length: a flush or compaction appends to
@@ -1393,13 +1453,26 @@ fn open_reader(
     loop {
         attempt += 1;
         let before = stamp();
+        log.hold();
         let opened = open();
         let raced = before.is_none() || stamp() != before;
         match opened {
-            Ok(db) if !raced => return Ok(db),
-            Err(e) if !raced && !e.as_ref().contains("No such file or directory") => return Err(e),
-            result if attempt >= ATTEMPTS => return result,
-            _ => std::thread::sleep(std::time::Duration::from_millis(u64::from(attempt) * 5)),
+            Ok(db) if !raced => {
+                log.release();
+                return Ok(db);
+            }
+            Err(e) if !raced && !e.as_ref().contains("No such file or directory") => {
+                log.release();
+                return Err(e);
+            }
+            result if attempt >= ATTEMPTS => {
+                log.release();
+                return result;
+            }
+            _ => {
+                log.retried();
+                std::thread::sleep(std::time::Duration::from_millis(u64::from(attempt) * 5))
+            }
         }
     }
 }
@@ -1830,6 +1903,68 @@ mod tests {
         let wal = s.wal_size();
         assert!(wal > 100_000 && wal < s.disk_size(), "{wal}");
         flushed_below(1);
+    }
+
+    /// A reader's open that the writer's flush overtook is tried again,
+    /// and what RocksDB said during it (an error about a file the writer
+    /// deleted, standing in here for RocksDB's callback) goes to debug;
+    /// what the open that stands says keeps its level.
+    #[test]
+    fn a_reader_open_tried_again_keeps_its_complaints_at_debug() {
+        #[derive(Clone, Default)]
+        struct Out(Arc<std::sync::Mutex<Vec<u8>>>);
+        impl std::io::Write for Out {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("idx");
+        let writer = Store::open(&dir, Access::Write, None).unwrap();
+        let db_dir = dir.join(DB_DIR);
+        let out = Out::default();
+        let sink = out.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::DEBUG)
+            .with_ansi(false)
+            .with_writer(move || sink.clone())
+            .finish();
+        let log = OpenLog::default();
+        let calls = std::cell::Cell::new(0);
+        let opened = tracing::subscriber::with_default(subscriber, || {
+            open_reader(&db_dir, &log, || {
+                calls.set(calls.get() + 1);
+                let first = calls.get() == 1;
+                log.log(first, if first { "a log file the writer deleted" } else { "a warning that stands" });
+                let cfs = ALL_CFS.iter().map(|&n| ColumnFamilyDescriptor::new(n, Options::default()));
+                let db = DB::open_cf_descriptors_read_only(&Options::default(), &db_dir, cfs, false);
+                if first {
+                    // The writer flushes meanwhile: its manifest moves on.
+                    let mut b = writer.batch();
+                    b.put::<History>(&(b"/r/x".to_vec(), 1), &HistoryRecord::Moved { to: b"/r/y".to_vec() });
+                    writer.write(b).unwrap();
+                    writer.flush().unwrap();
+                }
+                db
+            })
+        });
+        assert!(opened.is_ok());
+        assert_eq!(calls.get(), 2, "the overtaken open is tried again");
+        let out = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+        let line =
+            |what: &str| out.lines().find(|l| l.contains(what)).unwrap_or_else(|| panic!("{what}: {out}")).to_string();
+        assert!(line("a log file the writer deleted").contains("DEBUG"), "{out}");
+        assert!(line("a warning that stands").contains("WARN"), "{out}");
+        assert!(!out.contains("ERROR"), "{out}");
+        // Once the open stands, nothing more is held.
+        tracing::subscriber::with_default(tracing_subscriber::fmt().with_writer(std::io::sink).finish(), || {
+            log.log(true, "later")
+        });
+        assert!(log.held().is_none());
     }
 
     #[test]
