@@ -407,6 +407,14 @@ struct RunRoots {
     walk: WalkOptions,
 }
 
+/// The roots a run with `opts` walks (canonical), and the remembered ones
+/// that are missing, as the run will find them: what `simd watch` watches
+/// before its first scan.
+pub fn run_roots_of(store: &Store, opts: &IndexOptions) -> Result<(Vec<PathBuf>, Vec<PathBuf>), IngestError> {
+    let r = run_roots(store, opts)?;
+    Ok((r.roots, r.missing))
+}
+
 fn run_roots(store: &Store, opts: &IndexOptions) -> Result<RunRoots, IngestError> {
     let remembered = remembered_roots(store)?;
     let roots = if opts.roots.is_empty() {

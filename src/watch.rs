@@ -825,6 +825,9 @@ struct Batch {
     /// `renames`, what says that a root itself went or was replaced.
     renamed: BTreeSet<PathBuf>,
     rescan: bool,
+    /// Events were lost (the kernel's queue overflowed): notify's watches
+    /// may lack directories made or moved in meanwhile.
+    lost: bool,
     /// A second look at new directories: schedules no further look.
     settle: bool,
     /// Paths of `check` whose bytes an event says were written: read even
@@ -851,6 +854,7 @@ fn classify(events: Vec<notify_debouncer_full::DebouncedEvent>) -> Batch {
                 );
             }
             b.rescan = true;
+            b.lost = true;
         }
         let ev = ev.event;
         if !matches!(ev.kind, EventKind::Access(_) | EventKind::Modify(ModifyKind::Metadata(_))) {
@@ -1023,13 +1027,23 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
     let early = Early::new(opts.debounce);
     // How long `early` keeps what it noted of a path.
     let early_keep = 4 * opts.debounce + EARLY_AGAIN;
-    let mut debouncer = tapped_debouncer(opts.debounce, tx, config, busy.clone(), early.clone())?;
+    let mut debouncer = tapped_debouncer(opts.debounce, tx.clone(), config, busy.clone(), early.clone())?;
     // A path with no event for a debounce is the debouncer's to hand over
     // (at its next tick); one with a newer event it holds back.
     let quiet = opts.debounce;
     // Mounts and unmounts from here on are seen (the roots' watches are
     // compared with the table the scan below walked, or a later one).
     let mut mounts = Mounts::open();
+    // The roots are watched before the scan, so that a file changed after
+    // the scan read it raises an event (they were watched after it: 300
+    // files appended to during a daemon's first scan of 26k files were
+    // missed, session 51). A root the scan finds gone is watched again by
+    // the root checks once it is back.
+    let (present, missing) = ingest::run_roots_of(store, &opts.index)?;
+    let mut watched = Vec::new();
+    for r in present.iter().chain(&missing) {
+        watched.push(WatchedRoot::watch(r, &mounts, &mut debouncer, opts, &mut state)?);
+    }
     // Large files that changed while the daemon was not running are read
     // beside the first batches, once the daemon is ready.
     let (summary, unread_at_start) = ingest::index_deferring(store, &opts.index, ingest::BACKGROUND_READ)?;
@@ -1048,9 +1062,10 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
         ..opts.index.clone()
     };
     state.roots = rescan_opts.roots.iter().map(crate::show_path).collect();
-    let mut watched = Vec::new();
     for r in &rescan_opts.roots {
-        watched.push(WatchedRoot::watch(r, &mounts, &mut debouncer, opts, &mut state)?);
+        if !watched.iter().any(|w| &w.path == r) {
+            watched.push(WatchedRoot::watch(r, &mounts, &mut debouncer, opts, &mut state)?);
+        }
     }
     state.missing_roots = summary.missing_roots.iter().map(crate::show_path).collect();
     note_remote_roots(&rescan_opts.roots, &mounts.text, opts, &mut state);
@@ -1372,6 +1387,23 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
             state.pending = batch.check.len() + batch.renames.len();
             state.save(&dir);
             if batch.rescan {
+                if batch.lost {
+                    // notify adds the watch of a directory made or moved in
+                    // when it reads that event: one lost with the queue's
+                    // overflow left that directory unwatched for good (a
+                    // file written there later was never indexed, session
+                    // 51). A new watcher (a new inotify instance: the old
+                    // one's watches go with it, not as a flood of events)
+                    // watches every directory there is now, before the
+                    // rescan looks at them.
+                    tracing::info!("watching the roots anew");
+                    debouncer = tapped_debouncer(opts.debounce, tx.clone(), config, busy.clone(), early.clone())?;
+                    mounts = Mounts::open();
+                    watched.clear();
+                    for r in &rescan_opts.roots {
+                        watched.push(WatchedRoot::watch(r, &mounts, &mut debouncer, opts, &mut state)?);
+                    }
+                }
                 // Everything pending is written first: the scan reads the index.
                 writer.commit()?;
                 tracing::info!("rescanning");
@@ -1451,7 +1483,8 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                 writer.begin_pass();
                 let (paths, renames, started) = (batch.check.len(), batch.renames.len(), Instant::now());
                 let gap = started.duration_since(batch_end);
-                let (dirs, deferred) = apply(store, &mut writer, &mut filter, batch, workers)?;
+                let caught_up = || notify_caught_up(&debouncer);
+                let (dirs, deferred) = apply(store, &mut writer, &mut filter, batch, workers, &caught_up)?;
                 let applied = started.elapsed();
                 if !settle && !dirs.is_empty() {
                     recheck_since.get_or_insert_with(Instant::now);
@@ -1891,9 +1924,22 @@ fn apply(
     filter: &mut Filter,
     batch: Batch,
     workers: usize,
+    caught_up: &dyn Fn(),
 ) -> Result<(Vec<PathBuf>, Vec<ingest::Deferred>), StoreError> {
     let (mut check, removed, written, attrib_only) = (batch.check, batch.removed, batch.written, batch.attrib_only);
     let (mut dirs, mut deferred) = (Vec::new(), Vec::new());
+    // Before a directory moved in is looked at, and before any directory
+    // is walked, notify must watch it (see [`notify_caught_up`]): once a
+    // batch.
+    let waited = std::cell::Cell::new(false);
+    let before_walk = || {
+        if !waited.replace(true) {
+            caught_up();
+        }
+    };
+    if !batch.renames.is_empty() {
+        before_walk();
+    }
     for (from, to) in batch.renames {
         rename(store, writer, filter, &from, &to, &mut check)?;
     }
@@ -1962,7 +2008,8 @@ fn apply(
                 // ~30 % of the daemon's CPU while a release of Django
                 // (6,757 files, 3,188 directories) was synced over another.
                 let later = attrib_only.contains(&path);
-                if examine(store, writer, filter, &path, was_removed, was_written, walk && !later, &mut cands)? {
+                let walk = walk && !later;
+                if examine(store, writer, filter, &path, was_removed, was_written, walk, &before_walk, &mut cands)? {
                     if later {
                         dirs.push(path);
                     } else if walk {
@@ -2240,6 +2287,7 @@ fn examine(
     was_removed: bool,
     was_written: bool,
     walk: bool,
+    before_walk: &dyn Fn(),
     cands: &mut Vec<Candidate>,
 ) -> Result<bool, StoreError> {
     let meta = std::fs::symlink_metadata(path);
@@ -2294,6 +2342,10 @@ fn examine(
         writer.remove(id, &rec)?;
     }
     if is_dir && walk && filter.follows(path, true) {
+        before_walk();
+        // The regular files the walk finds: what the index holds under the
+        // directory besides them is gone ([`drop_unseen`]).
+        let mut seen = HashSet::default();
         let mut stack = vec![path.to_path_buf()];
         while let Some(d) = stack.pop() {
             let Ok(entries) = std::fs::read_dir(&d) else { continue };
@@ -2312,6 +2364,7 @@ fn examine(
                     }
                     Ok(t) if t.is_dir() => {}
                     Ok(t) if t.is_file() => {
+                        seen.insert(p.clone());
                         if let (true, Ok(m)) = (filter.follows(&p, false), e.metadata()) {
                             let stat = Stat::of(&m);
                             let old = writer.lookup(&p)?;
@@ -2332,8 +2385,59 @@ fn examine(
                 }
             }
         }
+        drop_unseen(store, writer, path, &seen)?;
     }
     Ok(is_dir)
+}
+
+/// Drops from the index the files it holds under `dir` that a walk of it
+/// just now did not find there, and that are not regular files there
+/// now: a directory walked because it came (made, or moved in) is then in
+/// the index as it is, whatever events were lost. notify loses some: a
+/// directory moved out and back while its events queue up (a `git
+/// checkout` beside a `cp -r`) has its old watches removed as notify reads
+/// the move out, and the events already queued on them (files deleted
+/// after the move back) are dropped as "unknown descriptor" (session 51).
+/// A file that is still there but was not walked (under a directory that
+/// cannot be read) is kept, as is one whose state cannot be told.
+fn drop_unseen(store: &Store, writer: &mut Writer<'_>, dir: &Path, seen: &HashSet<PathBuf>) -> Result<(), StoreError> {
+    // The scan reads the index, not the open group: a rename earlier in
+    // the batch may have moved files here.
+    writer.commit()?;
+    let under: Vec<Vec<u8>> =
+        store.paths_under(&path_bytes(dir)).map(|r| r.map(|(p, _)| p)).collect::<Result<_, _>>()?;
+    for p in under {
+        let p = crate::scan::bytes_path(&p);
+        if seen.contains(&p) {
+            continue;
+        }
+        match std::fs::symlink_metadata(&p) {
+            Ok(m) if m.is_file() => continue,
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENOTDIR) => {}
+            Err(_) => continue,
+        }
+        if let Some((id, rec)) = writer.lookup(&p)? {
+            writer.remove(id, &rec)?;
+        }
+    }
+    Ok(())
+}
+
+/// Returns once notify has handled every inotify event it had read when
+/// called, and with them the watches they add. notify reads the events
+/// waiting in the inotify queue until it runs dry and only then adds the
+/// watches of the directories they made or moved in, so while events keep
+/// coming (a `cp -r`) a directory moved in can be handed over long before
+/// it is watched, and changes in it meanwhile raise no event. A request
+/// to notify's thread (here: the list of watched roots) is answered only
+/// between two such reads, after those watches are added: a directory
+/// walked after this call is watched, and what changes in it after the
+/// walk raises events.
+fn notify_caught_up<W: notify::Watcher, C: notify_debouncer_full::FileIdCache>(
+    debouncer: &notify_debouncer_full::Debouncer<W, C>,
+) {
+    let _ = debouncer.watched_paths();
 }
 
 /// Removes the files the index holds under `dir`: all of them (a
@@ -2358,6 +2462,45 @@ fn remove_under(store: &Store, writer: &mut Writer<'_>, dir: &Path, each: bool) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A walk of a directory (one made, or moved in) leaves the index
+    /// holding under it what is there: files deleted while no event could
+    /// say so (notify drops the events queued on the watches it has just
+    /// removed) go, while what is outside the directory is not looked at.
+    /// Before it walks, the batch waits for notify once.
+    #[test]
+    fn a_walked_directory_keeps_only_what_is_there_and_waits_for_notify_first() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("root");
+        for i in 0..5 {
+            std::fs::create_dir_all(root.join(format!("d/s{i}"))).unwrap();
+            std::fs::write(root.join(format!("d/s{i}/f.txt")), format!("file {i} ").repeat(50)).unwrap();
+        }
+        std::fs::write(root.join("top.txt"), "top ".repeat(50)).unwrap();
+        let root = root.canonicalize().unwrap();
+        let idx = tmp.path().join("idx");
+        let store = Store::open(&idx, Access::Write, None).unwrap();
+        let opts = IndexOptions { roots: vec![root.clone()], ..Default::default() };
+        ingest::index(&store, &opts).unwrap();
+        std::fs::remove_file(root.join("d/s1/f.txt")).unwrap();
+        std::fs::remove_dir_all(root.join("d/s3")).unwrap();
+        std::fs::write(root.join("d/s4/f.txt"), "changed ".repeat(50)).unwrap();
+        std::fs::remove_file(root.join("top.txt")).unwrap();
+        let mut filter = Filter::new(std::slice::from_ref(&root), &opts, &idx).unwrap();
+        let mut writer = Writer::keeping_paths(&store).unwrap();
+        let waits = std::cell::Cell::new(0);
+        let batch = Batch { check: [root.join("d")].into(), ..Batch::default() };
+        apply(&store, &mut writer, &mut filter, batch, 1, &|| waits.set(waits.get() + 1)).unwrap();
+        writer.commit().unwrap();
+        let held: Vec<String> = store
+            .paths_under(&path_bytes(&root))
+            .map(|r| String::from_utf8(r.unwrap().0[path_bytes(&root).len()..].to_vec()).unwrap())
+            .collect();
+        assert_eq!(held, ["/d/s0/f.txt", "/d/s2/f.txt", "/d/s4/f.txt", "/top.txt"]);
+        let (_, s4) = writer.lookup(&root.join("d/s4/f.txt")).unwrap().unwrap();
+        assert_eq!(s4.size, 400, "the changed file is read again");
+        assert_eq!(waits.get(), 1);
+    }
 
     #[test]
     fn the_state_file_reads_back_what_was_last_saved_as_it_grows_and_shrinks() {

@@ -787,9 +787,8 @@ fn an_overflowing_event_queue_and_the_watch_limit_fall_back_to_rescans() {
     // inotify instance is made): a burst of 400 new files overflows it.
     let (env, log, daemon) = start_lowered("max_queued_events", "16", false);
     // The daemon is stopped (SIGSTOP) while the burst is written, so that
-    // nothing drains the queue; into directories watched from the start
-    // (files written into a new one before its watch exists raise no
-    // events at all).
+    // nothing drains the queue: files into directories watched from the
+    // start, and new directories.
     let signal = |sig: &str| {
         assert!(Command::new("kill").arg(sig).arg(daemon.0.id().to_string()).status().unwrap().success());
     };
@@ -797,10 +796,18 @@ fn an_overflowing_event_queue_and_the_watch_limit_fall_back_to_rescans() {
     for i in 0..400u64 {
         env.write(&format!("d{}/burst{i}.txt", i % 5), text(100 + i, 50));
     }
+    for i in 0..20u64 {
+        env.write(&format!("new{i}/sub/f.txt"), text(600 + i, 50));
+    }
     signal("-CONT");
     converges(&env, "an overflowing event queue");
     assert!(read(&log).contains("events were lost"), "{}", read(&log));
     assert!(simd::watch::DaemonState::running(&env.db).unwrap().rescans >= 1);
+    // The directories the burst made (their creations were lost with the
+    // rest: notify never watched them) are watched after the rescan: a
+    // file written into the last one later is indexed.
+    env.write("new19/sub/later.txt", text(700, 50));
+    converges(&env, "a file written into a directory made while events were lost");
     stop_with_sigterm(daemon);
 
     // A watch limit of 2 for the daemon's user (nobody, whose count starts
@@ -1806,4 +1813,55 @@ fn symlinked_directories_are_not_watched_through() {
     env.write("loop/b.txt", text(2, 300));
     converges(&env, "a link loop made");
     assert_eq!(simd::watch::DaemonState::running(&env.db).unwrap().rescans, 0);
+}
+
+/// The daemon watches its roots before its first scan, so that a file
+/// changed after that scan read it raises an event. (It watched them once
+/// the scan was done: 300 files appended to during a daemon's first scan
+/// of 26k files were never indexed, session 51.) The test watches the tree
+/// itself and appends to the first file it sees the scan close after
+/// reading it, while the scan goes on.
+#[test]
+fn a_file_changed_after_the_daemons_first_scan_read_it_is_indexed() {
+    use notify::Watcher;
+    use std::io::Write;
+    let env = Env::new();
+    for i in 0..3000u64 {
+        env.write(&format!("d{}/f{i}.txt", i % 30), text(i, 40));
+    }
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let mut own = notify::RecommendedWatcher::new(
+        move |e: notify::Result<notify::Event>| {
+            if let Ok(e) = e {
+                use notify::event::{AccessKind, AccessMode};
+                if matches!(e.kind, notify::EventKind::Access(AccessKind::Close(AccessMode::Read))) {
+                    let _ = tx.send(e.paths);
+                }
+            }
+        },
+        notify::Config::default(),
+    )
+    .unwrap();
+    own.watch(&env.root, notify::RecursiveMode::Recursive).unwrap();
+    let _starting = LIMITS.read().unwrap_or_else(|p| p.into_inner());
+    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("simd"));
+    cmd.arg("--db").arg(&env.db).args(["watch", "--debounce-ms", "50"]).arg(&env.root);
+    let _daemon = Daemon(cmd.spawn().unwrap());
+    let read = loop {
+        let paths = rx.recv_timeout(Duration::from_secs(30)).expect("the daemon's scan reads the files");
+        if let Some(p) = paths.into_iter().find(|p| p.extension().is_some_and(|x| x == "txt")) {
+            break p;
+        }
+    };
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&read)
+        .unwrap()
+        .write_all(b"\nwritten after the scan read it\n")
+        .unwrap();
+    let during_scan = !simd::watch::DaemonState::running(&env.db).is_some_and(|s| s.ready);
+    drop(own);
+    wait_ready(&env, None);
+    assert!(during_scan, "the first scan was over before the file changed: nothing was tested");
+    converges(&env, "a file changed after the daemon's first scan read it");
 }
