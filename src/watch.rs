@@ -2304,7 +2304,7 @@ fn examine(
         // Gone: whatever the index held under this path as a directory is
         // gone too (a directory moved out of the roots raises one event,
         // not one per file).
-        remove_under(store, writer, path, false)?;
+        remove_under(store, writer, path, None)?;
     }
     // A path on another file system than its root's (`--one-file-system`)
     // is taken as not there: out of the index, and not walked.
@@ -2317,7 +2317,7 @@ fn examine(
         // still there are compared below, as any file of a new directory;
         // none is, on another file system.) A file system mounted or
         // unmounted there comes the same way.
-        remove_under(store, writer, path, !elsewhere)?;
+        remove_under(store, writer, path, (!elsewhere).then_some(&HashSet::default()))?;
     }
     let (is_dir, is_file) = (is_dir && !elsewhere, is_file && !elsewhere);
     let old = writer.lookup(path)?;
@@ -2344,7 +2344,7 @@ fn examine(
     if is_dir && walk && filter.follows(path, true) {
         before_walk();
         // The regular files the walk finds: what the index holds under the
-        // directory besides them is gone ([`drop_unseen`]).
+        // directory besides them is gone ([`remove_under`]).
         let mut seen = HashSet::default();
         let mut stack = vec![path.to_path_buf()];
         while let Some(d) = stack.pop() {
@@ -2385,43 +2385,9 @@ fn examine(
                 }
             }
         }
-        drop_unseen(store, writer, path, &seen)?;
+        remove_under(store, writer, path, Some(&seen))?;
     }
     Ok(is_dir)
-}
-
-/// Drops from the index the files it holds under `dir` that a walk of it
-/// just now did not find there, and that are not regular files there
-/// now: a directory walked because it came (made, or moved in) is then in
-/// the index as it is, whatever events were lost. notify loses some: a
-/// directory moved out and back while its events queue up (a `git
-/// checkout` beside a `cp -r`) has its old watches removed as notify reads
-/// the move out, and the events already queued on them (files deleted
-/// after the move back) are dropped as "unknown descriptor" (session 51).
-/// A file that is still there but was not walked (under a directory that
-/// cannot be read) is kept, as is one whose state cannot be told.
-fn drop_unseen(store: &Store, writer: &mut Writer<'_>, dir: &Path, seen: &HashSet<PathBuf>) -> Result<(), StoreError> {
-    // The scan reads the index, not the open group: a rename earlier in
-    // the batch may have moved files here.
-    writer.commit()?;
-    let under: Vec<Vec<u8>> =
-        store.paths_under(&path_bytes(dir)).map(|r| r.map(|(p, _)| p)).collect::<Result<_, _>>()?;
-    for p in under {
-        let p = crate::scan::bytes_path(&p);
-        if seen.contains(&p) {
-            continue;
-        }
-        match std::fs::symlink_metadata(&p) {
-            Ok(m) if m.is_file() => continue,
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENOTDIR) => {}
-            Err(_) => continue,
-        }
-        if let Some((id, rec)) = writer.lookup(&p)? {
-            writer.remove(id, &rec)?;
-        }
-    }
-    Ok(())
 }
 
 /// Returns once notify has handled every inotify event it had read when
@@ -2440,17 +2406,40 @@ fn notify_caught_up<W: notify::Watcher, C: notify_debouncer_full::FileIdCache>(
     let _ = debouncer.watched_paths();
 }
 
-/// Removes the files the index holds under `dir`: all of them (a
-/// directory that is gone), or (`each`) those that are not regular files
-/// there now (a directory removed and made again, or replaced by a file).
-fn remove_under(store: &Store, writer: &mut Writer<'_>, dir: &Path, each: bool) -> Result<(), StoreError> {
-    writer.commit()?; // the scan below reads the index, not the open group
+/// Removes the files the index holds under `dir`: all of them (`keep`
+/// None: a directory that is gone, or on another file system now), or
+/// those that are neither in `keep` (what a walk of it just found) nor
+/// regular files there now (a directory removed and made again, or
+/// replaced by a file; one walked because it came, made or moved in,
+/// whatever events were lost). notify loses some: a directory moved out
+/// and back while its events queue up (a `git checkout` beside a `cp -r`)
+/// has its old watches removed as notify reads the move out, and the
+/// events already queued on them (files deleted after the move back) are
+/// dropped as "unknown descriptor" (session 51). A file that cannot be
+/// told to be gone (under a directory that cannot be searched) is kept.
+fn remove_under(
+    store: &Store,
+    writer: &mut Writer<'_>,
+    dir: &Path,
+    keep: Option<&HashSet<PathBuf>>,
+) -> Result<(), StoreError> {
+    // The scan reads the index, not the open group: a rename earlier in
+    // the batch may have moved files here.
+    writer.commit()?;
     let under: Vec<Vec<u8>> =
         store.paths_under(&path_bytes(dir)).map(|r| r.map(|(p, _)| p)).collect::<Result<_, _>>()?;
     for p in under {
         let p = crate::scan::bytes_path(&p);
-        if each && std::fs::symlink_metadata(&p).is_ok_and(|m| m.is_file()) {
-            continue;
+        if let Some(seen) = keep {
+            if seen.contains(&p) {
+                continue;
+            }
+            match std::fs::symlink_metadata(&p) {
+                Ok(m) if m.is_file() => continue,
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENOTDIR) => {}
+                Err(_) => continue,
+            }
         }
         if let Some((id, rec)) = writer.lookup(&p)? {
             writer.remove(id, &rec)?;
