@@ -1937,11 +1937,8 @@ fn apply(
             caught_up();
         }
     };
-    if !batch.renames.is_empty() {
-        before_walk();
-    }
     for (from, to) in batch.renames {
-        rename(store, writer, filter, &from, &to, &mut check)?;
+        rename(store, writer, filter, &from, &to, &before_walk, &mut check)?;
     }
     if check.iter().any(|p| is_ignore_file(p)) {
         filter.reset();
@@ -2227,6 +2224,7 @@ fn rename(
     filter: &mut Filter,
     from: &Path,
     to: &Path,
+    before_walk: &dyn Fn(),
     check: &mut BTreeSet<PathBuf>,
 ) -> Result<(), StoreError> {
     let Ok(meta) = std::fs::symlink_metadata(to) else {
@@ -2236,6 +2234,9 @@ fn rename(
     // (old path, new path) pairs: the file itself, or every indexed file under a directory.
     let mut pairs = Vec::new();
     if meta.is_dir() {
+        // Its files are looked at where they are now: once notify watches
+        // them there ([`notify_caught_up`]).
+        before_walk();
         // The prefix scan reads the index, not the open group: write what is
         // pending first (an earlier rename in this batch may have moved files
         // here).
@@ -2309,7 +2310,10 @@ fn examine(
     // A path on another file system than its root's (`--one-file-system`)
     // is taken as not there: out of the index, and not walked.
     let elsewhere = meta.as_ref().is_ok_and(|m| !filter.on_root_device(path, m));
-    if meta.is_ok() && was_removed && (is_dir || writer.lookup(path)?.is_none()) {
+    // A directory walked below is stripped after the walk of what is not
+    // there: not before it as well.
+    let walks = is_dir && !elsewhere && walk && filter.follows(path, true);
+    if meta.is_ok() && was_removed && (is_dir || writer.lookup(path)?.is_none()) && !walks {
         // Removed and there again: when it was a directory (`rm -rf d &&
         // cp -r new d`, or `echo > d`, within one debounce), the debouncer
         // dropped its files' remove events for its own, so the files the
@@ -2341,7 +2345,7 @@ fn examine(
     if let Some((id, rec)) = old {
         writer.remove(id, &rec)?;
     }
-    if is_dir && walk && filter.follows(path, true) {
+    if walks {
         before_walk();
         // The regular files the walk finds: what the index holds under the
         // directory besides them is gone ([`remove_under`]).
