@@ -1843,9 +1843,11 @@ fn a_file_changed_after_the_daemons_first_scan_read_it_is_indexed() {
     )
     .unwrap();
     own.watch(&env.root, notify::RecursiveMode::Recursive).unwrap();
-    let _starting = LIMITS.read().unwrap_or_else(|p| p.into_inner());
     let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("simd"));
     cmd.arg("--db").arg(&env.db).args(["watch", "--debounce-ms", "50"]).arg(&env.root);
+    // Held until the daemon's scan reads (its watches come before that),
+    // as the other starts hold it until the daemon is ready.
+    let starting = LIMITS.read().unwrap_or_else(|p| p.into_inner());
     let _daemon = Daemon(cmd.spawn().unwrap());
     let read = loop {
         let paths = rx.recv_timeout(Duration::from_secs(30)).expect("the daemon's scan reads the files");
@@ -1853,6 +1855,7 @@ fn a_file_changed_after_the_daemons_first_scan_read_it_is_indexed() {
             break p;
         }
     };
+    drop(starting);
     std::fs::OpenOptions::new()
         .append(true)
         .open(&read)
