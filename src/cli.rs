@@ -252,6 +252,9 @@ pub enum Command {
         /// Rescan this often when the inotify watch limit leaves part of the tree unwatched, or a root is on a network or FUSE file system
         #[arg(long, value_name = "SECS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
         rescan_every: u64,
+        /// Rescan everything this often even when every directory is watched, for changes that raise no inotify event (writes through a shared mmap or a hard link from outside the roots); 0: never
+        #[arg(long, value_name = "SECS", default_value_t = crate::watch::FULL_RESCAN_EVERY.as_secs())]
+        full_rescan_every: u64,
         #[command(flatten)]
         scan: ScanArgs,
     },
@@ -521,7 +524,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
             }
         }
         Command::Template(cmd) => template(&db, cmd, cli.format, &mut out)?,
-        Command::Watch { roots, debounce_ms, rescan_every, scan } => {
+        Command::Watch { roots, debounce_ms, rescan_every, full_rescan_every, scan } => {
             roots_for_new_index(&db, &roots)?;
             let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
             for sig in STOP_SIGNALS {
@@ -535,6 +538,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
                 index,
                 debounce: std::time::Duration::from_millis(debounce_ms),
                 rescan_every: std::time::Duration::from_secs(rescan_every),
+                full_rescan_every: (full_rescan_every > 0).then(|| std::time::Duration::from_secs(full_rescan_every)),
                 // Tests make the daemon flush after a shorter quiet spell, to
                 // see many flushes in little time (undocumented for users).
                 flush_idle: crate::test_setting("SIMD_TEST_FLUSH_IDLE_MS")
@@ -1038,7 +1042,7 @@ fn print_status(out: &mut impl Write, s: &crate::status::Status) -> std::io::Res
     match &s.daemon {
         Some(d) => writeln!(
             out,
-            "daemon       pid {}, {}, {} pending{}, {}, {} changed, {}{}, last event {}",
+            "daemon       pid {}, {}, {} pending{}, {}, {} changed, {}{}{}, last event {}",
             d.pid,
             match (d.ready, d.disk_full_since) {
                 (_, Some(_)) => "PAUSED: the index's file system is full",
@@ -1050,6 +1054,7 @@ fn print_status(out: &mut impl Write, s: &crate::status::Status) -> std::io::Res
             count(d.batches, "batch"),
             count(d.changed_files, "file"),
             count(d.rescans, "rescan"),
+            d.last_rescan.map_or(String::new(), |t| format!(" (last {})", format_time(t))),
             if d.degraded { ", DEGRADED: inotify limit reached, periodic rescans" } else { "" },
             d.last_event.map_or("none".into(), format_time)
         )?,

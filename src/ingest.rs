@@ -119,6 +119,9 @@ pub struct Summary {
     pub skipped: BTreeMap<SkipReason, u64>,
     /// Paths skipped (first few per reason) for the report.
     pub skipped_examples: Vec<(PathBuf, SkipReason)>,
+    /// The first few paths read as new or changed, for a message (the
+    /// daemon's periodic rescan says what it found that raised no event).
+    pub read_examples: Vec<PathBuf>,
     pub bytes_read: u64,
     pub bytes_unchanged: u64,
     pub new_contents: u64,
@@ -2510,6 +2513,9 @@ impl<'s> Writer<'s> {
                     summary.new += 1;
                 } else {
                     summary.changed += 1;
+                }
+                if summary.read_examples.len() < 5 {
+                    summary.read_examples.push(cand.path.clone());
                 }
                 summary.new_contents += u64::from(new_content);
             }

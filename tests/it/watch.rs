@@ -1368,6 +1368,44 @@ fn a_root_on_a_network_file_system_is_rescanned_periodically() {
     stop_with_sigterm(d);
 }
 
+/// A write through a hard link from outside the roots raises no event in
+/// the watched tree (inotify tells a file's change to the directory of the
+/// name it was written through): the periodic rescan of a fully watched
+/// tree finds it, indexes it, and says that no event brought it.
+#[test]
+fn the_periodic_rescan_finds_a_change_that_raised_no_event() {
+    use std::io::Write;
+    let env = Env::new();
+    let inside = env.write("a.txt", text(1, 300));
+    let outside = env.tmp.path().join("outside.txt");
+    std::fs::hard_link(&inside, &outside).unwrap();
+    env.index();
+    let log = env.tmp.path().join("daemon.log");
+    let d = {
+        let _starting = LIMITS.read().unwrap_or_else(|p| p.into_inner());
+        spawn(&env, &["--full-rescan-every", "5", env.root.to_str().unwrap()], Some(&log), false)
+    };
+    let before = state(&env.db).unwrap();
+    std::fs::OpenOptions::new().append(true).open(&outside).unwrap().write_all(&text(2, 40)).unwrap();
+    // Well past the debounce, and (on any but a stalled machine) before
+    // the first periodic rescan: no event brought the change.
+    std::thread::sleep(Duration::from_secs(1));
+    if simd::watch::DaemonState::running(&env.db).unwrap().rescans == 0 {
+        assert_eq!(state(&env.db).unwrap(), before, "an event brought the change: this test would show nothing");
+    }
+    converges(&env, "a write through a hard link from outside the roots");
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        said.contains("the periodic rescan found 1 change that no file-system event had brought (0 new, 1 changed"),
+        "{said}"
+    );
+    assert!(said.contains(&format!("among them {}", inside.canonicalize().unwrap().display())), "{said}");
+    let out = env.simd().arg("status").assert().success();
+    let status = String::from_utf8_lossy(&out.get_output().stdout);
+    assert!(status.contains(" (last "), "the time of the last rescan: {status}");
+    stop_with_sigterm(d);
+}
+
 /// `sh -c SCRIPT` as root of a user and mount namespace of its own
 /// (`unshare -rm`), where it may mount file systems without privileges,
 /// with `$SIMD` (the binary), `$DB`, `$ROOT`, `$STAGE` and `$LOG` (for the
