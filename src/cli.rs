@@ -137,6 +137,7 @@ impl ScanArgs {
                 no_ignore: self.no_ignore,
                 threads: self.threads,
                 skip_dirs: Vec::new(),
+                kernel_dirs: Vec::new(),
                 one_file_system: self.one_file_system,
             },
             workers: self.threads,
@@ -986,8 +987,20 @@ fn print_summary(out: &mut impl Write, s: &Summary) -> std::io::Result<()> {
 }
 
 fn summary_json(s: &Summary) -> serde_json::Value {
-    let skipped: Vec<_> =
-        s.skipped.iter().map(|(r, n)| serde_json::json!({ "reason": r.describe(), "count": n })).collect();
+    // Each reason with its first few paths, as the daemon's rescans answer.
+    let skipped: Vec<_> = s
+        .skipped
+        .iter()
+        .map(|(r, n)| {
+            let examples: Vec<String> = s
+                .skipped_examples
+                .iter()
+                .filter(|(_, why)| why == r)
+                .map(|(p, _)| crate::report_path(&crate::scan::path_bytes(p)))
+                .collect();
+            serde_json::json!({ "reason": r.describe(), "count": n, "examples": examples })
+        })
+        .collect();
     serde_json::json!({
         "interrupted": s.interrupted,
         "roots": s.roots.iter().map(|r| crate::report_path(&crate::scan::path_bytes(r))).collect::<Vec<_>>(),

@@ -47,6 +47,12 @@ pub enum IngestError {
     NoRoots,
     #[error("{path}: not a root of the index; {hint}")]
     NotARoot { path: PathBuf, hint: String },
+    #[error(
+        "{}: on a {fstype} file system, whose files the kernel makes as they are read (their sizes are not their \
+         contents): not indexed",
+        crate::show_path(path)
+    )]
+    KernelRoot { path: PathBuf, fstype: String },
 }
 
 /// Options of one `simd index` run.
@@ -182,10 +188,18 @@ enum Outcome {
 /// Makes roots absolute and canonical, checking each is a directory.
 pub fn canonical_roots(roots: &[PathBuf]) -> Result<Vec<PathBuf>, IngestError> {
     let mut out = Vec::new();
+    let mut mounts = None;
     for r in roots {
         let c = r.canonicalize().map_err(|source| IngestError::Root { path: r.clone(), source })?;
         if !c.is_dir() {
             return Err(IngestError::RootNotDir { path: r.clone() });
+        }
+        // The kernel's own file systems hold no documents, and their
+        // files' sizes say nothing of what a read gives (/proc's were
+        // indexed as empty, sysfs's as changing while read).
+        let mounts = mounts.get_or_insert_with(crate::mounts::read_table);
+        if let Some(fstype) = crate::mounts::fs_type(mounts, &c).filter(|t| crate::mounts::is_kernel(t)) {
+            return Err(IngestError::KernelRoot { path: c, fstype: fstype.to_string() });
         }
         if !out.contains(&c) {
             out.push(c);
@@ -470,6 +484,15 @@ fn run_roots(store: &Store, opts: &IndexOptions) -> Result<RunRoots, IngestError
     let mut walk_opts = opts.walk.clone();
     if let Ok(own) = store.dir().canonicalize() {
         walk_opts.skip_dirs.push(own);
+    }
+    // Nor is one mounted inside a root entered (`simd index /` meets /proc
+    // and /sys); `-x` leaves out every other file system anyway.
+    if !walk_opts.one_file_system {
+        let mounts = crate::mounts::read_table();
+        for r in &roots {
+            let inside = crate::mounts::kernel_mounts_inside(&mounts, r);
+            walk_opts.kernel_dirs.extend(inside.into_iter().map(|(point, _)| point));
+        }
     }
     Ok(RunRoots { roots, missing, remembered, walk: walk_opts })
 }

@@ -13,6 +13,7 @@ pub mod control;
 pub mod fingerprint;
 pub mod ingest;
 pub mod lost;
+pub mod mounts;
 pub mod query;
 pub mod report;
 pub mod scan;

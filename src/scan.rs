@@ -40,6 +40,9 @@ pub struct WalkOptions {
     pub threads: usize,
     /// Directories never entered (the index itself).
     pub skip_dirs: Vec<PathBuf>,
+    /// Mount points of the kernel's own file systems (proc, sysfs...)
+    /// inside the roots: not entered, and said as skipped.
+    pub kernel_dirs: Vec<PathBuf>,
     /// Stay on each root's file system: a directory on another (a mount
     /// point: a network share, a USB disk, `/proc` under `/`) is not
     /// entered, as `find -xdev` or `du -x`.
@@ -314,6 +317,9 @@ pub enum SkipReason {
     PathTooLong,
     Vanished,
     KeptChanging,
+    /// A kernel file system (proc, sysfs...) mounted inside a root: its
+    /// files' sizes are not their contents ([`crate::mounts`]).
+    KernelFs,
 }
 
 impl SkipReason {
@@ -326,6 +332,9 @@ impl SkipReason {
             SkipReason::PathTooLong => "path too long for the system (PATH_MAX)",
             SkipReason::Vanished => "vanished before it could be read",
             SkipReason::KeptChanging => "kept changing while being read",
+            SkipReason::KernelFs => {
+                "a kernel file system (proc, sysfs...: its files' sizes are not their contents); not entered"
+            }
         }
     }
 }
@@ -462,7 +471,7 @@ pub fn walk(
     for glob in &opts.excludes {
         overrides.add(&format!("!{glob}"))?;
     }
-    let skip_dirs = opts.skip_dirs.clone();
+    let skip_dirs: Vec<PathBuf> = opts.skip_dirs.iter().chain(&opts.kernel_dirs).cloned().collect();
     builder
         .hidden(false)
         .parents(false)
@@ -485,7 +494,9 @@ pub fn walk(
 
     let root_dirs: Vec<Arc<RootDir>> = roots.iter().filter_map(|r| RootDir::new(r)).collect();
     let root_dirs = &root_dirs;
-    let shared = Mutex::new(WalkOutcome::default());
+    let mut outcome = WalkOutcome::default();
+    outcome.skipped.extend(opts.kernel_dirs.iter().map(|d| (d.clone(), SkipReason::KernelFs)));
+    let shared = Mutex::new(outcome);
     builder.build_parallel().run(|| {
         let shared = &shared;
         let mut local = Local { out: WalkOutcome::default(), shared, batch: Vec::new(), tx: tx.clone(), dir: None };

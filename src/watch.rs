@@ -1753,8 +1753,7 @@ struct Mounts {
 
 impl Mounts {
     fn open() -> Mounts {
-        let path = std::env::var_os("SIMD_TEST_MOUNTINFO")
-            .map_or_else(|| PathBuf::from("/proc/self/mountinfo"), PathBuf::from);
+        let path = crate::mounts::table_path();
         // Opened before it is read: a change in between is then both read
         // and flagged, and the flag finds nothing new (better than missed).
         let file = std::fs::File::open(&path).ok();
@@ -1782,22 +1781,10 @@ impl Mounts {
 /// The mounts whose mount point is strictly inside `root`, in the order
 /// of the table (the order they were mounted in).
 fn mounts_inside(mountinfo: &str, root: &Path) -> Vec<Mount> {
-    mount_table(mountinfo)
+    crate::mounts::table(mountinfo)
         .filter(|(_, point, _)| point.starts_with(root) && point != root)
         .map(|(id, point, _)| (id, point))
         .collect()
-}
-
-/// The lines of `mountinfo`'s text (`proc_pid_mountinfo(5)`) as (mount
-/// id, mount point, file system type), in the table's order; a line
-/// without those fields is skipped.
-fn mount_table(mountinfo: &str) -> impl Iterator<Item = (u64, PathBuf, &str)> {
-    mountinfo.lines().filter_map(|line| {
-        let fields: Vec<&str> = line.split(' ').collect();
-        let sep = fields.iter().position(|&f| f == "-")?;
-        let id = fields.first()?.parse().ok()?;
-        Some((id, unescape_mount(fields.get(4)?), *fields.get(sep + 1)?))
-    })
 }
 
 /// "mounted at /a, unmounted from /b": what changed between two lists of
@@ -2215,14 +2202,7 @@ fn remote_mounts(mountinfo: &str, roots: &[PathBuf], one_file_system: bool) -> V
 /// shares...). The mount with the longest mount point above `path` holds
 /// it; of two at one point, the later (mounted on top).
 fn remote_fs(mountinfo: &str, path: &Path) -> Option<String> {
-    let mut best: Option<(usize, &str)> = None;
-    for (_, point, fstype) in mount_table(mountinfo) {
-        let depth = point.components().count();
-        if path.starts_with(&point) && best.is_none_or(|(d, _)| depth >= d) {
-            best = Some((depth, fstype));
-        }
-    }
-    let (_, fstype) = best?;
+    let fstype = crate::mounts::fs_type(mountinfo, path)?;
     const REMOTE: [&str; 18] = [
         "nfs",
         "nfs4",
@@ -2244,29 +2224,6 @@ fn remote_fs(mountinfo: &str, path: &Path) -> Option<String> {
         "fuse",
     ];
     (REMOTE.contains(&fstype) || fstype.starts_with("fuse.")).then(|| fstype.to_string())
-}
-
-/// A mount point as `mountinfo` writes it, with space, tab, newline and
-/// backslash escaped as three octal digits.
-fn unescape_mount(s: &str) -> PathBuf {
-    use std::os::unix::ffi::OsStringExt;
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let octal = b.get(i + 1..i + 4).filter(|d| b[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)));
-        match octal {
-            Some(d) => {
-                out.push(d.iter().fold(0u8, |v, c| v.wrapping_mul(8).wrapping_add(c - b'0')));
-                i += 4;
-            }
-            None => {
-                out.push(b[i]);
-                i += 1;
-            }
-        }
-    }
-    PathBuf::from(std::ffi::OsString::from_vec(out))
 }
 
 /// Whether `p` names an ignore file, which the walk and the daemon honour.
@@ -2834,11 +2791,5 @@ mod tests {
         assert_eq!(mount_changes(&[m(1, "/r/a"), m(2, "/r/b")], &[m(2, "/r/b")]), "unmounted from /r/a");
         // Another file system at the same point: both said.
         assert_eq!(mount_changes(&[m(1, "/r/a")], &[m(3, "/r/a")]), "mounted at /r/a; unmounted from /r/a");
-    }
-
-    #[test]
-    fn mount_points_are_unescaped() {
-        assert_eq!(unescape_mount(r"/a\040b\011c\134d"), PathBuf::from("/a b\tc\\d"));
-        assert_eq!(unescape_mount(r"/x\04"), PathBuf::from(r"/x\04"));
     }
 }

@@ -74,6 +74,44 @@ fn fifos_sockets_devices_and_symlinks_are_never_opened() {
     env.check();
 }
 
+/// The kernel's own file systems hold no documents, and their files'
+/// sizes are not their contents (/proc's were indexed as empty files):
+/// a root on one is refused before any index is made, and one mounted
+/// inside a root (here a directory a mount table made for the test says
+/// is a proc mount) is not entered, and is said as skipped.
+#[test]
+fn kernel_file_systems_are_not_indexed() {
+    let env = Env::new();
+    let out = env.simd().args(["index", "/proc/sys/fs"]).assert().failure();
+    let said = String::from_utf8_lossy(&out.get_output().stderr);
+    assert!(said.contains("/proc/sys/fs: on a proc file system"), "{said}");
+    assert!(!env.db.exists(), "no index is made for a refused root");
+
+    env.write("a.txt", text(1, 400));
+    env.write("proc/1/status", text(2, 400));
+    let point = env.root.canonicalize().unwrap().join("proc");
+    let mountinfo = env.tmp.path().join("mountinfo");
+    let table = format!(
+        "27 1 8:1 / / rw - ext4 /dev/sda1 rw\n41 27 0:21 / {} rw - proc proc rw\n",
+        point.to_str().unwrap().replace(' ', "\\040")
+    );
+    std::fs::write(&mountinfo, table).unwrap();
+    let out = env
+        .simd()
+        .env("SIMD_TEST_MOUNTINFO", &mountinfo)
+        .args(["--format", "json", "index"])
+        .arg(&env.root)
+        .assert()
+        .success();
+    let s: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(s["new"].as_u64(), Some(1), "{s}");
+    let skipped = &s["skipped"][0];
+    assert!(skipped["reason"].as_str().unwrap().starts_with("a kernel file system"), "{s}");
+    assert_eq!(skipped["examples"][0].as_str(), point.to_str(), "{s}");
+    assert_eq!(env.files().len(), 1);
+    env.check();
+}
+
 #[test]
 fn non_utf8_and_odd_names_are_stored_losslessly() {
     let env = Env::new();

@@ -1,0 +1,164 @@
+//! The mount table (`/proc/self/mountinfo`): which file system holds a
+//! path, and which are mounted inside a root. The walk leaves out the
+//! kernel's own file systems (proc, sysfs...), and the daemon watches
+//! for mounts and unmounts and rescans network file systems
+//! (`watch::Mounts`).
+
+use std::path::{Path, PathBuf};
+
+/// Where the mount table is read from: `/proc/self/mountinfo`, or the
+/// file that `SIMD_TEST_MOUNTINFO` names (tests).
+pub(crate) fn table_path() -> PathBuf {
+    std::env::var_os("SIMD_TEST_MOUNTINFO").map_or_else(|| PathBuf::from("/proc/self/mountinfo"), PathBuf::from)
+}
+
+/// The mount table's text; empty where it cannot be read (no /proc).
+pub(crate) fn read_table() -> String {
+    std::fs::read_to_string(table_path()).unwrap_or_default()
+}
+
+/// The lines of `mountinfo`'s text (`proc_pid_mountinfo(5)`) as (mount
+/// id, mount point, file system type), in the table's order; a line
+/// without those fields is skipped.
+pub(crate) fn table(mountinfo: &str) -> impl Iterator<Item = (u64, PathBuf, &str)> {
+    mountinfo.lines().filter_map(|line| {
+        let fields: Vec<&str> = line.split(' ').collect();
+        let sep = fields.iter().position(|&f| f == "-")?;
+        let id = fields.first()?.parse().ok()?;
+        Some((id, unescape(fields.get(4)?), *fields.get(sep + 1)?))
+    })
+}
+
+/// The type of the file system holding `path`: that of the mount with the
+/// longest mount point above it; of two at one point, the later (mounted
+/// on top).
+pub(crate) fn fs_type<'a>(mountinfo: &'a str, path: &Path) -> Option<&'a str> {
+    let mut best: Option<(usize, &str)> = None;
+    for (_, point, fstype) in table(mountinfo) {
+        let depth = point.components().count();
+        if path.starts_with(&point) && best.is_none_or(|(d, _)| depth >= d) {
+            best = Some((depth, fstype));
+        }
+    }
+    best.map(|(_, t)| t)
+}
+
+/// File systems the kernel makes up as they are read: a file's size says
+/// nothing of what reading it gives (most of /proc's files are of size 0,
+/// sysfs's of 4,096 and shorter), and /proc/kcore has the size of the
+/// address space. Not documents: the walk leaves them out.
+const KERNEL: [&str; 17] = [
+    "proc",
+    "sysfs",
+    "debugfs",
+    "tracefs",
+    "securityfs",
+    "cgroup",
+    "cgroup2",
+    "pstore",
+    "bpf",
+    "configfs",
+    "efivarfs",
+    "fusectl",
+    "binfmt_misc",
+    "mqueue",
+    "nsfs",
+    "selinuxfs",
+    "rpc_pipefs",
+];
+
+/// Whether `fstype` is one of the kernel's own file systems ([`KERNEL`]).
+pub(crate) fn is_kernel(fstype: &str) -> bool {
+    KERNEL.contains(&fstype)
+}
+
+/// The mount points strictly inside `root` that hold a kernel file system
+/// ([`is_kernel`]; not one a later mount covers), with its type.
+pub(crate) fn kernel_mounts_inside(mountinfo: &str, root: &Path) -> Vec<(PathBuf, String)> {
+    let mut found: Vec<(PathBuf, String)> = Vec::new();
+    for (_, point, _) in table(mountinfo) {
+        if point.starts_with(root) && point != root && !found.iter().any(|(p, _)| *p == point) {
+            if let Some(t) = fs_type(mountinfo, &point).filter(|t| is_kernel(t)) {
+                found.push((point, t.to_string()));
+            }
+        }
+    }
+    found
+}
+
+/// A mount point as `mountinfo` writes it, with space, tab, newline and
+/// backslash escaped as three octal digits.
+pub(crate) fn unescape(s: &str) -> PathBuf {
+    use std::os::unix::ffi::OsStringExt;
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let octal = b.get(i + 1..i + 4).filter(|d| b[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match octal {
+            Some(d) => {
+                out.push(d.iter().fold(0u8, |v, c| v.wrapping_mul(8).wrapping_add(c - b'0')));
+                i += 4;
+            }
+            None => {
+                out.push(b[i]);
+                i += 1;
+            }
+        }
+    }
+    PathBuf::from(std::ffi::OsString::from_vec(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MOUNTINFO: &str = "\
+27 1 8:1 / / rw,relatime - ext4 /dev/sda1 rw
+22 27 0:21 / /proc rw,relatime - proc proc rw
+23 22 0:30 / /proc/sys/fs/binfmt_misc rw - binfmt_misc binfmt_misc rw
+24 27 0:22 / /sys rw - sysfs sysfs rw
+25 24 0:23 / /sys/kernel/tracing rw - tracefs tracefs rw
+40 27 0:45 / /srv/my\\040docs rw - ext4 /dev/sdb1 rw
+41 40 0:46 / /srv/my\\040docs/proc rw - proc proc rw
+42 40 0:47 / /srv/my\\040docs/proc rw - ext4 /dev/sdc1 rw
+";
+
+    #[test]
+    fn the_deepest_and_latest_mount_holds_a_path() {
+        let t = |p: &str| fs_type(MOUNTINFO, Path::new(p));
+        assert_eq!(t("/proc/self/status"), Some("proc"));
+        assert_eq!(t("/proc"), Some("proc"));
+        assert_eq!(t("/procs"), Some("ext4"));
+        assert_eq!(t("/sys/kernel/tracing/trace"), Some("tracefs"));
+        assert_eq!(t("/srv/my docs/a.txt"), Some("ext4"));
+        // Mounted over a proc: the later mount holds it.
+        assert_eq!(t("/srv/my docs/proc/a.txt"), Some("ext4"));
+        assert_eq!(fs_type("", Path::new("/proc")), None);
+    }
+
+    #[test]
+    fn kernel_file_systems_inside_a_root_are_found() {
+        let inside = |r: &str| kernel_mounts_inside(MOUNTINFO, Path::new(r));
+        let m = |p: &str, t: &str| (PathBuf::from(p), t.to_string());
+        assert_eq!(
+            inside("/"),
+            [
+                m("/proc", "proc"),
+                m("/proc/sys/fs/binfmt_misc", "binfmt_misc"),
+                m("/sys", "sysfs"),
+                m("/sys/kernel/tracing", "tracefs")
+            ]
+        );
+        // Strictly inside; and one a disk is mounted over is no longer there.
+        assert_eq!(inside("/proc"), [m("/proc/sys/fs/binfmt_misc", "binfmt_misc")]);
+        assert_eq!(inside("/srv"), []);
+        assert!(is_kernel("proc") && is_kernel("sysfs") && !is_kernel("ext4") && !is_kernel("tmpfs"));
+    }
+
+    #[test]
+    fn mount_points_are_unescaped() {
+        assert_eq!(unescape(r"/a\040b\011c\134d"), PathBuf::from("/a b\tc\\d"));
+        assert_eq!(unescape(r"/x\04"), PathBuf::from(r"/x\04"));
+    }
+}
