@@ -956,8 +956,8 @@ fn print_summary(out: &mut impl Write, s: &Summary) -> std::io::Result<()> {
     )?;
     for (reason, n) in &s.skipped {
         writeln!(out, "    {n} skipped: {}", reason.describe())?;
-        for (p, _) in s.skipped_examples.iter().filter(|(_, r)| r == reason) {
-            writeln!(out, "      {}", crate::report_path(&crate::scan::path_bytes(p)))?;
+        for p in s.skipped_examples_of(*reason) {
+            writeln!(out, "      {p}")?;
         }
     }
     writeln!(
@@ -991,15 +991,7 @@ fn summary_json(s: &Summary) -> serde_json::Value {
     let skipped: Vec<_> = s
         .skipped
         .iter()
-        .map(|(r, n)| {
-            let examples: Vec<String> = s
-                .skipped_examples
-                .iter()
-                .filter(|(_, why)| why == r)
-                .map(|(p, _)| crate::report_path(&crate::scan::path_bytes(p)))
-                .collect();
-            serde_json::json!({ "reason": r.describe(), "count": n, "examples": examples })
-        })
+        .map(|(&r, n)| serde_json::json!({ "reason": r.describe(), "count": n, "examples": s.skipped_examples_of(r) }))
         .collect();
     serde_json::json!({
         "interrupted": s.interrupted,

@@ -140,6 +140,13 @@ pub struct Summary {
 }
 
 impl Summary {
+    /// The paths kept as examples of files skipped for `reason`, as
+    /// messages print paths.
+    pub fn skipped_examples_of(&self, reason: SkipReason) -> Vec<String> {
+        let of = self.skipped_examples.iter().filter(|(_, r)| *r == reason);
+        of.map(|(p, _)| crate::report_path(&path_bytes(p))).collect()
+    }
+
     pub fn throughput_mb_s(&self) -> f64 {
         self.bytes_read as f64 / 1e6 / self.elapsed.as_secs_f64().max(1e-9)
     }

@@ -1452,12 +1452,7 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                 // not only in the daemon's log.
                 let mut skipped = Vec::new();
                 for (reason, n) in &s.skipped {
-                    let examples: Vec<String> = s
-                        .skipped_examples
-                        .iter()
-                        .filter(|(_, r)| r == reason)
-                        .map(|(p, _)| crate::report_path(&crate::scan::path_bytes(p)))
-                        .collect();
+                    let examples = s.skipped_examples_of(*reason);
                     text.push_str(&format!("\n  {n} skipped: {}", reason.describe()));
                     for p in &examples {
                         text.push_str(&format!("\n    {p}"));
