@@ -226,6 +226,9 @@ impl DaemonState {
 /// Decides which paths the daemon follows, as the walk would.
 struct Filter {
     skip_dirs: Vec<Vec<u8>>,
+    /// The kernel's own file systems mounted inside the roots (proc,
+    /// sysfs...), which the walk never enters either ([`crate::mounts`]).
+    kernel_dirs: Vec<Vec<u8>>,
     excludes: Option<ignore::overrides::Override>,
     no_ignore: bool,
     roots: Vec<PathBuf>,
@@ -259,8 +262,9 @@ impl Filter {
             }
             Some(b.build()?)
         };
-        Ok(Filter {
+        let mut filter = Filter {
             skip_dirs,
+            kernel_dirs: Vec::new(),
             excludes,
             no_ignore: opts.walk.no_ignore,
             roots: roots.to_vec(),
@@ -270,7 +274,20 @@ impl Filter {
                 .one_file_system
                 .then(|| roots.iter().map(|r| std::fs::symlink_metadata(r).ok().map(|m| m.dev())).collect()),
             ignores: HashMap::default(),
-        })
+        };
+        filter.set_kernel_dirs(&crate::mounts::read_table());
+        Ok(filter)
+    }
+
+    /// Takes the kernel file systems mounted inside the roots from the
+    /// mount table's text `mountinfo` (again when it changed: one mounted
+    /// while the daemon runs is not walked when its mount point is looked
+    /// at).
+    fn set_kernel_dirs(&mut self, mountinfo: &str) {
+        self.kernel_dirs = (self.roots.iter())
+            .flat_map(|r| crate::mounts::kernel_mounts_inside(mountinfo, r))
+            .map(|(point, _)| path_bytes(&point))
+            .collect();
     }
 
     /// Whether `path` (whose `lstat` is `meta`) is on its root's file
@@ -311,10 +328,12 @@ impl Filter {
     }
 
     /// Whether `path` lies where no walk goes whatever the ignore files
-    /// say: the index's own directory, or a `.git` directory.
+    /// say: the index's own directory, a kernel file system, or a `.git`
+    /// directory.
     fn never_walked(&self, path: &Path) -> bool {
         let pb = path.as_os_str().as_bytes();
-        self.skip_dirs.iter().any(|d| is_under(pb, d)) || path.components().any(|c| c.as_os_str() == ".git")
+        self.skip_dirs.iter().chain(&self.kernel_dirs).any(|d| is_under(pb, d))
+            || path.components().any(|c| c.as_os_str() == ".git")
     }
 
     /// Takes out of `batch` the paths no walk goes to. The index's own
@@ -1166,6 +1185,9 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                 }
                 let found = check_roots(&mut watched, &root_touched, &mut mounts, &mut debouncer, opts, &mut state)?;
                 forced |= found.rescan;
+                if !found.remounted.is_empty() {
+                    filter.set_kernel_dirs(&mounts.text);
+                }
                 remounted.extend(found.remounted);
                 last_root_check = Instant::now();
                 root_touched.clear();
@@ -2470,6 +2492,40 @@ mod tests {
     /// holding under it what is there: files deleted while no event could
     /// say so (notify drops the events queued on the watches it has just
     /// removed) go, while what is outside the directory is not looked at.
+    /// A kernel file system mounted inside a root while the daemon runs
+    /// (here a directory a mount table made for the test says is one) is
+    /// not walked when its mount point is looked at, nor are its files
+    /// followed; a directory beside it is.
+    #[test]
+    fn a_kernel_file_system_mounted_under_the_daemon_is_not_walked() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("root");
+        std::fs::create_dir_all(&root).unwrap();
+        let root = root.canonicalize().unwrap();
+        let idx = tmp.path().join("idx");
+        let store = Store::open(&idx, Access::Write, None).unwrap();
+        let opts = IndexOptions { roots: vec![root.clone()], ..Default::default() };
+        ingest::index(&store, &opts).unwrap();
+        for d in ["proc/1", "docs"] {
+            std::fs::create_dir_all(root.join(d)).unwrap();
+            std::fs::write(root.join(d).join("status"), "State: running ".repeat(20)).unwrap();
+        }
+        let mut filter = Filter::new(std::slice::from_ref(&root), &opts, &idx).unwrap();
+        let table =
+            format!("27 1 8:1 / / rw - ext4 /dev/sda1 rw\n41 27 0:21 / {}/proc rw - proc proc rw\n", root.display());
+        filter.set_kernel_dirs(&table);
+        assert!(!filter.follows(&root.join("proc/1/status"), false));
+        let mut writer = Writer::keeping_paths(&store).unwrap();
+        let batch = Batch { check: [root.join("proc"), root.join("docs")].into(), ..Batch::default() };
+        apply(&store, &mut writer, &mut filter, batch, 1, &|| {}).unwrap();
+        writer.commit().unwrap();
+        let held: Vec<String> = store
+            .paths_under(&path_bytes(&root))
+            .map(|r| String::from_utf8(r.unwrap().0[path_bytes(&root).len()..].to_vec()).unwrap())
+            .collect();
+        assert_eq!(held, ["/docs/status"]);
+    }
+
     /// Before it walks, the batch waits for notify once.
     #[test]
     fn a_walked_directory_keeps_only_what_is_there_and_waits_for_notify_first() {
