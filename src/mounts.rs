@@ -47,9 +47,10 @@ pub(crate) fn fs_type<'a>(mountinfo: &'a str, path: &Path) -> Option<&'a str> {
 /// nothing of what reading it gives (most of /proc's files are of size 0,
 /// sysfs's of 4,096 and shorter), and /proc/kcore has the size of the
 /// address space. Not documents: the walk leaves them out.
-const KERNEL: [&str; 17] = [
+const KERNEL: [&str; 18] = [
     "proc",
     "sysfs",
+    "devpts",
     "debugfs",
     "tracefs",
     "securityfs",
@@ -73,7 +74,9 @@ pub(crate) fn is_kernel(fstype: &str) -> bool {
 }
 
 /// The mount points strictly inside `root` that hold a kernel file system
-/// ([`is_kernel`]; not one a later mount covers), with its type.
+/// ([`is_kernel`]; not one a later mount covers), with its type; not those
+/// inside another of them (the cgroup mounts under /sys), which a walk
+/// leaving out the outer one never meets.
 pub(crate) fn kernel_mounts_inside(mountinfo: &str, root: &Path) -> Vec<(PathBuf, String)> {
     let mut found: Vec<(PathBuf, String)> = Vec::new();
     for (_, point, _) in table(mountinfo) {
@@ -83,6 +86,8 @@ pub(crate) fn kernel_mounts_inside(mountinfo: &str, root: &Path) -> Vec<(PathBuf
             }
         }
     }
+    let all: Vec<PathBuf> = found.iter().map(|(p, _)| p.clone()).collect();
+    found.retain(|(p, _)| !all.iter().any(|q| q != p && p.starts_with(q)));
     found
 }
 
@@ -141,15 +146,8 @@ mod tests {
     fn kernel_file_systems_inside_a_root_are_found() {
         let inside = |r: &str| kernel_mounts_inside(MOUNTINFO, Path::new(r));
         let m = |p: &str, t: &str| (PathBuf::from(p), t.to_string());
-        assert_eq!(
-            inside("/"),
-            [
-                m("/proc", "proc"),
-                m("/proc/sys/fs/binfmt_misc", "binfmt_misc"),
-                m("/sys", "sysfs"),
-                m("/sys/kernel/tracing", "tracefs")
-            ]
-        );
+        // Those inside another are not listed: a walk never meets them.
+        assert_eq!(inside("/"), [m("/proc", "proc"), m("/sys", "sysfs")]);
         // Strictly inside; and one a disk is mounted over is no longer there.
         assert_eq!(inside("/proc"), [m("/proc/sys/fs/binfmt_misc", "binfmt_misc")]);
         assert_eq!(inside("/srv"), []);
