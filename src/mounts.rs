@@ -29,6 +29,12 @@ pub(crate) fn table(mountinfo: &str) -> impl Iterator<Item = (u64, PathBuf, &str
     })
 }
 
+/// The mounts of `mountinfo` whose mount point is strictly inside `root`
+/// (a root's own mount is not one), in the table's order.
+pub(crate) fn inside<'a>(mountinfo: &'a str, root: &'a Path) -> impl Iterator<Item = (u64, PathBuf, &'a str)> {
+    table(mountinfo).filter(move |(_, point, _)| point.starts_with(root) && point != root)
+}
+
 /// The type of the file system holding `path`: that of the mount with the
 /// longest mount point above it; of two at one point, the later (mounted
 /// on top).
@@ -79,8 +85,8 @@ pub(crate) fn is_kernel(fstype: &str) -> bool {
 /// leaving out the outer one never meets.
 pub(crate) fn kernel_mounts_inside(mountinfo: &str, root: &Path) -> Vec<(PathBuf, String)> {
     let mut found: Vec<(PathBuf, String)> = Vec::new();
-    for (_, point, _) in table(mountinfo) {
-        if point.starts_with(root) && point != root && !found.iter().any(|(p, _)| *p == point) {
+    for (_, point, _) in inside(mountinfo, root) {
+        if !found.iter().any(|(p, _)| *p == point) {
             if let Some(t) = fs_type(mountinfo, &point).filter(|t| is_kernel(t)) {
                 found.push((point, t.to_string()));
             }

@@ -1798,10 +1798,7 @@ impl Mounts {
 /// The mounts whose mount point is strictly inside `root`, in the order
 /// of the table (the order they were mounted in).
 fn mounts_inside(mountinfo: &str, root: &Path) -> Vec<Mount> {
-    crate::mounts::table(mountinfo)
-        .filter(|(_, point, _)| point.starts_with(root) && point != root)
-        .map(|(id, point, _)| (id, point))
-        .collect()
+    crate::mounts::inside(mountinfo, root).map(|(id, point, _)| (id, point)).collect()
 }
 
 /// "mounted at /a, unmounted from /b": what changed between two lists of
