@@ -144,6 +144,7 @@ impl ScanArgs {
             progress,
             retention: ingest::Retention { max_age_days: self.keep_history_days, max_records: self.keep_history },
             tolerate_missing: false,
+            spared: Vec::new(),
             interrupt: None,
             whole_from: self.whole_from,
         }
@@ -256,6 +257,9 @@ pub enum Command {
         /// Rescan everything this often even when every directory is watched, for changes that raise no inotify event (writes through a shared mmap or a hard link from outside the roots); 0: never
         #[arg(long, value_name = "SECS", default_value_t = crate::watch::FULL_RESCAN_EVERY.as_secs())]
         full_rescan_every: u64,
+        /// Keep the files of a root that went away or was replaced (a share unmounted, a tree moved out) this long before recording them as removed, so that one back by then is not read again whole; `simd rescan` records them at once; 0: at once
+        #[arg(long, value_name = "SECS", default_value_t = crate::watch::ROOT_GRACE.as_secs())]
+        root_grace: u64,
         #[command(flatten)]
         scan: ScanArgs,
     },
@@ -525,7 +529,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
             }
         }
         Command::Template(cmd) => template(&db, cmd, cli.format, &mut out)?,
-        Command::Watch { roots, debounce_ms, rescan_every, full_rescan_every, scan } => {
+        Command::Watch { roots, debounce_ms, rescan_every, full_rescan_every, root_grace, scan } => {
             roots_for_new_index(&db, &roots)?;
             let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
             for sig in STOP_SIGNALS {
@@ -540,6 +544,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
                 debounce: std::time::Duration::from_millis(debounce_ms),
                 rescan_every: std::time::Duration::from_secs(rescan_every),
                 full_rescan_every: (full_rescan_every > 0).then(|| std::time::Duration::from_secs(full_rescan_every)),
+                root_grace: std::time::Duration::from_secs(root_grace),
                 // Tests make the daemon flush after a shorter quiet spell, to
                 // see many flushes in little time (undocumented for users).
                 flush_idle: crate::test_setting("SIMD_TEST_FLUSH_IDLE_MS")
@@ -1075,6 +1080,16 @@ fn print_status(out: &mut impl Write, s: &crate::status::Status) -> std::io::Res
     }
     if let Some(d) = s.daemon.as_ref().filter(|d| !d.missing_roots.is_empty()) {
         writeln!(out, "             MISSING roots, looked for every second: {}", d.missing_roots.join(", "))?;
+    }
+    if let Some(d) = s.daemon.as_ref().filter(|d| !d.spared_roots.is_empty()) {
+        let spared: Vec<String> =
+            d.spared_roots.iter().map(|(r, until)| format!("{r} (until {})", format_time(*until))).collect();
+        writeln!(
+            out,
+            "             roots gone or replaced lately, whose files the index keeps until then (recorded as removed then \
+             unless back; `simd rescan` now): {}",
+            spared.join(", ")
+        )?;
     }
     if let Some(d) = s.daemon.as_ref().filter(|d| !d.remote_roots.is_empty()) {
         writeln!(

@@ -70,6 +70,14 @@ pub struct IndexOptions {
     /// root may (the daemon's rescans: a root deleted, moved away or
     /// unmounted while it runs must not stop it).
     pub tolerate_missing: bool,
+    /// Roots whose files are kept when the run does not see them: one of
+    /// these that is missing is not walked (nor taken as emptied), and
+    /// what the index holds under one that is there but lacks a file
+    /// stays. The daemon's grace for a root that went away or was
+    /// replaced (`simd watch --root-grace`): a share unmounted for a
+    /// while, or a tree moved out and back, is not recorded as removed
+    /// and then read again whole.
+    pub spared: Vec<PathBuf>,
     /// Set (by SIGINT, SIGTERM or SIGHUP) to stop a full run early: what was read
     /// is written and flushed, nothing is recorded as removed, and the
     /// next run goes on from there.
@@ -247,7 +255,7 @@ fn index_with(
     defer_from: Option<u64>,
 ) -> Result<(Summary, Vec<Deferred>), IngestError> {
     let start = Instant::now();
-    let RunRoots { roots, missing, remembered, walk: walk_opts } = run_roots(store, opts)?;
+    let RunRoots { roots, missing, spared, remembered, walk: walk_opts } = run_roots(store, opts)?;
 
     let mut writer = Writer::new(store)?.whole_from(opts.whole_from);
     remember_beside(store, &roots, remembered)?;
@@ -350,7 +358,9 @@ fn index_with(
         return Ok((summary, unread));
     }
 
-    // A missing root holds nothing now: its files are gone.
+    // A missing root holds nothing now: its files are gone. A spared
+    // root's stay, as an unreadable directory's do.
+    walked.unreadable_dirs.extend(spared);
     let walked_or_missing = [roots, missing].concat();
     let unread_ids = unread.iter().filter_map(|d| d.0.old.as_ref().map(|(id, _)| *id)).collect();
     let ended = RunEnd { unread: unread_ids, known: None };
@@ -425,6 +435,10 @@ struct RunRoots {
     /// that is tolerated: remembered ones, or given with
     /// [`IndexOptions::tolerate_missing`].
     missing: Vec<PathBuf>,
+    /// Roots under which nothing is recorded as removed
+    /// ([`IndexOptions::spared`]): walked if they are there (they are in
+    /// `roots` then), left alone if not.
+    spared: Vec<PathBuf>,
     /// The roots the index remembers.
     remembered: Vec<Vec<u8>>,
     /// The walk's options, which keep out the index directory itself.
@@ -455,9 +469,20 @@ fn run_roots(store: &Store, opts: &IndexOptions) -> Result<RunRoots, IngestError
     // every one is gone, nothing is done (a disk not mounted should not
     // empty the index). A root given on the command line must exist.
     let tolerate = opts.roots.is_empty() || opts.tolerate_missing;
-    let (mut present, mut missing) = (Vec::new(), Vec::new());
+    let (mut present, mut missing, mut spared) = (Vec::new(), Vec::new(), Vec::new());
     for r in roots {
-        match canonical_roots(std::slice::from_ref(&r)) {
+        let result = canonical_roots(std::slice::from_ref(&r));
+        if opts.spared.contains(&r) {
+            match result {
+                Ok(_) => present.push(r.clone()),
+                Err(IngestError::RootNotDir { .. }) if tolerate => {}
+                Err(IngestError::Root { source, .. }) if tolerate && source.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+            spared.push(std::path::absolute(&r).unwrap_or(r));
+            continue;
+        }
+        match result {
             Ok(_) => present.push(r),
             Err(e @ IngestError::RootNotDir { .. }) if tolerate => {
                 tracing::warn!("{e}: this root is no longer a directory; its files are recorded as removed");
@@ -479,7 +504,7 @@ fn run_roots(store: &Store, opts: &IndexOptions) -> Result<RunRoots, IngestError
             Err(e) => return Err(e),
         }
     }
-    if present.is_empty() && !opts.tolerate_missing {
+    if present.is_empty() && !opts.tolerate_missing && !missing.is_empty() {
         let path = missing.swap_remove(0);
         let source = std::io::Error::new(
             std::io::ErrorKind::NotFound,
@@ -501,7 +526,7 @@ fn run_roots(store: &Store, opts: &IndexOptions) -> Result<RunRoots, IngestError
             walk_opts.kernel_dirs.extend(inside.into_iter().map(|(point, _)| point));
         }
     }
-    Ok(RunRoots { roots, missing, remembered, walk: walk_opts })
+    Ok(RunRoots { roots, missing, spared, remembered, walk: walk_opts })
 }
 
 /// At most this many changed files are collected by [`prewalk`]; past it,
@@ -565,10 +590,11 @@ fn removal_records(r: RemovalRecords) -> scan::RecordsByPath {
 /// a small tree; a run that changes nothing now opens no writer at all.
 pub fn prewalk(store: &Store, opts: &IndexOptions) -> Result<Prewalk, IngestError> {
     let start = Instant::now();
-    let RunRoots { roots, missing, remembered, walk: walk_opts } = run_roots(store, opts)?;
+    let RunRoots { roots, missing, spared, remembered, walk: walk_opts } = run_roots(store, opts)?;
     let root_bytes: Vec<Vec<u8>> = roots.iter().map(|r| path_bytes(r)).collect();
-    // A missing root's files are removed by a writer's run.
-    if !missing.is_empty() || root_bytes.iter().any(|r| !remembered.contains(r)) {
+    // A missing root's files are removed by a writer's run, which keeps a
+    // spared root's.
+    if !missing.is_empty() || !spared.is_empty() || root_bytes.iter().any(|r| !remembered.contains(r)) {
         return Ok(Prewalk::Unknown);
     }
     // Only an index whose records fit in memory is walked here (an empty

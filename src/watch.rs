@@ -42,6 +42,9 @@ pub struct WatchOptions {
     /// changes that raise no inotify event (a write through a shared
     /// `mmap`, or through a hard link from outside the roots). `None`: never.
     pub full_rescan_every: Option<Duration>,
+    /// How long the files of a root that went away or was replaced are
+    /// kept before a rescan records them as removed ([`ROOT_GRACE`]).
+    pub root_grace: Duration,
     /// Flush memtables after this long without events (keeps readers' opens cheap).
     pub flush_idle: Duration,
     /// Flush memtables at least this often while changes keep coming, so
@@ -57,6 +60,7 @@ impl Default for WatchOptions {
             debounce: Duration::from_millis(50),
             rescan_every: Duration::from_secs(300),
             full_rescan_every: Some(FULL_RESCAN_EVERY),
+            root_grace: ROOT_GRACE,
             flush_idle: Duration::from_secs(1),
             flush_busy: Duration::from_secs(30),
         }
@@ -123,6 +127,11 @@ pub struct DaemonState {
     /// every second and watched again once back.
     #[serde(default)]
     pub missing_roots: Vec<String>,
+    /// Roots that went away or were replaced lately, with when (ns since
+    /// the epoch) their grace ends: what the index holds under one and
+    /// does not find there is recorded as removed then (`--root-grace`).
+    #[serde(default)]
+    pub spared_roots: Vec<(String, i64)>,
     /// Roots on a network or FUSE file system, and such file systems
     /// mounted inside roots, with their type: changes made there by other
     /// machines raise no inotify event, so they are also rescanned every
@@ -887,6 +896,14 @@ fn classify(events: Vec<notify_debouncer_full::DebouncedEvent>) -> Batch {
             b.lost = true;
         }
         let ev = ev.event;
+        // An unmount comes as the removal of every directory watched on
+        // that file system, though nothing was removed: what it uncovered
+        // is looked at from the mount table's change (a mount inside a
+        // root), or by the root checks (a root that was a mount point,
+        // whose files then have its grace).
+        if ev.info() == Some("unmount") {
+            continue;
+        }
         if !matches!(ev.kind, EventKind::Access(_) | EventKind::Modify(ModifyKind::Metadata(_))) {
             other.extend(ev.paths.iter().cloned());
         }
@@ -1074,9 +1091,24 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
     for r in present.iter().chain(&missing) {
         watched.push(WatchedRoot::watch(r, &mounts, &mut debouncer, opts, &mut state)?);
     }
+    // A root missing at the start (a share not mounted yet at boot) has
+    // the grace of one that went while the daemon ran.
+    let mut start_opts = opts.index.clone();
+    if !opts.root_grace.is_zero() {
+        for w in watched.iter_mut().filter(|w| missing.contains(&w.path)) {
+            tracing::warn!(
+                "{}: this root is missing (deleted, moved away or not mounted): its files stay in the index for {} s, \
+                 and are recorded as removed then unless it is back (`simd rescan` records them now)",
+                crate::show_path(&w.path),
+                opts.root_grace.as_secs()
+            );
+            w.spared_until = Some(Instant::now() + opts.root_grace);
+        }
+        start_opts.spared = missing.clone();
+    }
     // Large files that changed while the daemon was not running are read
     // beside the first batches, once the daemon is ready.
-    let (summary, unread_at_start) = ingest::index_deferring(store, &opts.index, ingest::BACKGROUND_READ)?;
+    let (summary, unread_at_start) = ingest::index_deferring(store, &start_opts, ingest::BACKGROUND_READ)?;
     if summary.interrupted {
         tracing::info!(
             "stopped during the first scan: the files read so far are indexed, and the next start goes on from there"
@@ -1087,7 +1119,7 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
     // Rescans walk the same roots, and a root gone meanwhile does not stop
     // them (it is walked as an empty one).
     let mut rescan_opts = IndexOptions {
-        roots: [summary.roots.clone(), summary.missing_roots.clone()].concat(),
+        roots: [summary.roots.clone(), summary.missing_roots.clone(), start_opts.spared].concat(),
         tolerate_missing: true,
         ..opts.index.clone()
     };
@@ -1097,7 +1129,8 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
             watched.push(WatchedRoot::watch(r, &mounts, &mut debouncer, opts, &mut state)?);
         }
     }
-    state.missing_roots = summary.missing_roots.iter().map(crate::show_path).collect();
+    state.missing_roots = watched.iter().filter(|w| w.id.is_none()).map(|w| crate::show_path(&w.path)).collect();
+    note_spared(&watched, &mut state);
     note_remote_roots(&rescan_opts.roots, &mounts.text, opts, &mut state);
     tracing::info!(
         "watching {} ({} new, {} changed, {} moved, {} removed at start{})",
@@ -1185,6 +1218,12 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                 }
                 let found = check_roots(&mut watched, &root_touched, &mut mounts, &mut debouncer, opts, &mut state)?;
                 forced |= found.rescan;
+                let ended = grace_ended(&mut watched);
+                forced |= ended;
+                if found.changed || ended {
+                    note_spared(&watched, &mut state);
+                    state.save(&dir);
+                }
                 if !found.remounted.is_empty() {
                     filter.set_kernel_dirs(&mounts.text);
                 }
@@ -1409,15 +1448,36 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                     continue;
                 }
             }
-            let named: Vec<&PathBuf> =
-                batch.check.iter().chain(batch.renames.iter().flat_map(|(a, b)| [a, b])).collect();
             // A root removed or renamed itself. Not one whose own metadata
             // changed (`rsync -a` into it sets its mtime, `chmod`, `touch`):
             // renewing its watch and rescanning it then was a warning that
             // it had been replaced, and a walk of the whole tree.
             let replaced =
                 batch.removed.iter().chain(&batch.renamed).chain(batch.renames.iter().flat_map(|(a, b)| [a, b]));
-            root_touched.extend(replaced.filter(|p| watched.iter().any(|w| w.path == **p)).cloned());
+            let touched: Vec<PathBuf> = replaced.filter(|p| watched.iter().any(|w| w.path == **p)).cloned().collect();
+            if !opts.root_grace.is_zero() && !touched.is_empty() {
+                // A root removed or renamed itself is the root checks' to
+                // look at (right after this batch): checked here, a root
+                // moved away had every file under it recorded as removed
+                // at once, grace or not. Where one was renamed to is walked.
+                let is_touched = |p: &PathBuf| touched.contains(p);
+                for (from, to) in std::mem::take(&mut batch.renames) {
+                    match (is_touched(&from), is_touched(&to)) {
+                        (false, false) => batch.renames.push((from, to)),
+                        (true, false) => {
+                            batch.check.insert(to);
+                        }
+                        _ => {}
+                    }
+                }
+                for set in [&mut batch.check, &mut batch.removed, &mut batch.renamed, &mut batch.written] {
+                    set.retain(|p| !is_touched(p));
+                }
+                batch.attrib_only.retain(|p| !is_touched(p));
+            }
+            root_touched.extend(touched);
+            let named: Vec<&PathBuf> =
+                batch.check.iter().chain(batch.renames.iter().flat_map(|(a, b)| [a, b])).collect();
             // An ignore file written, edited or removed changes which files
             // are followed, and the files themselves raise no event: a
             // rescan once things settle (one for a burst of them) drops
@@ -1450,6 +1510,17 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                 // Everything pending is written first: the scan reads the index.
                 writer.commit()?;
                 tracing::info!("rescanning");
+                // A root gone or replaced a short while ago keeps its
+                // files, unless someone asked for this rescan: then what
+                // is there now is what they want the index to hold.
+                if !rescan_replies.is_empty() {
+                    for w in watched.iter_mut() {
+                        w.spared_until = None;
+                    }
+                    note_spared(&watched, &mut state);
+                }
+                rescan_opts.spared =
+                    watched.iter().filter(|w| w.spared_until.is_some()).map(|w| w.path.clone()).collect();
                 let (s, unread) = ingest::index_deferring(store, &rescan_opts, ingest::BACKGROUND_READ)?;
                 ignores_changed = None;
                 // The scan read whatever changed, held files too (or left
@@ -1678,6 +1749,15 @@ fn show(paths: &[PathBuf]) -> String {
 /// watcher too.
 pub const FULL_RESCAN_EVERY: Duration = Duration::from_secs(3600);
 
+/// How long the daemon keeps the files of a root that went away or was
+/// replaced by default (`--root-grace`): a share unmounted for
+/// maintenance, a server's reboot, or a tree moved out and back is not
+/// recorded as removed and then read again whole when it returns (a
+/// re-read of a large share takes hours; a stat walk of it, which a
+/// return costs instead, minutes at most). The price: a root deleted for
+/// good leaves its files in reports for that long.
+pub const ROOT_GRACE: Duration = Duration::from_secs(300);
+
 /// Says what the periodic rescan of a fully watched tree found changed:
 /// no event brought it, so the administrator learns that something writes
 /// in a way inotify cannot see (a shared `mmap`, a hard link from outside
@@ -1716,6 +1796,9 @@ struct WatchedRoot {
     id: Option<(u64, u64)>,
     /// The mounts strictly inside it when it was last watched.
     mounts: Vec<Mount>,
+    /// Gone or replaced since a while: until then, rescans keep what the
+    /// index holds under it and does not see (`--root-grace`).
+    spared_until: Option<Instant>,
 }
 
 impl WatchedRoot {
@@ -1727,8 +1810,12 @@ impl WatchedRoot {
         opts: &WatchOptions,
         state: &mut DaemonState,
     ) -> Result<WatchedRoot, WatchError> {
-        let root =
-            WatchedRoot { path: path.to_path_buf(), id: root_id(path), mounts: mounts_inside(&mounts.text, path) };
+        let root = WatchedRoot {
+            path: path.to_path_buf(),
+            id: root_id(path),
+            mounts: mounts_inside(&mounts.text, path),
+            spared_until: None,
+        };
         if root.id.is_some() {
             watch_root(debouncer, path, opts, state)?;
         }
@@ -1852,8 +1939,12 @@ fn watch_root<W: notify::Watcher, C: notify_debouncer_full::FileIdCache>(
 /// What [`check_roots`] found to look at again.
 #[derive(Default)]
 struct RootsCheck {
-    /// A root is back, replaced or gone: a rescan of every root.
+    /// A root is back, replaced or gone (without a grace): a rescan of
+    /// every root.
     rescan: bool,
+    /// A root went, came back or was replaced: the daemon's state says
+    /// which are missing.
+    changed: bool,
     /// Mount points inside a root where a file system was mounted or
     /// unmounted: only the files under each are looked at again.
     remounted: BTreeSet<PathBuf>,
@@ -1896,35 +1987,91 @@ fn check_roots<W: notify::Watcher, C: notify_debouncer_full::FileIdCache>(
         if root.id.is_some() {
             // The old directory's watch.
             root.unwatch(debouncer);
+            // A share unmounted or a tree moved out may be back soon: its
+            // files are not recorded as removed (and read again whole on
+            // its return) before the grace is over.
+            if !opts.root_grace.is_zero() && root.spared_until.is_none() {
+                root.spared_until = Some(Instant::now() + opts.root_grace);
+            }
         }
+        let kept = match root.spared_until {
+            Some(_) => {
+                "; what the index holds there and the rescan does not find stays until the root's grace is \
+                        over (`simd rescan` drops it now)"
+            }
+            None => "",
+        };
         match now {
             Some(_) => {
                 tracing::warn!(
-                    "{}: the root is back (or was replaced): watching it again and rescanning",
+                    "{}: the root is back (or was replaced): watching it again and rescanning{kept}",
                     crate::show_path(&root.path)
                 );
                 watch_root(debouncer, &root.path, opts, state)?;
+                found.rescan = true;
             }
-            None => tracing::warn!(
-                "{}: the root is gone (deleted, moved away or unmounted): its files are recorded as removed; \
-                 it is looked for every {} s and watched again once back",
-                crate::show_path(&root.path),
-                ROOT_CHECK.as_secs()
-            ),
+            None => {
+                tracing::warn!(
+                    "{}: the root is gone (deleted, moved away or unmounted): {}; it is looked for every {} s and \
+                     watched again once back",
+                    crate::show_path(&root.path),
+                    match root.spared_until {
+                        Some(_) => format!(
+                            "its files stay in the index for {} s, and are recorded as removed then unless it is \
+                             back (`simd rescan` records them now)",
+                            opts.root_grace.as_secs()
+                        ),
+                        None => "its files are recorded as removed".to_string(),
+                    },
+                    ROOT_CHECK.as_secs()
+                );
+                // Nothing to walk there while its files are kept.
+                found.rescan |= root.spared_until.is_none();
+            }
         }
         root.id = now;
         if let Some(inside) = new_mounts {
             root.mounts = inside;
         }
-        found.rescan = true;
+        found.changed = true;
     }
-    if found.rescan || remounted {
+    if found.changed || remounted {
         state.missing_roots = roots.iter().filter(|r| r.id.is_none()).map(|r| crate::show_path(&r.path)).collect();
         // One back may be a mount now (a share mounted again), or hold one.
         let paths: Vec<PathBuf> = roots.iter().map(|r| r.path.clone()).collect();
         note_remote_roots(&paths, &mounts.text, opts, state);
     }
     Ok(found)
+}
+
+/// Notes in the daemon's state which roots are in their grace, and until when.
+fn note_spared(roots: &[WatchedRoot], state: &mut DaemonState) {
+    let (now, wall) = (Instant::now(), ingest::now_ns());
+    state.spared_roots = roots
+        .iter()
+        .filter_map(|r| {
+            let left = r.spared_until?.saturating_duration_since(now);
+            Some((crate::show_path(&r.path), wall.saturating_add(i64::try_from(left.as_nanos()).unwrap_or(i64::MAX))))
+        })
+        .collect();
+}
+
+/// Ends the grace of the roots whose grace is over, saying so: true when
+/// one did, for a rescan to record what they no longer hold.
+fn grace_ended(roots: &mut [WatchedRoot]) -> bool {
+    let now = Instant::now();
+    let mut ended = false;
+    for root in roots.iter_mut().filter(|r| r.spared_until.is_some_and(|t| t <= now)) {
+        tracing::warn!(
+            "{}: the root's grace is over: rescanning, and recording as removed the files the index holds there \
+             that are not there now{}",
+            crate::show_path(&root.path),
+            if root.id.is_none() { " (all of them: it is still gone)" } else { "" }
+        );
+        root.spared_until = None;
+        ended = true;
+    }
+    ended
 }
 
 /// Watches again where file systems were mounted or unmounted inside a
@@ -2664,6 +2811,31 @@ mod tests {
         busy.note(
             &notify::Event::new(EventKind::Modify(ModifyKind::Data(notify::event::DataChange::Any))).add_path(p.into()),
         );
+    }
+
+    /// An unmount comes from notify as the removal of each directory
+    /// watched on that file system: it removes nothing from the index (the
+    /// mount table's change, or the root checks, look at what it
+    /// uncovered), where a real removal beside it is kept.
+    #[test]
+    fn an_unmount_is_no_removal() {
+        use notify::event::RemoveKind;
+        use notify_debouncer_full::DebouncedEvent;
+        let now = Instant::now();
+        let unmount = |p: &str| {
+            DebouncedEvent::new(
+                notify::Event::new(EventKind::Remove(RemoveKind::Other)).add_path(PathBuf::from(p)).set_info("unmount"),
+                now,
+            )
+        };
+        let removed = DebouncedEvent::new(
+            notify::Event::new(EventKind::Remove(RemoveKind::File)).add_path(PathBuf::from("/r/gone.txt")),
+            now,
+        );
+        let b = classify(vec![unmount("/r"), unmount("/r/d"), removed]);
+        assert_eq!(b.check, BTreeSet::from([PathBuf::from("/r/gone.txt")]));
+        assert_eq!(b.removed, BTreeSet::from([PathBuf::from("/r/gone.txt")]));
+        assert!(!b.rescan);
     }
 
     /// A file's close is handed to the daemon at once and read then; the

@@ -899,6 +899,147 @@ fn a_root_deleted_and_made_again_is_watched_again() {
     stop_with_sigterm(d);
 }
 
+/// A root moved away and back (a share unmounted for maintenance, a tree
+/// moved out for a moment) within its grace keeps its files in the index
+/// meanwhile, and on its return is not read again: its files are
+/// unchanged. A root that stays away past its grace has its files
+/// recorded as removed then, and one missing when the daemon starts has
+/// the same grace.
+#[test]
+fn a_root_away_within_its_grace_keeps_its_files_and_is_not_read_again() {
+    let env = Env::new();
+    env.write("a.txt", text(1, 400));
+    env.write("d/b.txt", text(2, 400));
+    env.index();
+    let (d, log) = start_logged(&env);
+    let root = env.root.display().to_string();
+    let away = env.tmp.path().join("away");
+    let held = state(&env.db).unwrap();
+    let running = || simd::watch::DaemonState::running(&env.db).unwrap();
+    let wait_missing = |want: Vec<String>, what: &str| {
+        let until = Instant::now() + Duration::from_secs(60);
+        while running().missing_roots != want {
+            assert!(Instant::now() < until, "{what}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let changed = running().changed_files;
+    std::fs::rename(&env.root, &away).unwrap();
+    wait_missing(vec![root.clone()], "the daemon did not see its root go");
+    // Past a root check or two, and a rescan meanwhile (its hourly one).
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(state(&env.db).unwrap(), held, "the files of a root in its grace stay");
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert!(said.contains(&format!("{root}: the root is gone")), "{said}");
+    assert!(said.contains("its files stay in the index for 300 s"), "{said}");
+    let status = env.simd().arg("status").assert().success();
+    let status = String::from_utf8_lossy(&status.get_output().stdout).to_string();
+    assert!(status.contains("keeps until then (recorded as removed then unless back"), "{status}");
+    assert!(status.contains(&format!("{root} (until ")), "{status}");
+
+    let rescans = running().rescans;
+    std::fs::rename(&away, &env.root).unwrap();
+    wait_missing(vec![], "the daemon did not see its root come back");
+    converges(&env, "the root back");
+    let until = Instant::now() + Duration::from_secs(60);
+    while running().rescans == rescans {
+        assert!(Instant::now() < until, "no rescan after the root came back");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(running().changed_files, changed, "nothing read again, removed or moved");
+    let s = Store::open(&env.db, Access::Read, None).unwrap();
+    let a = env.root.canonicalize().unwrap().join("a.txt");
+    assert_eq!(s.history_of(a.to_str().unwrap().as_bytes()).count(), 0, "no ghost of a.txt");
+    drop(s);
+    stop_with_sigterm(d);
+
+    // Past a grace of 2 s, the files of a root still away are removed;
+    // missing when the daemon starts (beside a root that is there), it
+    // has that grace too.
+    std::fs::rename(&env.root, &away).unwrap();
+    let other = env.tmp.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::write(other.join("c.txt"), text(3, 400)).unwrap();
+    env.simd().args(["--quiet", "index"]).arg(&other).assert().success();
+    let files_under_root = || {
+        let prefix = format!("{root}/");
+        state(&env.db).unwrap().0.into_iter().filter(|(p, _)| p.starts_with(prefix.as_bytes())).collect::<Vec<_>>()
+    };
+    assert_eq!(files_under_root(), held.0);
+    let log2 = env.tmp.path().join("daemon2.log");
+    let d = {
+        let _starting = LIMITS.read().unwrap_or_else(|p| p.into_inner());
+        spawn(&env, &["--debounce-ms", "50", "--root-grace", "2"], Some(&log2), false)
+    };
+    assert_eq!(files_under_root(), held.0, "a root missing at the start keeps its files for its grace");
+    let until = Instant::now() + Duration::from_secs(60);
+    while !files_under_root().is_empty() {
+        assert!(Instant::now() < until, "the files of a root gone past its grace were not removed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let said = std::fs::read_to_string(&log2).unwrap();
+    assert!(said.contains("its files stay in the index for 2 s"), "{said}");
+    assert!(said.contains(&format!("{root}: the root's grace is over")), "{said}");
+    assert_eq!(state(&env.db).unwrap().0.len(), 1, "the other root's file stays");
+    stop_with_sigterm(d);
+}
+
+/// A root that is a mount point, unmounted for a while and mounted again
+/// (a share's maintenance), keeps its files meanwhile and is not read
+/// again on its return: neither the unmount's events (a removal of each
+/// directory watched there) nor the root checks, which find the bare mount
+/// point in its place, record them as removed within its grace. A bind
+/// mount, in a mount namespace of its own (`unshare`, as below).
+#[test]
+fn a_root_unmounted_and_mounted_again_within_its_grace_is_not_read_again() {
+    let env = Env::new();
+    let stage = env.tmp.path().join("stage");
+    let data = stage.join("data");
+    std::fs::create_dir_all(data.join("d")).unwrap();
+    std::fs::write(data.join("a.txt"), text(1, 400)).unwrap();
+    std::fs::write(data.join("d/b.txt"), text(2, 400)).unwrap();
+    let log = env.tmp.path().join("daemon.log");
+    let script = r#"
+        set -e
+        mount --bind "$STAGE/data" "$ROOT"
+        "$SIMD" --db "$DB" --quiet index "$ROOT"
+        "$SIMD" --db "$DB" watch --debounce-ms 50 "$ROOT" 2> "$LOG" &
+        pid=$!
+        while [ ! -e "$STAGE/go1" ]; do sleep 0.02; done
+        umount "$ROOT"
+        touch "$STAGE/done1"
+        while [ ! -e "$STAGE/go2" ]; do sleep 0.02; done
+        mount --bind "$STAGE/data" "$ROOT"
+        touch "$STAGE/done2"
+        while [ ! -e "$STAGE/stop" ]; do sleep 0.02; done
+        kill -TERM $pid
+        wait $pid
+    "#;
+    let mut child = Daemon(in_mount_namespace(&env, script, &stage, &log).spawn().unwrap());
+    wait_ready(&env, Some(&log));
+    let running = || simd::watch::DaemonState::running(&env.db).unwrap();
+    let held = state(&env.db).unwrap();
+    assert_eq!(held.0.len(), 2);
+    let changed = running().changed_files;
+    for (step, what) in [(1, "unmounted"), (2, "mounted again")] {
+        let rescans = running().rescans;
+        std::fs::write(stage.join(format!("go{step}")), b"").unwrap();
+        let until = Instant::now() + Duration::from_secs(60);
+        while !stage.join(format!("done{step}")).exists() || running().rescans == rescans {
+            assert!(Instant::now() < until, "no rescan once the root was {what}: {:?}", std::fs::read_to_string(&log));
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // Events and root checks after the rescan too.
+        std::thread::sleep(Duration::from_millis(1500));
+        assert_eq!(state(&env.db).unwrap(), held, "the root {what}");
+    }
+    assert_eq!(running().changed_files, changed, "nothing read again or removed");
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert!(said.contains("the root is back (or was replaced)"), "{said}");
+    std::fs::write(stage.join("stop"), b"").unwrap();
+    assert!(child.0.wait().unwrap().success());
+}
+
 /// A root whose own metadata changes (`rsync -a SRC/ ROOT/` sets its
 /// mtime, as do `touch` and `chmod`) is the same directory: it is not
 /// taken as replaced (watched anew and rescanned, with a warning), and
