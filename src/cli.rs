@@ -1083,7 +1083,7 @@ fn print_status(out: &mut impl Write, s: &crate::status::Status) -> std::io::Res
     }
     if let Some(d) = s.daemon.as_ref().filter(|d| !d.spared_roots.is_empty()) {
         let spared: Vec<String> =
-            d.spared_roots.iter().map(|(r, until)| format!("{r} (until {})", format_time(*until))).collect();
+            d.spared_roots.iter().map(|(r, until)| format!("{r} (until {})", format_time_ahead(*until))).collect();
         writeln!(
             out,
             "             roots gone or replaced lately, whose files the index keeps until then (recorded as removed then \
@@ -1118,6 +1118,12 @@ pub fn human_bytes(n: u64) -> String {
 fn format_time(ns: i64) -> String {
     let ago = ingest::now_ns().saturating_sub(ns) / 1_000_000_000;
     format!("{} ({})", utc(ns / 1_000_000_000), human_ago(ago))
+}
+
+/// A time to come (ns since the epoch), with how far ahead it is.
+fn format_time_ahead(ns: i64) -> String {
+    let ahead = ns.saturating_sub(ingest::now_ns()).max(0) / 1_000_000_000;
+    format!("{}, in {ahead} s", utc(ns / 1_000_000_000))
 }
 
 /// `YYYY-MM-DD HH:MM:SS UTC` for seconds since the epoch (Hinnant's

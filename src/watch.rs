@@ -1502,9 +1502,14 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                     tracing::info!("watching the roots anew");
                     debouncer = tapped_debouncer(opts.debounce, tx.clone(), config, busy.clone(), early.clone())?;
                     mounts = Mounts::open();
-                    watched.clear();
+                    // A root in its grace keeps it: unwatching a root that
+                    // went away is what overflowed the queue (an IN_IGNORED
+                    // event for each of its directories).
+                    let before = std::mem::take(&mut watched);
                     for r in &rescan_opts.roots {
-                        watched.push(WatchedRoot::watch(r, &mounts, &mut debouncer, opts, &mut state)?);
+                        let mut w = WatchedRoot::watch(r, &mounts, &mut debouncer, opts, &mut state)?;
+                        w.spared_until = before.iter().find(|b| b.path == *r).and_then(|b| b.spared_until);
+                        watched.push(w);
                     }
                 }
                 // Everything pending is written first: the scan reads the index.

@@ -984,6 +984,44 @@ fn a_root_away_within_its_grace_keeps_its_files_and_is_not_read_again() {
     stop_with_sigterm(d);
 }
 
+/// A root moved away under a daemon whose event queue overflows as the
+/// root's watches go (an IN_IGNORED event for each of its directories:
+/// 31k for Django's releases, at the default queue of 16k) keeps its
+/// grace through the rescan that the overflow brings, in which the daemon
+/// watches its roots anew: that rescan recorded all 66.5k files as removed.
+#[test]
+fn a_root_away_keeps_its_grace_through_an_overflowing_queue() {
+    if !super::is_root() {
+        eprintln!("not root: inotify's limits cannot be lowered here");
+        return;
+    }
+    let env = Env::new();
+    for i in 0..60u64 {
+        env.write(&format!("d{i}/f.txt"), text(i, 300));
+    }
+    env.index();
+    let log = env.tmp.path().join("daemon.log");
+    let d = {
+        let _alone = LIMITS.write().unwrap_or_else(|p| p.into_inner());
+        let _lowered = Lowered::set("max_queued_events", "16");
+        spawn(&env, &["--debounce-ms", "50", env.root.to_str().unwrap()], Some(&log), false)
+    };
+    let running = || simd::watch::DaemonState::running(&env.db).unwrap();
+    let held = state(&env.db).unwrap();
+    let away = env.tmp.path().join("away");
+    std::fs::rename(&env.root, &away).unwrap();
+    let until = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(&log).unwrap().contains("events were lost") || running().rescans == 0 {
+        assert!(Instant::now() < until, "no overflow: {}", std::fs::read_to_string(&log).unwrap());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(state(&env.db).unwrap(), held, "the files of a root in its grace stay through the rescan");
+    std::fs::rename(&away, &env.root).unwrap();
+    converges(&env, "the root back");
+    assert_eq!(running().changed_files, 0, "nothing read again or removed");
+    stop_with_sigterm(d);
+}
+
 /// A root that is a mount point, unmounted for a while and mounted again
 /// (a share's maintenance), keeps its files meanwhile and is not read
 /// again on its return: neither the unmount's events (a removal of each
