@@ -863,6 +863,16 @@ fn template_marks_and_rescans_reach_the_running_daemon() {
     assert!(String::from_utf8_lossy(&out.get_output().stderr).contains("`simd index` rescans"));
 }
 
+/// Waits until the running daemon of `env` says that `want` are its
+/// missing roots.
+fn wait_missing_roots(env: &Env, want: &[&str], what: &str) {
+    let until = Instant::now() + Duration::from_secs(60);
+    while simd::watch::DaemonState::running(&env.db).is_some_and(|s| s.missing_roots != want) {
+        assert!(Instant::now() < until, "{what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// A root deleted under the daemon is said so, and a rescan meanwhile
 /// walks it as an empty one instead of stopping the daemon. Made again
 /// (a deploy's `rm -rf docs && cp -r new docs`), it is a new directory
@@ -877,11 +887,7 @@ fn a_root_deleted_and_made_again_is_watched_again() {
     let (d, log) = start_logged(&env);
     let root = env.root.display().to_string();
     std::fs::remove_dir_all(&env.root).unwrap();
-    let until = Instant::now() + Duration::from_secs(60);
-    while simd::watch::DaemonState::running(&env.db).is_some_and(|s| s.missing_roots != [root.clone()]) {
-        assert!(Instant::now() < until, "the daemon did not see its root go");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_missing_roots(&env, &[&root], "the daemon did not see its root go");
     let out = env.simd().arg("rescan").assert().success();
     assert!(String::from_utf8_lossy(&out.get_output().stdout).contains("rescanned"), "{out:?}");
     assert_eq!(state(&env.db).unwrap().0, vec![], "the files of a root gone are removed");
@@ -916,16 +922,9 @@ fn a_root_away_within_its_grace_keeps_its_files_and_is_not_read_again() {
     let away = env.tmp.path().join("away");
     let held = state(&env.db).unwrap();
     let running = || simd::watch::DaemonState::running(&env.db).unwrap();
-    let wait_missing = |want: Vec<String>, what: &str| {
-        let until = Instant::now() + Duration::from_secs(60);
-        while running().missing_roots != want {
-            assert!(Instant::now() < until, "{what}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    };
     let changed = running().changed_files;
     std::fs::rename(&env.root, &away).unwrap();
-    wait_missing(vec![root.clone()], "the daemon did not see its root go");
+    wait_missing_roots(&env, &[&root], "the daemon did not see its root go");
     // Past a root check or two, and a rescan meanwhile (its hourly one).
     std::thread::sleep(Duration::from_millis(1500));
     assert_eq!(state(&env.db).unwrap(), held, "the files of a root in its grace stay");
@@ -939,7 +938,7 @@ fn a_root_away_within_its_grace_keeps_its_files_and_is_not_read_again() {
 
     let rescans = running().rescans;
     std::fs::rename(&away, &env.root).unwrap();
-    wait_missing(vec![], "the daemon did not see its root come back");
+    wait_missing_roots(&env, &[], "the daemon did not see its root come back");
     converges(&env, "the root back");
     let until = Instant::now() + Duration::from_secs(60);
     while running().rescans == rescans {
