@@ -113,7 +113,9 @@ fn save(store: &Store, analysis: &Analysis, basis: &Basis) -> std::io::Result<()
     // Streamed to the file: the encoded cache is ~13 MB on a 66k-file tree,
     // and a report renders its output at the same time.
     let write = || -> std::io::Result<()> {
-        let mut out = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
+        // In 1 MiB writes: 8 KiB ones were ~1,600 system calls for a
+        // 66k-file tree's cache, on the path of a report waited for.
+        let mut out = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&tmp)?);
         out.write_all(&[VERSION])?;
         out.write_all(&maker())?;
         let mut out = postcard::to_io(&(basis.sequence, basis.params), out).map_err(std::io::Error::other)?;
