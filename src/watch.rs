@@ -1801,8 +1801,8 @@ struct WatchedRoot {
     id: Option<(u64, u64)>,
     /// The mounts strictly inside it when it was last watched.
     mounts: Vec<Mount>,
-    /// Gone or replaced since a while: until then, rescans keep what the
-    /// index holds under it and does not see (`--root-grace`).
+    /// Gone or replaced lately: until this time, rescans keep what the
+    /// index holds under it and does not find there (`--root-grace`).
     spared_until: Option<Instant>,
 }
 
@@ -1994,8 +1994,8 @@ fn check_roots<W: notify::Watcher, C: notify_debouncer_full::FileIdCache>(
             root.unwatch(debouncer);
             // A share unmounted or a tree moved out may be back soon: its
             // files are not recorded as removed (and read again whole on
-            // its return) before the grace is over.
-            if !opts.root_grace.is_zero() && root.spared_until.is_none() {
+            // its return) before the grace, from its last going, is over.
+            if !opts.root_grace.is_zero() {
                 root.spared_until = Some(Instant::now() + opts.root_grace);
             }
         }
