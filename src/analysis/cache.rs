@@ -165,7 +165,11 @@ pub fn with_analysis<R>(
     let (analysis, basis, provenance) = std::thread::scope(|s| -> Result<_, StoreError> {
         // Either way the names come from a scan of every file record,
         // which needs nothing else: on the other core from the start.
-        let mut files = Pending::new(s.spawn(|| FileTable::load(store)));
+        let mut files = Pending::new(s.spawn(|| {
+            let t = FileTable::load(store);
+            tracing::debug!("file table loaded after {:?}", started.elapsed());
+            t
+        }));
         if let Some(b) = prev.and_then(|c| c.basis()) {
             if let Some((a, b, relinked)) = update(store, params, threads, b, &mut files)? {
                 return Ok((a, b, Provenance::Updated { relinked }));
