@@ -977,8 +977,8 @@ const WORD_BATCH: usize = 64;
 
 /// Whitespace bits of 64 bytes (bit k set when `bytes[k]` is ASCII
 /// whitespace: 32, or 9..=13), compared as vectors: a handful of
-/// instructions per 16 bytes (SSE2, which every x86-64 CPU has) or per 64
-/// (AVX-512), where a bit trick on 8 bytes in a `u64` took ~15 per 8.
+/// instructions per 16 bytes (SSE2, which every x86-64 CPU has) or per 32
+/// (AVX2, AVX-512), where a bit trick on 8 bytes in a `u64` took ~15 per 8.
 #[inline(always)]
 fn space_mask64<S: Simd>(simd: S, bytes: &[u8; 64]) -> u64 {
     // In two halves of 32 bytes whose bits are kept opaque to LLVM: seeing
