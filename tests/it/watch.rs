@@ -863,6 +863,19 @@ fn template_marks_and_rescans_reach_the_running_daemon() {
     assert!(String::from_utf8_lossy(&out.get_output().stderr).contains("`simd index` rescans"));
 }
 
+/// A tree of two files (one in a directory), indexed, and a daemon on it
+/// with its log; the root as the daemon shows it. The daemon comes last,
+/// so that it stops before the tree goes.
+fn two_files_watched_logged() -> (Env, std::path::PathBuf, String, Daemon) {
+    let env = Env::new();
+    env.write("a.txt", text(1, 400));
+    env.write("d/b.txt", text(2, 400));
+    env.index();
+    let (d, log) = start_logged(&env);
+    let root = env.root.display().to_string();
+    (env, log, root, d)
+}
+
 /// Waits until the running daemon of `env` says that `want` are its
 /// missing roots.
 fn wait_missing_roots(env: &Env, want: &[&str], what: &str) {
@@ -880,12 +893,7 @@ fn wait_missing_roots(env: &Env, want: &[&str], what: &str) {
 /// and rescans, and follows what is written into it from then on.
 #[test]
 fn a_root_deleted_and_made_again_is_watched_again() {
-    let env = Env::new();
-    env.write("a.txt", text(1, 400));
-    env.write("d/b.txt", text(2, 400));
-    env.index();
-    let (d, log) = start_logged(&env);
-    let root = env.root.display().to_string();
+    let (env, log, root, d) = two_files_watched_logged();
     std::fs::remove_dir_all(&env.root).unwrap();
     wait_missing_roots(&env, &[&root], "the daemon did not see its root go");
     let out = env.simd().arg("rescan").assert().success();
@@ -913,12 +921,7 @@ fn a_root_deleted_and_made_again_is_watched_again() {
 /// the same grace.
 #[test]
 fn a_root_away_within_its_grace_keeps_its_files_and_is_not_read_again() {
-    let env = Env::new();
-    env.write("a.txt", text(1, 400));
-    env.write("d/b.txt", text(2, 400));
-    env.index();
-    let (d, log) = start_logged(&env);
-    let root = env.root.display().to_string();
+    let (env, log, root, d) = two_files_watched_logged();
     let away = env.tmp.path().join("away");
     let held = state(&env.db).unwrap();
     let running = || simd::watch::DaemonState::running(&env.db).unwrap();
