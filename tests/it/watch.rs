@@ -928,7 +928,7 @@ fn a_root_away_within_its_grace_keeps_its_files_and_is_not_read_again() {
     let changed = running().changed_files;
     std::fs::rename(&env.root, &away).unwrap();
     wait_missing_roots(&env, &[&root], "the daemon did not see its root go");
-    // Past a root check or two, and a rescan meanwhile (its hourly one).
+    // Past a root check or two, each of which sees it still gone.
     std::thread::sleep(Duration::from_millis(1500));
     assert_eq!(state(&env.db).unwrap(), held, "the files of a root in its grace stay");
     let said = std::fs::read_to_string(&log).unwrap();
