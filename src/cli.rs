@@ -446,8 +446,12 @@ pub fn run(cli: Cli) -> Result<Exit> {
             let written = cache::with_analysis(&store, &params, ingest::available_cores(), fresh, |analysis, from| {
                 match from {
                     cache::Provenance::Cached => tracing::info!("analysis reused from the cache"),
-                    cache::Provenance::Updated { relinked } => {
-                        tracing::info!("analysis brought up to date: links of {relinked} contents found again")
+                    cache::Provenance::Updated { relinked, renamed } => {
+                        let names = match renamed {
+                            Some(n) => format!("names of {n} read again"),
+                            None => "every name read again".to_string(),
+                        };
+                        tracing::info!("analysis brought up to date: links of {relinked} contents found again, {names}")
                     }
                     cache::Provenance::Computed => tracing::info!("analysis computed"),
                 }

@@ -480,8 +480,10 @@ impl FileTable {
         FileTable { files, first, at }
     }
 
-    fn bytes(&self) -> u64 {
-        self.files.iter().map(|n| n.size).sum()
+    /// The size of each content whose names have these ids (that of a
+    /// name found; 0 for none).
+    fn sizes(&self, ids: &[Vec<FileId>]) -> Vec<u64> {
+        ids.iter().map(|ids| ids.iter().find_map(|&id| self.get(id)).map_or(0, |n| n.size)).collect()
     }
 
     fn get(&self, id: FileId) -> Option<&Name> {
@@ -497,6 +499,65 @@ impl FileTable {
         let mut names: Vec<Name> = ids.iter().filter_map(|&id| self.get(id).cloned()).collect();
         names.sort_by(|a, b| a.path.cmp(&b.path));
         names
+    }
+}
+
+/// Where an analysis takes its names from.
+pub(crate) enum Namer<'s> {
+    /// Every file record, read whole.
+    Table(FileTable),
+    /// The names of the analysis brought up to date, where they are still
+    /// right, and the records of the others.
+    Patched(Patch<'s>),
+}
+
+/// The names an earlier analysis gave its identical sets and cluster
+/// members, by content, and the ids of the file records written since
+/// (or a superset of them).
+pub(crate) struct Patch<'s> {
+    pub store: &'s Store,
+    pub names: HashMap<ContentHash, Vec<Name>>,
+    pub changed: HashSet<u64>,
+    /// Contents named from their records.
+    pub read: AtomicUsize,
+}
+
+impl Patch<'_> {
+    /// Takes the names out of `earlier`, for the file ids in `changed`.
+    pub(crate) fn new(store: &Store, earlier: Analysis, changed: HashSet<u64>) -> Patch<'_> {
+        let mut names = HashMap::with_capacity(earlier.identical.len() + earlier.clusters.len());
+        for set in earlier.identical {
+            names.insert(set.content, set.names);
+        }
+        for m in earlier.clusters.into_iter().flat_map(|c| c.members) {
+            names.entry(m.content).or_insert(m.names);
+        }
+        Patch { store, names, changed, read: AtomicUsize::new(0) }
+    }
+}
+
+impl Namer<'_> {
+    /// The names of the file ids of `content`, sorted by path.
+    fn names(&self, content: &ContentHash, ids: &[FileId]) -> Result<Vec<Name>, StoreError> {
+        let p = match self {
+            Namer::Table(t) => return Ok(t.names(ids)),
+            Namer::Patched(p) => p,
+        };
+        // Kept when the content has the same names as then, none of
+        // whose records was written since.
+        if let Some(earlier) = p.names.get(content) {
+            if earlier.len() == ids.len() && ids.iter().all(|id| !p.changed.contains(&id.0)) {
+                let mut was: Vec<FileId> = earlier.iter().map(|n| n.id).collect();
+                was.sort_unstable();
+                let mut now = ids.to_vec();
+                now.sort_unstable();
+                if was == now {
+                    return Ok(earlier.clone());
+                }
+            }
+        }
+        p.read.fetch_add(1, Ordering::Relaxed);
+        names_by_id(p.store, ids.iter().copied())
     }
 }
 
@@ -964,7 +1025,12 @@ pub fn names_of(store: &Store, content: &ContentHash) -> Result<Vec<Name>, Store
     for item in store.names(content) {
         ids.push(item?.0 .1);
     }
-    let mut names = Vec::with_capacity(ids.len());
+    names_by_id(store, ids)
+}
+
+/// The names of these file ids, from their records, sorted by path.
+fn names_by_id(store: &Store, ids: impl IntoIterator<Item = FileId>) -> Result<Vec<Name>, StoreError> {
+    let mut names = Vec::new();
     for id in ids {
         if let Some(mut rec) = store.get::<Files>(&id)? {
             let path = Arc::from(std::mem::take(&mut rec.path));
@@ -988,6 +1054,8 @@ pub(crate) struct Basis {
     /// Django cache 11.69 → 10.98 MB).
     #[serde(with = "hash_list")]
     pub contents: Vec<ContentHash>,
+    /// The size of each content in `contents`.
+    pub sizes: Vec<u64>,
     /// Chunks over the cutoff, sorted.
     pub over_common: Vec<ChunkKey>,
     /// Digest of the template chunks and samples.
@@ -1004,6 +1072,7 @@ impl Basis {
     pub fn new(
         a: &Analysis,
         contents: Vec<ContentHash>,
+        sizes: Vec<u64>,
         links: Vec<ContentLink>,
         info: &MemberInfo,
         over_common: Vec<ChunkKey>,
@@ -1025,6 +1094,7 @@ impl Basis {
             cutoff: a.cutoff,
             totals: a.ignored,
             contents,
+            sizes,
             over_common,
             templates,
             links,
@@ -1077,21 +1147,24 @@ pub(crate) struct Frame<'a> {
     pub totals: Totals,
     pub contents: &'a [ContentHash],
     pub ids: &'a [Vec<FileId>],
+    /// Each content's size.
+    pub sizes: &'a [u64],
 }
 
 /// Clusters (union-find over the links), names and identical sets: the
 /// analysis, whichever way its links were found. Members are in content
 /// order and links in (a, b) order, so a fresh analysis and one brought up
 /// to date print the same report. `links` are sorted in place, and stay
-/// the caller's (for the [`Basis`]).
+/// the caller's (for the [`Basis`]). Also returns how many contents were
+/// named from their records by a [`Namer::Patched`] (None: every one).
 pub(crate) fn assemble(
     store: &Store,
     frame: Frame,
-    files: FileTable,
+    files: Namer,
     links: &mut [ContentLink],
     info: &MemberInfo,
-) -> Result<Analysis, StoreError> {
-    let Frame { sequence, params, cutoff, totals, contents, ids } = frame;
+) -> Result<(Analysis, Option<usize>), StoreError> {
+    let Frame { sequence, params, cutoff, totals, contents, ids, sizes } = frame;
     links.sort_by_key(|l| (l.0, l.1));
     let mut uf = UnionFind::new(contents.len());
     for &(a, b, _, _) in links.iter() {
@@ -1106,13 +1179,25 @@ pub(crate) fn assemble(
         let clusters = name_clusters(&files, contents, ids, links, info, uf.groups());
         (clusters, identical.join().expect("naming identical sets does not panic"))
     });
+    let (clusters, identical) = (clusters?, identical?);
     tracing::debug!("clusters and identical sets named after {:?}", t.elapsed());
     let counts = store.counts()?;
-    let bytes = files.bytes();
+    // Every file's size: each content's, once a name.
+    let bytes = sizes.iter().zip(ids).map(|(size, ids)| size * ids.len() as u64).sum();
     // ~100k shared paths on a large tree: their last owner need not be
     // waited for.
-    cache::free_aside(files);
-    Ok(Analysis {
+    let renamed = match files {
+        Namer::Table(t) => {
+            cache::free_aside(t);
+            None
+        }
+        Namer::Patched(p) => {
+            cache::free_aside((p.names, p.changed));
+            Some(p.read.into_inner())
+        }
+    };
+    tracing::debug!("names read from file records: {}", renamed.map_or("all".to_string(), |n| n.to_string()));
+    let analysis = Analysis {
         sequence,
         params: *params,
         files: counts.files,
@@ -1122,19 +1207,20 @@ pub(crate) fn assemble(
         ignored: totals,
         identical,
         clusters,
-    })
+    };
+    Ok((analysis, renamed))
 }
 
 /// The clusters of `groups` (contents joined by links), named, with
 /// their links, largest first.
 fn name_clusters(
-    files: &FileTable,
+    files: &Namer,
     contents: &[ContentHash],
     ids: &[Vec<FileId>],
     links: &[ContentLink],
     info: &MemberInfo,
     groups: Vec<Vec<u32>>,
-) -> Vec<Cluster> {
+) -> Result<Vec<Cluster>, StoreError> {
     // Each link goes to its cluster in one pass: (cluster, place in it) of
     // every content. (Filtering all links once per cluster was quadratic:
     // Django's large component has thousands of clusters.)
@@ -1151,28 +1237,33 @@ fn name_clusters(
                 .iter()
                 .map(|&ci| {
                     let (size, payload) = info.get(&ci).copied().unwrap_or_default();
-                    Member { content: contents[ci as usize], size, payload, names: files.names(&ids[ci as usize]) }
+                    let (content, ids) = (contents[ci as usize], &ids[ci as usize]);
+                    Ok(Member { content, size, payload, names: files.names(&content, ids)? })
                 })
-                .collect();
-            Cluster { id: cluster_id(&members), members, links: Vec::new() }
+                .collect::<Result<_, StoreError>>()?;
+            Ok(Cluster { id: cluster_id(&members), members, links: Vec::new() })
         })
-        .collect();
+        .collect::<Result<_, StoreError>>()?;
     for &(a, b, measures, kind) in links {
         let ((g, la), (_, lb)) = (place[a as usize], place[b as usize]);
         clusters[g].links.push(Link { a: la, b: lb, measures, kind });
     }
     clusters.sort_by(|a, b| (b.files(), b.bytes()).cmp(&(a.files(), a.bytes())).then_with(|| a.id.cmp(&b.id)));
-    clusters
+    Ok(clusters)
 }
 
 /// The identical sets: a content with several names is a set when they
 /// are more than one file (the names of one file, hard links, take its
 /// bytes once, as fclones and jdupes count them). Most wasted first.
-fn identical_sets(files: &FileTable, contents: &[ContentHash], ids: &[Vec<FileId>]) -> Vec<IdenticalSet> {
+fn identical_sets(
+    files: &Namer,
+    contents: &[ContentHash],
+    ids: &[Vec<FileId>],
+) -> Result<Vec<IdenticalSet>, StoreError> {
     let mut identical = Vec::new();
     for (i, names) in ids.iter().enumerate() {
         if names.len() > 1 {
-            let names = files.names(names);
+            let names = files.names(&contents[i], names)?;
             let size = names.first().map_or(0, |n| n.size);
             let set = IdenticalSet::new(contents[i], size, names);
             if set.copies() > 1 {
@@ -1181,7 +1272,7 @@ fn identical_sets(files: &FileTable, contents: &[ContentHash], ids: &[Vec<FileId
         }
     }
     identical.sort_by(|a, b| b.wasted().cmp(&a.wasted()).then_with(|| a.content.cmp(&b.content)));
-    identical
+    Ok(identical)
 }
 
 /// A value made on another thread, taken (waited for) once.
@@ -1262,11 +1353,13 @@ pub(crate) fn analyse(
     }
     let (mut links, info) = results.into_inner().expect("threads joined");
     tracing::debug!("{} links after {:?}", links.len(), started.elapsed());
-    let frame = Frame { sequence, params, cutoff, totals: part.totals, contents: &contents, ids: &ids };
-    let analysis = assemble(store, frame, files.take()?, &mut links, &info)?;
+    let files = files.take()?;
+    let sizes = files.sizes(&ids);
+    let frame = Frame { sequence, params, cutoff, totals: part.totals, contents: &contents, ids: &ids, sizes: &sizes };
+    let (analysis, _) = assemble(store, frame, Namer::Table(files), &mut links, &info)?;
     let mut over_common = part.over_common;
     over_common.sort_unstable();
-    let basis = Basis::new(&analysis, contents, links, &info, over_common, templates_digest(&templates));
+    let basis = Basis::new(&analysis, contents, sizes, links, &info, over_common, templates_digest(&templates));
     Ok((analysis, basis))
 }
 

@@ -299,7 +299,11 @@ fn fresh_report(env: &Env, args: &[&str]) -> serde_json::Value {
     std::fs::create_dir_all(copy.join("db")).unwrap();
     for e in std::fs::read_dir(env.db.join("db")).unwrap() {
         let e = e.unwrap();
-        std::fs::copy(e.path(), copy.join("db").join(e.file_name())).unwrap();
+        // The write-ahead log's archive (`db/archive/`) is no part of the
+        // index's state.
+        if e.file_type().unwrap().is_file() {
+            std::fs::copy(e.path(), copy.join("db").join(e.file_name())).unwrap();
+        }
     }
     let out = env.simd().arg("--db").arg(&copy).args(["--format", "json", "report"]).args(args).assert().success();
     serde_json::from_slice(&out.get_output().stdout).unwrap()
@@ -340,6 +344,7 @@ fn an_analysis_brought_up_to_date_equals_a_fresh_one() {
             env.index();
             let (updated, stderr) = report(env);
             assert!(stderr.contains("analysis brought up to date"), "{what}, {extra:?}: {stderr}");
+            assert!(stderr.contains("names of"), "{what}, {extra:?}: every name read again: {stderr}");
             let fresh = fresh_report(env, extra);
             assert_eq!(updated, fresh, "{what}, {extra:?}: the updated analysis differs from a fresh one");
             updated
@@ -576,11 +581,11 @@ fn random_changes_keep_the_updated_analysis_equal_to_a_fresh_one() {
         }
         env.index();
         env.simd().args(["report"]).args(extra).assert().success();
-        let mut next = 0;
+        let (mut next, mut patched) = (0, 0);
         for round in 0..25 {
             for _ in 0..1 + rand(4) {
                 next += 1;
-                match rand(6) {
+                match rand(8) {
                     // A new version of a base, a copy, a page with the shared header.
                     0 => {
                         let name = format!("v{next}.txt");
@@ -607,6 +612,21 @@ fn random_changes_keep_the_updated_analysis_equal_to_a_fresh_one() {
                         let mut f = std::fs::OpenOptions::new().append(true).open(p).unwrap();
                         std::io::Write::write_all(&mut f, &text(300 + next as u64, 40)).unwrap();
                     }
+                    // A second name of one file (a hard link: no copy).
+                    6 if !live.is_empty() => {
+                        let name = format!("l{next}.txt");
+                        std::fs::hard_link(env.root.join(&live[rand(live.len())]), env.root.join(&name)).unwrap();
+                        live.push(name);
+                    }
+                    // The same bytes saved as a new file over the old (an
+                    // editor's save): a hard link of it becomes a copy,
+                    // with no content or name changed.
+                    7 if !live.is_empty() => {
+                        let p = env.root.join(&live[rand(live.len())]);
+                        let tmp = env.root.join(".saving");
+                        std::fs::write(&tmp, std::fs::read(&p).unwrap()).unwrap();
+                        std::fs::rename(&tmp, &p).unwrap();
+                    }
                     _ if !live.is_empty() => {
                         let k = rand(live.len());
                         let name = format!("r{next}.txt");
@@ -620,9 +640,13 @@ fn random_changes_keep_the_updated_analysis_equal_to_a_fresh_one() {
             let out = env.simd().args(["-v", "--format", "json", "report"]).args(extra).assert().success();
             let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
             assert!(stderr.contains("analysis brought up to date") || stderr.contains("reused"), "{stderr}");
+            // The names kept from the cache but for the records written
+            // since (the write-ahead log says which).
+            patched += usize::from(stderr.contains("names of"));
             let updated: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
             assert_eq!(updated, fresh_report(&env, extra), "round {round}, {extra:?}");
         }
+        assert!(patched >= 20, "{patched} of 25 rounds kept the cached names");
     }
 }
 
