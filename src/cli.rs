@@ -1036,8 +1036,11 @@ fn print_status(out: &mut impl Write, s: &crate::status::Status) -> std::io::Res
     } else {
         String::new()
     };
-    let cache =
+    let mut cache =
         if s.cache_bytes > 0 { format!(" (+ {} report cache)", human_bytes(s.cache_bytes)) } else { String::new() };
+    if s.wal_archive_bytes > 0 {
+        cache.push_str(&format!(" (+ {} of write-ahead log kept for reports)", human_bytes(s.wal_archive_bytes)));
+    }
     let tables = s.tables.iter().map(|t| t.files).sum::<usize>();
     let wal =
         if s.wal_bytes > 0 { format!(" and {} of write-ahead log", human_bytes(s.wal_bytes)) } else { String::new() };

@@ -35,6 +35,10 @@ pub struct Status {
     /// yet when its writer closed (a few KB after a `simd index`, deleted
     /// by the next writer).
     pub wal_bytes: u64,
+    /// Write-ahead log files kept after their flush, for reports to read
+    /// which file records changed since their cached analysis (the last
+    /// ten minutes, at most 64 MB); not part of `disk_bytes`.
+    pub wal_archive_bytes: u64,
     /// Table files by column family, largest first.
     pub tables: Vec<TableSize>,
     /// The cached last analysis, if any.
@@ -94,6 +98,7 @@ pub fn status(store: &Store) -> Result<Status, StoreError> {
         history,
         disk_bytes: store.disk_size(),
         wal_bytes: store.wal_size(),
+        wal_archive_bytes: store.wal_archive_size(),
         tables: store.table_sizes()?.into_iter().map(|(name, bytes, files)| TableSize { name, bytes, files }).collect(),
         cache_bytes: crate::analysis::cache::size(store),
         created: format.created,

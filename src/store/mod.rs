@@ -1116,9 +1116,17 @@ impl Store {
         (next > latest).then_some(keys.keys)
     }
 
-    /// Bytes the database takes on disk.
+    /// Bytes the database takes on disk, but for the write-ahead log kept
+    /// for reports.
     pub fn disk_size(&self) -> u64 {
-        dir_size(&self.dir.join(DB_DIR))
+        dir_size(&self.dir.join(DB_DIR)).saturating_sub(self.wal_archive_size())
+    }
+
+    /// Bytes of the write-ahead log kept after its flush, for reports
+    /// ([`Store::keys_written_since`]), not part of [`Store::disk_size`]:
+    /// writers delete what is over ten minutes old or past 64 MB.
+    pub fn wal_archive_size(&self) -> u64 {
+        dir_size(&self.dir.join(DB_DIR).join("archive"))
     }
 
     /// Bytes the write-ahead log files take on disk (part of
@@ -1976,6 +1984,54 @@ mod tests {
         let wal = s.wal_size();
         assert!(wal > 100_000 && wal < s.disk_size(), "{wal}");
         flushed_below(1);
+    }
+
+    /// The file records written since a sequence number are among the keys
+    /// the write-ahead log gives, its flushed part (kept in `archive/`)
+    /// too, to a reader as to the writer; a store whose writes skipped the
+    /// log (a bulk load) says it cannot tell.
+    #[test]
+    fn the_write_ahead_log_tells_which_keys_were_written_since() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("idx");
+        let s = Store::open(&dir, Access::Write, None).unwrap();
+        let put = |ids: &[u64]| {
+            let mut b = s.batch();
+            for &id in ids {
+                let rec = FileRecord {
+                    path: format!("/r/{id}").into_bytes(),
+                    size: id,
+                    mtime: 1,
+                    inode: id,
+                    content: ContentHash([id as u8; 16]),
+                    dev: 1,
+                };
+                b.put::<Files>(&FileId(id), &rec);
+            }
+            s.write(b).unwrap();
+        };
+        put(&[1]);
+        let since = s.sequence();
+        put(&[7, 9]);
+        s.flush().unwrap();
+        put(&[11]);
+        let now = s.sequence();
+        for store in [&s, &Store::open(&dir, Access::Read, None).unwrap()] {
+            let keys = store.keys_written_since(since).unwrap();
+            assert!([7, 9, 11].iter().all(|k| keys.contains(k)), "{keys:?}");
+            let last = store.keys_written_since(now - 1).unwrap();
+            assert!(last.contains(&11), "{last:?}");
+            assert!(store.keys_written_since(now).unwrap().is_empty());
+        }
+        assert!(s.wal_archive_size() > 0, "a flushed log is kept");
+
+        let built = Store::open_build(&tmp.path().join("built"), None).unwrap();
+        assert!(built.is_bulk());
+        let before = built.sequence();
+        let mut b = built.batch();
+        b.put::<History>(&(b"/r/x".to_vec(), 1), &HistoryRecord::Moved { to: b"/r/y".to_vec() });
+        built.write(b).unwrap();
+        assert_eq!(built.keys_written_since(before), None, "a write without the log is a gap");
     }
 
     /// A reader's open that the writer's flush overtook is tried again,
