@@ -518,7 +518,7 @@ fn relink(store: &Store, params: &AnalysisParams, threads: usize, prev: Basis) -
             handles.into_iter().map(|h| h.join().expect("relink workers do not panic")).collect()
         })
     };
-    let (mut links, mut info): (Vec<ContentLink>, MemberInfo) = (Vec::new(), MemberInfo::new());
+    let (mut links, mut info): (Vec<ContentLink>, MemberInfo) = (Vec::new(), MemberInfo::default());
     for part in parts {
         let (l, i) = part?;
         links.extend(l);

@@ -516,7 +516,8 @@ pub(crate) enum Namer<'s> {
 /// (or a superset of them).
 pub(crate) struct Patch<'s> {
     pub store: &'s Store,
-    pub names: HashMap<ContentHash, Vec<Name>>,
+    /// By content hash, whose first 8 bytes are hash enough.
+    pub names: HashMap<ContentHash, Vec<Name>, IdHash>,
     pub changed: HashSet<u64>,
     /// Contents named from their records.
     pub read: AtomicUsize,
@@ -525,7 +526,7 @@ pub(crate) struct Patch<'s> {
 impl Patch<'_> {
     /// Takes the names out of `earlier`, for the file ids in `changed`.
     pub(crate) fn new(store: &Store, earlier: Analysis, changed: HashSet<u64>) -> Patch<'_> {
-        let mut names = HashMap::with_capacity(earlier.identical.len() + earlier.clusters.len());
+        let mut names = HashMap::with_capacity_and_hasher(earlier.identical.len(), IdHash::default());
         for set in earlier.identical {
             names.insert(set.content, set.names);
         }
@@ -791,7 +792,7 @@ pub(crate) fn link(
 /// A hasher for keys that are hashes already (chunk keys, sketch samples):
 /// their bits are as good as SipHash's output, at no cost.
 #[derive(Default, Clone, Copy)]
-struct IdHasher(u64);
+pub(crate) struct IdHasher(u64);
 
 impl std::hash::Hasher for IdHasher {
     fn finish(&self) -> u64 {
@@ -814,14 +815,14 @@ impl std::hash::Hasher for IdHasher {
     }
 }
 
-type IdHash = std::hash::BuildHasherDefault<IdHasher>;
+pub(crate) type IdHash = std::hash::BuildHasherDefault<IdHasher>;
 
 /// A link between two live contents (indices into the sorted live
 /// contents, a < b).
 pub(crate) type ContentLink = (u32, u32, Measures, LinkKind);
 
 /// A linked content's size and payload, by content index.
-pub(crate) type MemberInfo = HashMap<u32, (u64, u64)>;
+pub(crate) type MemberInfo = HashMap<u32, (u64, u64), IdHash>;
 
 /// A link inside a component: (member, member, measures, kind).
 type RawLink = (usize, usize, Measures, LinkKind);
@@ -995,7 +996,7 @@ fn analyse_component(
         })
     };
     // Components are sorted, so local order is content order: a < b holds.
-    let mut info = MemberInfo::new();
+    let mut info = MemberInfo::default();
     let links = links
         .into_iter()
         .map(|(i, j, m, kind)| {
