@@ -10,8 +10,11 @@
 //!   contents, and of the contents holding a chunk or sample whose "too
 //!   common" status flipped, are found again (from the postings, as
 //!   `similar` does); every other link is kept, and clusters and names are
-//!   rebuilt from the links. The result equals a fresh analysis, report for
-//!   report (a test holds it to that).
+//!   rebuilt from the links. The names are the cached ones but for the
+//!   contents whose file ids changed or one of whose file records was
+//!   written since, as the write-ahead log tells (when it still holds
+//!   every write since: else every file record is read). The result
+//!   equals a fresh analysis, report for report (a test holds it to that).
 //! - Otherwise (other templates, another cutoff, more than a thirty-second
 //!   of the contents to redo, a content record missing): a fresh analysis.
 
@@ -171,9 +174,6 @@ pub fn with_analysis<R>(
         },
         other => other,
     };
-    // The file records written since the cache was made, from the
-    // write-ahead log: its names are kept but for those. Else every
-    // record is read.
     // The file records written since the cache was made, from the
     // write-ahead log: the cached names are kept but for those.
     let changed = prev
@@ -338,6 +338,9 @@ fn relink(store: &Store, params: &AnalysisParams, threads: usize, prev: Basis) -
     if cutoff != prev.cutoff || digest != prev.templates {
         tracing::debug!("analysis update: the cutoff or the templates changed");
         return Ok(None);
+    }
+    if prev.sizes.len() != prev.contents.len() {
+        return Ok(None); // a cache from elsewhere
     }
     let (added, removed) = diff(&prev.contents, &contents);
     // Relinking one content costs 12-20× its share of a fresh analysis (it
@@ -558,9 +561,6 @@ fn relink(store: &Store, params: &AnalysisParams, threads: usize, prev: Basis) -
         started.elapsed()
     );
     // Each content's size: kept, or from the record of one that came.
-    if prev.sizes.len() != prev.contents.len() {
-        return Ok(None);
-    }
     let mut sizes = vec![0; contents.len()];
     for (was, now) in now_at.iter().enumerate() {
         if let Some(now) = now {
