@@ -353,13 +353,15 @@ impl Store {
         // full, writes all of them at one sequence number.
         opts.set_atomic_flush(bulk);
         opts.set_max_total_wal_size(64 << 20);
-        // A writer keeps the write-ahead log of the last ten minutes (at
-        // most 64 MB of it) after a flush, in `db/archive/`: a report
-        // reads there which file records changed since its cached
-        // analysis, and names only those again
+        // A writer keeps the write-ahead log its flushes retire, in
+        // `db/archive/`: a report reads there which file records changed
+        // since its cached analysis, and names only those again
         // ([`Store::keys_written_since`]). Without it, a flush after a
         // few idle seconds left a report nothing to read, and it read
         // every file record again (66.5k records: ~65 ms of CPU).
+        // RocksDB deletes what is over ten minutes old, and the oldest
+        // past 64 MB, when the writer flushes or opens, at most every
+        // five minutes (half the ten).
         if access == Access::Write {
             opts.set_wal_ttl_seconds(600);
             opts.set_wal_size_limit_mb(64);
@@ -1124,7 +1126,8 @@ impl Store {
 
     /// Bytes of the write-ahead log kept after its flush, for reports
     /// ([`Store::keys_written_since`]), not part of [`Store::disk_size`]:
-    /// writers delete what is over ten minutes old or past 64 MB.
+    /// writers delete what is over ten minutes old or past 64 MB (when
+    /// they flush or open, at most every five minutes).
     pub fn wal_archive_size(&self) -> u64 {
         dir_size(&self.dir.join(DB_DIR).join("archive"))
     }
