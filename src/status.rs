@@ -27,7 +27,8 @@ pub struct Status {
     pub distinct_chunks: u64,
     /// Lost-and-found records.
     pub history: u64,
-    /// The index on disk (RocksDB, without the report cache).
+    /// The index on disk (RocksDB, without the report cache and the
+    /// write-ahead log kept for reports).
     pub disk_bytes: u64,
     /// The write-ahead log files' part of `disk_bytes`: changes not yet in
     /// table files (a daemon flushes them after an idle second, or every
@@ -36,8 +37,8 @@ pub struct Status {
     /// by the next writer).
     pub wal_bytes: u64,
     /// Write-ahead log files kept after their flush, for reports to read
-    /// which file records changed since their cached analysis (the last
-    /// ten minutes, at most 64 MB); not part of `disk_bytes`.
+    /// which file records changed since their cached analysis (~10–15
+    /// minutes of it, at most 64 MB); not part of `disk_bytes`.
     pub wal_archive_bytes: u64,
     /// Table files by column family, largest first.
     pub tables: Vec<TableSize>,
