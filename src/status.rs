@@ -37,8 +37,9 @@ pub struct Status {
     /// by the next writer).
     pub wal_bytes: u64,
     /// Write-ahead log files kept after their flush, for reports to read
-    /// which file records changed since their cached analysis (~10–15
-    /// minutes of it, at most 64 MB); not part of `disk_bytes`.
+    /// which file records changed since their cached analysis (~2–3
+    /// minutes of it, 16 MB when RocksDB last checked); not part of
+    /// `disk_bytes`.
     pub wal_archive_bytes: u64,
     /// Table files by column family, largest first.
     pub tables: Vec<TableSize>,
