@@ -786,8 +786,17 @@ impl notify::Watcher for TappedWatcher {
         let Some(Tap { busy, early, closes }) = TAP.with(|t| t.borrow_mut().take()) else {
             return Err(notify::Error::generic("a tapped watcher is made by tapped_debouncer"));
         };
+        // Tests make notify's thread fail at an event for a file of this
+        // name, to see the daemon stop rather than go on blind
+        // (undocumented for users).
+        let fail_at = std::env::var_os("SIMD_TEST_PANIC_AT_EVENT");
         let tap = move |e: notify::Result<notify::Event>| {
             if let Ok(event) = &e {
+                if let Some(name) = &fail_at {
+                    if event.paths.iter().any(|p| p.file_name() == Some(name.as_os_str())) {
+                        panic!("an event for {}: the failure the test asked for", crate::show_path(&event.paths[0]));
+                    }
+                }
                 if !early.note(event, &closes) {
                     return;
                 }

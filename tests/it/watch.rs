@@ -1177,6 +1177,46 @@ fn an_index_deleted_under_the_daemon_stops_it_with_what_to_do() {
     assert!(!env.db.join("daemon.json").exists(), "a stopped daemon leaves no state file");
 }
 
+/// A thread of the daemon that fails (notify's, made to panic here by an
+/// event for a file of a name the test chose) would leave the rest running
+/// blind to every later change: the daemon stops at once instead, and not
+/// with success, so that its service manager starts it again. The new
+/// start catches up with what changed meanwhile.
+#[test]
+fn a_failed_thread_stops_the_daemon_so_that_a_restart_catches_up() {
+    use std::os::unix::process::ExitStatusExt;
+    let env = Env::new();
+    env.write("a.txt", text(1, 400));
+    let log = env.tmp.path().join("daemon.log");
+    // Through a shell that allows no core file: abort() would leave one in
+    // the working directory where the limit allows it.
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "ulimit -c 0 && exec \"$0\" \"$@\""]).arg(assert_cmd::cargo::cargo_bin("simd"));
+    cmd.env("SIMD_TEST_PANIC_AT_EVENT", "fails.txt");
+    let mut d = {
+        let _starting = LIMITS.read().unwrap_or_else(|p| p.into_inner());
+        start_command(&env, cmd, &["--debounce-ms", "50", env.root.to_str().unwrap()], Some(&log))
+    };
+    env.write("fails.txt", text(2, 400));
+    let until = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(s) = d.0.try_wait().unwrap() {
+            break s;
+        }
+        let said = std::fs::read_to_string(&log).unwrap();
+        assert!(Instant::now() < until, "the daemon went on without notify's thread\n{said}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(status.signal(), Some(libc::SIGABRT), "{status:?}\n{said}");
+    assert!(said.contains("fails.txt: the failure the test asked for"), "{said}");
+    assert!(said.contains("a thread of the daemon failed (above): stopping now"), "{said}");
+
+    env.write("b.txt", text(3, 400));
+    let _d = start(&env);
+    converges(&env, "a start after a failed thread");
+}
+
 #[test]
 fn the_daemon_merges_the_small_table_files_its_flushes_leave() {
     let env = Env::new();
