@@ -453,6 +453,21 @@ pub fn run_roots_of(store: &Store, opts: &IndexOptions) -> Result<(Vec<PathBuf>,
     Ok((r.roots, r.missing))
 }
 
+/// The daemon's roots at its start, as [`run_roots_of`]: a root the index
+/// remembers may be missing (a share not mounted yet at boot, even every
+/// root: the daemon waits for them), but one new to the index must be
+/// there, so that a mistyped root is said at once.
+pub fn daemon_start_roots(store: &Store, opts: &IndexOptions) -> Result<(Vec<PathBuf>, Vec<PathBuf>), IngestError> {
+    let remembered = remembered_roots(store)?;
+    for r in &opts.roots {
+        let named = root_named(r).map_err(|source| IngestError::Root { path: r.clone(), source })?;
+        if !remembered.contains(&scan::path_bytes(&named)) {
+            canonical_roots(std::slice::from_ref(r))?;
+        }
+    }
+    run_roots_of(store, &IndexOptions { tolerate_missing: true, ..opts.clone() })
+}
+
 fn run_roots(store: &Store, opts: &IndexOptions) -> Result<RunRoots, IngestError> {
     let remembered = remembered_roots(store)?;
     let roots = if opts.roots.is_empty() {

@@ -1095,15 +1095,23 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
     // files appended to during a daemon's first scan of 26k files were
     // missed, session 51). A root the scan finds gone is watched again by
     // the root checks once it is back.
-    let (present, missing) = ingest::run_roots_of(store, &opts.index)?;
+    let (present, missing) = ingest::daemon_start_roots(store, &opts.index)?;
     let mut watched = Vec::new();
     for r in present.iter().chain(&missing) {
         watched.push(WatchedRoot::watch(r, &mounts, &mut debouncer, opts, &mut state)?);
     }
     // A root missing at the start (a share not mounted yet at boot) has
     // the grace of one that went while the daemon ran.
-    let mut start_opts = opts.index.clone();
-    if !opts.root_grace.is_zero() {
+    let mut start_opts = IndexOptions { tolerate_missing: true, ..opts.index.clone() };
+    if opts.root_grace.is_zero() {
+        for r in &missing {
+            tracing::warn!(
+                "{}: this root is missing (deleted, moved away or not mounted): its files are recorded as removed, \
+                 and it is indexed again once it is back",
+                crate::show_path(r)
+            );
+        }
+    } else {
         for w in watched.iter_mut().filter(|w| missing.contains(&w.path)) {
             tracing::warn!(
                 "{}: this root is missing (deleted, moved away or not mounted): its files stay in the index for {} s, \

@@ -986,6 +986,40 @@ fn a_root_away_within_its_grace_keeps_its_files_and_is_not_read_again() {
     stop_with_sigterm(d);
 }
 
+/// A daemon started while every root of its index is missing (a share not
+/// mounted yet at boot, named in the unit file) starts and waits for them,
+/// their files kept for the grace; it refused to start, and its service
+/// manager started it again every few seconds until the share was there.
+/// Back, the root is followed. A root new to the index must be there: a
+/// mistyped one is refused at once.
+#[test]
+fn a_daemon_started_with_every_root_missing_waits_for_them() {
+    let env = Env::new();
+    env.write("a.txt", text(1, 400));
+    env.index();
+    let held = state(&env.db).unwrap();
+    let root = env.root.display().to_string();
+    let away = env.tmp.path().join("away");
+    std::fs::rename(&env.root, &away).unwrap();
+    let typo = env.tmp.path().join("tre");
+    let out = env.simd().arg("watch").arg(&typo).assert().failure();
+    let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(err.contains(&format!("{}: No such file or directory", typo.display())), "{err}");
+
+    let (d, log) = start_logged(&env);
+    wait_missing_roots(&env, &[&root], "the daemon did not say that its root is missing");
+    assert_eq!(state(&env.db).unwrap(), held, "the files of a root in its grace stay");
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert!(said.contains(&format!("{root}: this root is missing")), "{said}");
+    assert!(said.contains("its files stay in the index for 300 s"), "{said}");
+
+    std::fs::rename(&away, &env.root).unwrap();
+    env.write("b.txt", text(2, 400));
+    wait_missing_roots(&env, &[], "the daemon did not see its root come back");
+    converges(&env, "the root back");
+    stop_with_sigterm(d);
+}
+
 /// A root moved away under a daemon whose event queue overflows as the
 /// root's watches go (an IN_IGNORED event for each of its directories:
 /// 31k for Django's releases, at the default queue of 16k) keeps its
