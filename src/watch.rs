@@ -545,6 +545,9 @@ struct EarlyState {
     last: HashMap<PathBuf, Instant>,
     /// Each path's last removal or rename (either side).
     moved: HashMap<PathBuf, Instant>,
+    /// The new names of renames the debouncer may still hold, each with
+    /// the first old name of its chain ([`Early::note`]).
+    renamed: HashMap<PathBuf, PathBuf>,
     last_prune: Option<Instant>,
 }
 
@@ -596,6 +599,7 @@ impl Early {
             renaming: Vec::new(),
             last: HashMap::default(),
             moved: HashMap::default(),
+            renamed: HashMap::default(),
             last_prune: None,
         })))
     }
@@ -632,6 +636,32 @@ impl Early {
         let send = |event: notify::Event| {
             let _ = daemon.send(Ok(vec![notify_debouncer_full::DebouncedEvent::new(event, now)]));
         };
+        // The debouncer keeps a rename under its new name, and a removal
+        // of that name, or of a directory above it, replaces or drops
+        // what it keeps there: `mv a b; rm b` within a debounce was handed
+        // over as b's removal alone, and a's record stayed in the index
+        // for good. So the new names are noted here, and when one of them
+        // goes while the debouncer may still hold its rename, the old
+        // name goes to the daemon as removed. Should the rename have been
+        // handed over already, the old name holds nothing any more: the
+        // removal changes nothing.
+        match event.kind {
+            EventKind::Modify(ModifyKind::Name(RenameMode::Both)) if event.paths.len() == 2 => {
+                let from = s.renamed.remove(&event.paths[0]).unwrap_or_else(|| event.paths[0].clone());
+                s.renamed.insert(event.paths[1].clone(), from);
+            }
+            EventKind::Remove(_) if !s.renamed.is_empty() => {
+                let gone: Vec<PathBuf> = s
+                    .renamed
+                    .extract_if(|to, _| event.paths.iter().any(|p| to.starts_with(p)))
+                    .map(|(_, from)| from)
+                    .collect();
+                if !gone.is_empty() {
+                    send(removal(gone));
+                }
+            }
+            _ => {}
+        }
         match event.kind {
             // A rename's new name comes as `To`, then `Both` with both names.
             EventKind::Modify(ModifyKind::Name(RenameMode::To)) => {}
@@ -697,6 +727,10 @@ impl Early {
             s.closed.retain(|_, t| now.duration_since(*t) < keep);
             s.last.retain(|_, t| now.duration_since(*t) < keep);
             s.moved.retain(|_, t| now.duration_since(*t) < keep);
+            // A new name quiet for `keep` was handed over (the debouncer
+            // holds a path while its events go on).
+            let EarlyState { renamed, last, .. } = &mut *s;
+            renamed.retain(|to, _| last.contains_key(to));
         }
         let mut out = Vec::with_capacity(events.len() + 1);
         // Old names of renames whose new name did not come: moved out.

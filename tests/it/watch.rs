@@ -508,6 +508,36 @@ fn the_daemon_honours_ignore_files_at_every_depth() {
     stop_with_sigterm(daemon);
 }
 
+/// A file renamed and then removed within a debounce, or moved into a
+/// directory removed within it: the debouncer keeps the rename under its
+/// new name and the removal replaces it there, so it handed over only the
+/// new name's removal, and the old name's record stayed in the index for
+/// good (found by random changes under the daemon, session 55).
+#[test]
+fn a_file_renamed_then_removed_within_a_debounce_leaves_the_index() {
+    let env = Env::new();
+    for name in ["a.txt", "c.txt", "f.txt", "keep.txt"] {
+        env.write(name, text(name.len() as u64 * 7 + u64::from(name.as_bytes()[0]), 300));
+    }
+    env.write("dir/x.txt", text(9, 300));
+    env.index();
+    // A long debounce, so that each sequence is within one.
+    let daemon = start_with(&env, 400);
+    let r = &env.root;
+    std::fs::rename(r.join("a.txt"), r.join("b.txt")).unwrap();
+    std::fs::remove_file(r.join("b.txt")).unwrap();
+    std::fs::create_dir(r.join("new")).unwrap();
+    std::fs::rename(r.join("c.txt"), r.join("new/d.txt")).unwrap();
+    std::fs::remove_dir_all(r.join("new")).unwrap();
+    std::fs::rename(r.join("f.txt"), r.join("g.txt")).unwrap();
+    std::fs::rename(r.join("g.txt"), r.join("h.txt")).unwrap();
+    std::fs::remove_file(r.join("h.txt")).unwrap();
+    std::fs::rename(r.join("dir"), r.join("dir2")).unwrap();
+    std::fs::remove_dir_all(r.join("dir2")).unwrap();
+    converges(&env, "renames removed within a debounce");
+    stop_with_sigterm(daemon);
+}
+
 #[test]
 fn the_live_index_follows_every_kind_of_change() {
     let env = Env::new();
