@@ -545,9 +545,12 @@ struct EarlyState {
     last: HashMap<PathBuf, Instant>,
     /// Each path's last removal or rename (either side).
     moved: HashMap<PathBuf, Instant>,
-    /// The new names of renames the debouncer may still hold, each with
-    /// the first old name of its chain ([`Early::note`]).
-    renamed: HashMap<PathBuf, PathBuf>,
+    /// Old names of renames, and when: each goes to the daemon as
+    /// removed unless the debouncer hands a rename from it over
+    /// ([`Early::note`]).
+    old_names: HashMap<PathBuf, Instant>,
+    /// How long an old name waits for that while the daemon is idle.
+    hand_over: Duration,
     last_prune: Option<Instant>,
 }
 
@@ -569,6 +572,10 @@ const EARLY_AGAIN: Duration = Duration::from_secs(1);
 /// end of its buffer; the old name alone after this is a removal (moved
 /// out of the roots).
 const RENAME_WAIT: Duration = Duration::from_millis(2);
+
+/// How old an old name of a rename gets before it goes to the daemon as
+/// removed while events never stop ([`Early::sift`]).
+const OLD_NAMES_BUSY: Duration = Duration::from_secs(30);
 
 /// Whether a raw event is a file's close after writing.
 fn is_close_write(kind: &EventKind) -> bool {
@@ -599,7 +606,8 @@ impl Early {
             renaming: Vec::new(),
             last: HashMap::default(),
             moved: HashMap::default(),
-            renamed: HashMap::default(),
+            old_names: HashMap::default(),
+            hand_over: 4 * debounce + EARLY_AGAIN,
             last_prune: None,
         })))
     }
@@ -636,31 +644,21 @@ impl Early {
         let send = |event: notify::Event| {
             let _ = daemon.send(Ok(vec![notify_debouncer_full::DebouncedEvent::new(event, now)]));
         };
-        // The debouncer keeps a rename under its new name, and a removal
-        // of that name, or of a directory above it, replaces or drops
-        // what it keeps there: `mv a b; rm b` within a debounce was handed
-        // over as b's removal alone, and a's record stayed in the index
-        // for good. So the new names are noted here, and when one of them
-        // goes while the debouncer may still hold its rename, the old
-        // name goes to the daemon as removed. Should the rename have been
-        // handed over already, the old name holds nothing any more: the
-        // removal changes nothing.
-        match event.kind {
-            EventKind::Modify(ModifyKind::Name(RenameMode::Both)) if event.paths.len() == 2 => {
-                let from = s.renamed.remove(&event.paths[0]).unwrap_or_else(|| event.paths[0].clone());
-                s.renamed.insert(event.paths[1].clone(), from);
+        // The debouncer keeps a rename under its new name. It folds a
+        // chain of renames (a → b → c) into one from the first old name to
+        // the last new one, and a removal of the new name, or of a
+        // directory above it, replaces or drops the rename it holds there.
+        // So `mv a b; rm b` within a debounce was handed over as b's
+        // removal alone, and a's record stayed in the index for good; so
+        // did b's in a → b → c when the daemon had read b meanwhile. Each
+        // old name is noted here, and goes to the daemon as removed unless
+        // a rename from it is handed over ([`Early::sift`]). The daemon
+        // then finds it gone, or there again: where the rename came
+        // through, that changes nothing.
+        if matches!(event.kind, EventKind::Modify(ModifyKind::Name(RenameMode::Both))) {
+            if let Some(from) = event.paths.first() {
+                s.old_names.insert(from.clone(), now);
             }
-            EventKind::Remove(_) if !s.renamed.is_empty() => {
-                let gone: Vec<PathBuf> = s
-                    .renamed
-                    .extract_if(|to, _| event.paths.iter().any(|p| to.starts_with(p)))
-                    .map(|(_, from)| from)
-                    .collect();
-                if !gone.is_empty() {
-                    send(removal(gone));
-                }
-            }
-            _ => {}
         }
         match event.kind {
             // A rename's new name comes as `To`, then `Both` with both names.
@@ -714,10 +712,18 @@ impl Early {
     /// which carry what was not read. (The debouncer keeps one event of a
     /// kind per path, and no modification after a creation: its events'
     /// own times cannot tell.)
+    ///
+    /// Old names of renames ([`Early::note`]) that no rename handed over
+    /// came from go as removals once they are [`EarlyState::hand_over`]
+    /// old while the daemon is `idle` (the channel empty: the debouncer
+    /// has handed over all it will), or [`OLD_NAMES_BUSY`] old. Sooner,
+    /// a rename handed over after its old name's removal would be a file
+    /// removed and a new one read, where it is a move.
     fn sift(
         &self,
         events: Vec<notify_debouncer_full::DebouncedEvent>,
         keep: Duration,
+        idle: bool,
     ) -> Vec<notify_debouncer_full::DebouncedEvent> {
         let now = Instant::now();
         let mut s = self.lock();
@@ -727,10 +733,6 @@ impl Early {
             s.closed.retain(|_, t| now.duration_since(*t) < keep);
             s.last.retain(|_, t| now.duration_since(*t) < keep);
             s.moved.retain(|_, t| now.duration_since(*t) < keep);
-            // A new name quiet for `keep` was handed over (the debouncer
-            // holds a path while its events go on).
-            let EarlyState { renamed, last, .. } = &mut *s;
-            renamed.retain(|to, _| last.contains_key(to));
         }
         let mut out = Vec::with_capacity(events.len() + 1);
         // Old names of renames whose new name did not come: moved out.
@@ -740,6 +742,21 @@ impl Early {
         if !gone.is_empty() {
             let gone = removal(gone.into_iter().map(|(p, _)| p).collect());
             out.push(notify_debouncer_full::DebouncedEvent::new(gone, now));
+        }
+        if !s.old_names.is_empty() {
+            for e in &events {
+                if matches!(e.kind, EventKind::Modify(ModifyKind::Name(RenameMode::Both))) {
+                    if let Some(from) = e.paths.first() {
+                        s.old_names.remove(from);
+                    }
+                }
+            }
+            let wait = if idle { s.hand_over } else { OLD_NAMES_BUSY.max(s.hand_over) };
+            let due: Vec<PathBuf> =
+                s.old_names.extract_if(|_, at| now.duration_since(*at) >= wait).map(|(p, _)| p).collect();
+            if !due.is_empty() {
+                out.push(notify_debouncer_full::DebouncedEvent::new(removal(due), now));
+            }
         }
         for e in events {
             if is_close_write(&e.kind) {
@@ -783,6 +800,14 @@ impl Early {
             out.push(notify_debouncer_full::DebouncedEvent::new(written, now));
         }
         out
+    }
+
+    /// Whether an old name of a rename is due ([`Early::sift`]) when the
+    /// daemon is idle.
+    fn old_names_due(&self) -> bool {
+        let now = Instant::now();
+        let s = self.lock();
+        s.old_names.values().any(|at| now.duration_since(*at) >= s.hand_over)
     }
 
     /// How long until the next close, or old name of a rename, waiting in
@@ -1412,7 +1437,7 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                             }
                         }
                         if errors.is_empty() {
-                            classify(early.sift(events, early_keep))
+                            classify(early.sift(events, early_keep, rx.is_empty()))
                         } else {
                             for e in &errors {
                                 tracing::warn!("file-system events: {e}; rescanning");
@@ -1420,8 +1445,10 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                             Batch { rescan: true, ..Batch::default() }
                         }
                     }
-                    Err(RecvTimeoutError::Timeout) if early.next_due().is_some_and(|d| d.is_zero()) => {
-                        classify(early.sift(Vec::new(), early_keep))
+                    Err(RecvTimeoutError::Timeout)
+                        if early.next_due().is_some_and(|d| d.is_zero()) || early.old_names_due() =>
+                    {
+                        classify(early.sift(Vec::new(), early_keep, true))
                     }
                     Err(RecvTimeoutError::Timeout)
                         if !recheck.is_empty() && last_activity.elapsed() >= opts.flush_idle =>
@@ -2916,7 +2943,7 @@ mod tests {
             let now = Instant::now();
             let mut events: Vec<DebouncedEvent> = rx.try_iter().flat_map(|m| m.unwrap()).collect();
             events.extend(msgs.into_iter().map(|e| DebouncedEvent::new(e, now)));
-            let mut out = early.sift(events, keep);
+            let mut out = early.sift(events, keep, true);
             let waiting = {
                 let mut s = early.lock();
                 for (_, at) in &mut s.pending {
@@ -2928,7 +2955,7 @@ mod tests {
                 !s.pending.is_empty() || !s.renaming.is_empty()
             };
             assert_eq!(early.next_due(), waiting.then_some(Duration::ZERO));
-            out.extend(early.sift(Vec::new(), keep));
+            out.extend(early.sift(Vec::new(), keep, true));
             assert_eq!(early.next_due(), None);
             out.into_iter().map(|e| (e.event.kind, e.event.paths)).collect()
         };

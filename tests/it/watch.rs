@@ -512,11 +512,14 @@ fn the_daemon_honours_ignore_files_at_every_depth() {
 /// directory removed within it: the debouncer keeps the rename under its
 /// new name and the removal replaces it there, so it handed over only the
 /// new name's removal, and the old name's record stayed in the index for
-/// good (found by random changes under the daemon, session 55).
+/// good. And a chain of renames, folded by the debouncer into one from the
+/// first old name to the last new one, left the record of a name between
+/// them that the daemon had read meanwhile. (Both found by random changes
+/// under the daemon, session 55.)
 #[test]
 fn a_file_renamed_then_removed_within_a_debounce_leaves_the_index() {
     let env = Env::new();
-    for name in ["a.txt", "c.txt", "f.txt", "keep.txt"] {
+    for name in ["a.txt", "c.txt", "f.txt", "m.txt", "keep.txt"] {
         env.write(name, text(name.len() as u64 * 7 + u64::from(name.as_bytes()[0]), 300));
     }
     env.write("dir/x.txt", text(9, 300));
@@ -535,6 +538,14 @@ fn a_file_renamed_then_removed_within_a_debounce_leaves_the_index() {
     std::fs::rename(r.join("dir"), r.join("dir2")).unwrap();
     std::fs::remove_dir_all(r.join("dir2")).unwrap();
     converges(&env, "renames removed within a debounce");
+    // A new file, read at its close; a file renamed over it (the daemon
+    // reads it again under that name), then on.
+    env.write("t.txt", text(11, 300));
+    std::thread::sleep(Duration::from_millis(100));
+    std::fs::rename(r.join("m.txt"), r.join("t.txt")).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    std::fs::rename(r.join("t.txt"), r.join("u.txt")).unwrap();
+    converges(&env, "a chain of renames through a name read meanwhile");
     stop_with_sigterm(daemon);
 }
 
