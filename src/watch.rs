@@ -2226,9 +2226,19 @@ fn apply(
             caught_up();
         }
     };
+    // The debouncer's renames are not the renames made: it folds a chain
+    // into one and keeps each under its new name, so a swap through a
+    // temporary name (a → t, b → a, t → b) comes as a → b, b → a. Applied
+    // one after the other, the second moves the first one's record on, and
+    // of two hard links swapped (whose inode matches either way) one name
+    // was left without a record for good. A path both renamed from and to
+    // in the batch is compared with the index again after them all.
+    let froms: HashSet<&PathBuf> = batch.renames.iter().map(|(from, _)| from).collect();
+    let again: Vec<PathBuf> = batch.renames.iter().map(|(_, to)| to).filter(|to| froms.contains(to)).cloned().collect();
     for (from, to) in batch.renames {
         rename(store, writer, filter, &from, &to, &before_walk, &mut check)?;
     }
+    check.extend(again);
     if check.iter().any(|p| is_ignore_file(p)) {
         filter.reset();
     }

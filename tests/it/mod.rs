@@ -173,13 +173,3 @@ pub fn text(seed: u64, words: usize) -> Vec<u8> {
 pub fn path_of(p: &Path) -> Vec<u8> {
     p.as_os_str().as_bytes().to_vec()
 }
-
-#[test]
-fn zz_dump_files() {
-    let Some(db) = std::env::var_os("DUMP_DB") else { return };
-    let s = Store::open(std::path::Path::new(&db), simd::store::Access::Read, None).unwrap();
-    for (p, c) in files_of(&s) {
-        let f = s.scan::<Files>().map(|r| r.unwrap()).find(|(_, f)| f.path == p).unwrap();
-        eprintln!("{} {c} {:?}", String::from_utf8_lossy(&p), (f.1.size, f.1.mtime, f.1.inode));
-    }
-}

@@ -549,6 +549,30 @@ fn a_file_renamed_then_removed_within_a_debounce_leaves_the_index() {
     stop_with_sigterm(daemon);
 }
 
+/// Two names swapped through a temporary one within a debounce (a → t,
+/// b → a, t → b), which the debouncer hands over as a → b and b → a: of
+/// two hard links of one file, one name was left without a record for
+/// good (random changes under the daemon, session 55); two files keep
+/// their records under their new names.
+#[test]
+fn names_swapped_within_a_debounce_keep_their_records() {
+    let env = Env::new();
+    env.write("a.txt", text(1, 300));
+    std::fs::hard_link(env.root.join("a.txt"), env.root.join("b.txt")).unwrap();
+    env.write("c.txt", text(2, 300));
+    env.write("d.txt", text(3, 300));
+    env.index();
+    let daemon = start_with(&env, 400);
+    let r = &env.root;
+    for (x, y) in [("a.txt", "b.txt"), ("c.txt", "d.txt")] {
+        std::fs::rename(r.join(x), r.join("t")).unwrap();
+        std::fs::rename(r.join(y), r.join(x)).unwrap();
+        std::fs::rename(r.join("t"), r.join(y)).unwrap();
+    }
+    converges(&env, "names swapped");
+    stop_with_sigterm(daemon);
+}
+
 #[test]
 fn the_live_index_follows_every_kind_of_change() {
     let env = Env::new();
