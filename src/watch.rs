@@ -810,8 +810,10 @@ impl Early {
         s.old_names.values().any(|at| now.duration_since(*at) >= s.hand_over)
     }
 
-    /// How long until the next close, or old name of a rename, waiting in
-    /// [`Early::sift`] is due.
+    /// How long until the next close, or old name of a rename of a path
+    /// taken at its close (`renaming`), waiting in [`Early::sift`] is due.
+    /// (The other old names wait for the daemon to be idle:
+    /// [`Early::old_names_due`].)
     fn next_due(&self) -> Option<Duration> {
         let now = Instant::now();
         let s = self.lock();
