@@ -65,7 +65,8 @@ def main():
             alone = time.time() - t
             put_back()
             subprocess.run([a.simd, "--db", a.db, "--quiet", "index", tree], check=True)
-            d = subprocess.Popen([a.simd, "--db", a.db, "watch"], stderr=subprocess.DEVNULL)
+            log = open(os.environ["DAEMON_LOG"], "a") if os.environ.get("DAEMON_LOG") else subprocess.DEVNULL
+            d = subprocess.Popen([a.simd, "--db", a.db, "watch"], stderr=log)
             try:
                 while not (os.path.exists(state) and read_state().get("ready")):
                     time.sleep(0.05)
