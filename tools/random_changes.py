@@ -3,7 +3,8 @@
 users and programs make them under a running daemon: files written,
 appended to, overwritten, saved through a temporary file, renamed (over
 another file too, and swapped), moved out of the tree and back, removed,
-truncated, touched, hard-linked, copied, made unreadable for a moment,
+truncated, touched, hard-linked, copied, made unreadable for a moment
+(and changed meanwhile: files, and directories with files in them),
 replaced by a FIFO, written in several writes; directories made, moved
 (over an empty one too), moved out and back, copied and removed; symlinks
 (to files, directories, /usr and nowhere); large files (1-3 MB).
@@ -54,7 +55,7 @@ def newname(d, ext=".txt"):
 
 def op():
     fs, ds = files(), dirs()
-    k = R.randrange(27)
+    k = R.randrange(29)
     f = R.choice(fs) if fs else None
     d = R.choice(ds)
     if k == 0 or f is None:
@@ -148,6 +149,24 @@ def op():
         if not e.startswith(d + "/"):
             os.mkdir(e)
             os.rename(d, e)
+    elif k == 27:  # a file changed while it is unreadable (to all but root)
+        os.chmod(f, 0)
+        try:
+            open(f, "ab").write(text(R.randrange(5, 100)))
+            time.sleep(R.random() * 0.3)
+        finally:
+            os.chmod(f, 0o644)
+    elif k == 28 and d != root:  # a directory unreadable for a while, its files changed meanwhile
+        os.chmod(d, 0)
+        try:
+            inside = [x for x in fs if x.startswith(d + "/")]
+            for g in R.sample(inside, min(len(inside), R.randrange(1, 4))):
+                open(g, "ab").write(text(R.randrange(5, 100)))
+            if R.random() < 0.5:
+                open(newname(d), "wb").write(text(200))
+            time.sleep(R.random() * 0.3)
+        finally:
+            os.chmod(d, 0o755)
     elif k == 21:  # fifo or symlink back to a file
         ps = [os.path.join(dd, x) for dd in ds for x in os.listdir(dd)
               if stat.S_ISFIFO(os.lstat(os.path.join(dd, x)).st_mode) or os.path.islink(os.path.join(dd, x))]
@@ -192,6 +211,7 @@ os.rename = logged("rename", os.rename)
 os.remove = logged("remove", os.remove)
 shutil.rmtree = logged("rmtree", shutil.rmtree)
 os.mkfifo = logged("mkfifo", os.mkfifo)
+os.chmod = logged("chmod", os.chmod)
 os.link = logged("link", os.link)
 os.symlink = logged("symlink", os.symlink)
 shutil.copytree = logged("copytree", shutil.copytree)
