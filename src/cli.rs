@@ -382,16 +382,9 @@ pub fn run(cli: Cli) -> Result<Exit> {
             let mut summary = match lock {
                 None => ingest::index(&Store::open_build(&db, params)?, &opts)?,
                 Some(lock) => match Store::open(&db, Access::Read, params) {
-                    Ok(reader) if !reader.postings_pending()? => match ingest::prewalk(&reader, &opts)? {
-                        ingest::Prewalk::Unchanged(summary) => summary,
-                        ingest::Prewalk::Changed(found) => {
-                            ingest::index_prewalked(&reader, || Store::open_writer_beside(&reader, lock), &opts, found)?
-                        }
-                        ingest::Prewalk::Unknown => {
-                            drop(reader);
-                            ingest::index(&Store::open_writer(&db, lock, params)?, &opts)?
-                        }
-                    },
+                    Ok(reader) if !reader.postings_pending()? => {
+                        ingest::index_locked(reader, lock, &opts, |lock| Store::open_writer(&db, lock, params))?
+                    }
                     other => {
                         drop(other);
                         ingest::index(&Store::open_writer(&db, lock, params)?, &opts)?

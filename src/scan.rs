@@ -499,7 +499,8 @@ pub fn walk(
     let shared = Mutex::new(outcome);
     builder.build_parallel().run(|| {
         let shared = &shared;
-        let mut local = Local { out: WalkOutcome::default(), shared, batch: Vec::new(), tx: tx.clone(), dir: None };
+        let mut local =
+            Local { out: WalkOutcome::default(), shared, batch: Vec::new(), tx: tx.clone(), dir: None, sent: false };
         Box::new(move |entry| {
             let entry = match entry {
                 Ok(e) => e,
@@ -543,6 +544,9 @@ pub fn walk(
                 }
                 return WalkState::Continue;
             };
+            if !local.out.pending.is_empty() && !local.resolve_pending(store, known, root_dirs) {
+                return WalkState::Quit;
+            }
             let path = entry.path();
             // A path the index has no record of is read whatever its stat
             // says (the reader stats the open file): only a recorded file
@@ -590,6 +594,8 @@ struct Local<'a> {
     /// The directory whose files this thread stats (its path's bytes),
     /// held open (None: it could not be opened), [`Local::lstat`].
     dir: Option<(Vec<u8>, Option<File>)>,
+    /// Whether this thread has sent a batch yet.
+    sent: bool,
 }
 
 impl Local<'_> {
@@ -624,12 +630,43 @@ impl Local<'_> {
         std::fs::symlink_metadata(path).map(|m| Stat::of(&m))
     }
 
+    /// Compares the files this thread met before the records were loaded
+    /// ([`resolve_pending`]) as soon as it meets one after: on the
+    /// generated corpus most files are met before (the records take ~60 ms
+    /// of an ~85 ms walk), and comparing them all once the walk had ended
+    /// took ~10 ms more on one thread, and sent a changed file only then.
+    /// False when the walk is to stop.
+    fn resolve_pending(&mut self, store: &Store, known: &Known, roots: &[Arc<RootDir>]) -> bool {
+        for (path, stat) in std::mem::take(&mut self.out.pending) {
+            match known.find(store, &path) {
+                Ok(Some(found)) if found.matches(&stat) => self.out.add_unchanged(found, &path, &stat),
+                Ok(old) => {
+                    let root = RootDir::find(roots, &path).cloned();
+                    let old = old.map(|f| f.owned(&path));
+                    if !self.send(Candidate { root, ..Candidate::new(path, old) }) {
+                        return false;
+                    }
+                }
+                Err(e) => {
+                    self.out.store_errors.push(e);
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
     /// Queues `cand`, sending the batch once full; false once nobody takes
-    /// candidates any more.
+    /// candidates any more. A thread's first candidate goes at once: a
+    /// run that finds one changed file opens its writer as soon as the
+    /// walk meets it (`ingest::index_locked`), not when the walk ends.
     fn send(&mut self, cand: Candidate) -> bool {
         self.batch.push(cand);
-        self.batch.len() < WALK_BATCH
-            || self.tx.send(std::mem::replace(&mut self.batch, Vec::with_capacity(WALK_BATCH))).is_ok()
+        if self.sent && self.batch.len() < WALK_BATCH {
+            return true;
+        }
+        self.sent = true;
+        self.tx.send(std::mem::replace(&mut self.batch, Vec::with_capacity(WALK_BATCH))).is_ok()
     }
 }
 
@@ -747,14 +784,39 @@ mod tests {
         let mut map = HashMap::default();
         map.insert(path_bytes(&root.join("same.txt")), (FileId(1), rec("same.txt", 0)));
         map.insert(path_bytes(&root.join("changed.txt")), (FileId(2), rec("changed.txt", 1)));
-        let candidates = resolve_pending(&store, &Known::Loaded(map), &mut out).unwrap();
+        let known = Known::Loaded(map);
+        let pending = out.pending.clone();
+        let candidates = resolve_pending(&store, &known, &mut out).unwrap();
         assert!(out.pending.is_empty());
         assert_eq!(out.unchanged, [FileId(1)]);
         assert_eq!(out.unchanged_bytes, "same.txt".len() as u64);
-        let mut found: Vec<(PathBuf, Option<FileId>)> =
-            candidates.into_iter().map(|c| (c.path, c.old.map(|(id, _)| id))).collect();
-        found.sort();
-        assert_eq!(found, [(root.join("changed.txt"), Some(FileId(2))), (root.join("d/new.txt"), None)]);
+        let sorted = |candidates: Vec<Candidate>| {
+            let mut found: Vec<(PathBuf, Option<FileId>)> =
+                candidates.into_iter().map(|c| (c.path, c.old.map(|(id, _)| id))).collect();
+            found.sort();
+            found
+        };
+        let want = [(root.join("changed.txt"), Some(FileId(2))), (root.join("d/new.txt"), None)];
+        assert_eq!(sorted(candidates), want);
+
+        // A walker thread that meets a file once the records are there
+        // compares those it met before in the same way, and sends the
+        // candidates at once (its first batch is not held back).
+        let shared = Mutex::new(WalkOutcome::default());
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let mut local =
+            Local { out: WalkOutcome::default(), shared: &shared, batch: Vec::new(), tx, dir: None, sent: false };
+        local.out.pending = pending;
+        assert!(local.resolve_pending(&store, &known, &[]));
+        assert!(local.out.pending.is_empty());
+        let mut sent = rx.try_recv().expect("the first candidate is sent at once");
+        assert_eq!(sent.len(), 1);
+        assert!(rx.try_recv().is_err(), "the next ones wait for a full batch");
+        drop(local);
+        sent.extend(rx.try_iter().flatten());
+        assert_eq!(sorted(sent), want);
+        let shared = shared.into_inner().unwrap();
+        assert_eq!((shared.unchanged, shared.unchanged_bytes), (vec![FileId(1)], "same.txt".len() as u64));
     }
 
     #[test]

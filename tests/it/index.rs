@@ -109,6 +109,27 @@ fn changes_read_beside_the_writers_open_match_a_fresh_index() {
     assert_eq!(hashes.len(), 1, "f1 and f2 hold one content");
 }
 
+/// A run that finds more changed files than a read-only walk collects
+/// (4,096) has its writer opened during that walk, at the first changed
+/// file (`ingest::index_locked`), and walks again with it: every file is
+/// read once, and the index equals a fresh one.
+#[test]
+fn a_run_past_what_a_walk_collects_walks_again_with_the_writer_it_opened() {
+    let env = Env::new();
+    const N: u64 = 4_200;
+    for i in 0..N {
+        env.write(&format!("d{}/f{i}.txt", i % 16), format!("file {i}\n"));
+    }
+    assert_eq!(env.index()["new"].as_u64(), Some(N));
+    for i in 0..N {
+        env.write(&format!("d{}/f{i}.txt", i % 16), format!("file {i}, changed\n"));
+    }
+    let s = env.index();
+    assert_eq!((s["changed"].as_u64(), s["unchanged"].as_u64()), (Some(N), Some(0)), "{s}");
+    env.check();
+    env.assert_same_as_fresh(&[&env.root]);
+}
+
 #[test]
 fn identical_copies_share_one_content() {
     let env = Env::new();
