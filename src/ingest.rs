@@ -807,7 +807,13 @@ pub fn index_locked(
     // `index_prewalked` waits for before it reads.
     let early = reader.format().schema_version == SCHEMA_VERSION;
     let (go_tx, go_rx) = bounded::<()>(1);
-    let walked = std::thread::scope(|s| -> Result<Result<Summary, WriterLock>, IngestError> {
+    // What is left once the walk is done: nothing, or a writer's run.
+    enum Then {
+        Done(Summary),
+        Writer(Store),
+        Lock(WriterLock),
+    }
+    let then = std::thread::scope(|s| -> Result<Then, IngestError> {
         let reader = &reader;
         // The writer, once asked for; the lock back when it never was.
         let opener = s.spawn(move || match go_rx.recv() {
@@ -816,25 +822,26 @@ pub fn index_locked(
         });
         let walked = prewalk(reader, opts, early.then_some(go_tx));
         let opened = opener.join().expect("opening the writer does not panic");
-        Ok(Ok(match (walked?, opened) {
-            (Prewalk::Unchanged(summary), _) => summary,
-            (Prewalk::Changed(found), Ok(writer)) => index_prewalked(reader, || writer, opts, found)?,
+        Ok(match (walked?, opened) {
+            (Prewalk::Unchanged(summary), _) => Then::Done(summary),
+            (Prewalk::Changed(found), Ok(writer)) => Then::Done(index_prewalked(reader, || writer, opts, found)?),
             (Prewalk::Changed(found), Err(lock)) => {
-                index_prewalked(reader, || Store::open_writer_beside(reader, lock), opts, found)?
+                Then::Done(index_prewalked(reader, || Store::open_writer_beside(reader, lock), opts, found)?)
             }
-            // Past what a walk collects: a writer's run walks again.
-            (Prewalk::Unknown, Ok(writer)) => index(&writer?, opts)?,
-            (Prewalk::Unknown, Err(lock)) => return Ok(Err(lock)),
-        }))
+            (Prewalk::Unknown, Ok(writer)) => Then::Writer(writer?),
+            (Prewalk::Unknown, Err(lock)) => Then::Lock(lock),
+        })
     })?;
-    match walked {
-        Ok(summary) => Ok(summary),
-        // The reader is closed before the writer opens: the writer's open
-        // may upgrade the index, which replaces its directory.
-        Err(lock) => {
-            drop(reader);
-            index(&open_writer(lock)?, opts)
-        }
+    // Past what a walk collects, or not known from it: a writer's run
+    // walks again. The reader is closed first: it would keep every table
+    // file the run's compactions delete (and its memory) until the end,
+    // and a writer's open may upgrade the index, which replaces its
+    // directory.
+    drop(reader);
+    match then {
+        Then::Done(summary) => Ok(summary),
+        Then::Writer(writer) => index(&writer, opts),
+        Then::Lock(lock) => index(&open_writer(lock)?, opts),
     }
 }
 
