@@ -401,7 +401,7 @@ impl UnionFind {
 
 /// The live contents (those with a name), sorted, with the ids of their
 /// names, from one scan of `content_names`.
-fn live_contents(store: &Store) -> Result<(Vec<ContentHash>, Vec<Vec<FileId>>), StoreError> {
+pub(crate) fn live_contents(store: &Store) -> Result<(Vec<ContentHash>, Vec<Vec<FileId>>), StoreError> {
     let (mut contents, mut ids): (Vec<ContentHash>, Vec<Vec<FileId>>) = (Vec::new(), Vec::new());
     for item in store.scan::<ContentNames>() {
         let ((content, id), ()) = item?;
@@ -421,6 +421,22 @@ fn live_contents(store: &Store) -> Result<(Vec<ContentHash>, Vec<Vec<FileId>>), 
 pub(crate) struct Places(Vec<(ContentId, u32)>);
 
 impl Places {
+    /// From the id of each live content, by place.
+    pub(crate) fn from_ids(ids: &[ContentId]) -> Places {
+        let mut places: Vec<(ContentId, u32)> = ids.iter().enumerate().map(|(i, &id)| (id, i as u32)).collect();
+        places.sort_unstable();
+        Places(places)
+    }
+
+    /// The id of each of the `n` live contents, by place.
+    pub(crate) fn ids(&self, n: usize) -> Vec<ContentId> {
+        let mut ids = vec![ContentId(0); n];
+        for &(id, i) in &self.0 {
+            ids[i as usize] = id;
+        }
+        ids
+    }
+
     pub(crate) fn new(store: &Store, contents: &[ContentHash]) -> Result<Places, StoreError> {
         let mut places = Vec::with_capacity(contents.len());
         for item in store.scan::<ContentById>() {
@@ -581,6 +597,8 @@ pub fn templates(store: &Store) -> Result<Ignored, StoreError> {
 
 /// The partition of the live contents by shared non-ignored chunks.
 struct Partition {
+    /// The id of each live content, by place.
+    content_ids: Vec<ContentId>,
     components: Vec<Vec<u32>>,
     ignored: Ignored,
     /// Chunks over the cutoff (in `ignored.chunks` with the templates).
@@ -613,6 +631,7 @@ fn partition(
     let places = Places::new(store, contents)?;
     let mut uf = UnionFind::new(contents.len());
     let mut p = Partition {
+        content_ids: places.ids(contents.len()),
         components: Vec::new(),
         ignored: Ignored { chunks: HashSet::new(), samples: templates.samples.clone() },
         over_common: Vec::new(),
@@ -1057,6 +1076,10 @@ pub(crate) struct Basis {
     pub contents: Vec<ContentHash>,
     /// The size of each content in `contents`.
     pub sizes: Vec<u64>,
+    /// The ids of each content's names, and its content id: an update
+    /// brings them up to date from the contents whose names changed,
+    /// rather than scanning `content_names` and `content_by_id` again.
+    pub names: Names,
     /// Chunks over the cutoff, sorted.
     pub over_common: Vec<ChunkKey>,
     /// Digest of the template chunks and samples.
@@ -1070,10 +1093,12 @@ pub(crate) struct Basis {
 impl Basis {
     /// The basis of `a`, whose links (`links`, by place in `contents`) and
     /// their contents' sizes and payloads (`info`) it was assembled from.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         a: &Analysis,
         contents: Vec<ContentHash>,
         sizes: Vec<u64>,
+        names: Names,
         links: Vec<ContentLink>,
         info: &MemberInfo,
         over_common: Vec<ChunkKey>,
@@ -1096,12 +1121,21 @@ impl Basis {
             totals: a.ignored,
             contents,
             sizes,
+            names,
             over_common,
             templates,
             links,
             linked,
         }
     }
+}
+
+/// The ids of the names of each live content, and its content id, by
+/// place ([`Basis::names`]).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub(crate) struct Names {
+    pub ids: Vec<Vec<FileId>>,
+    pub content_ids: Vec<ContentId>,
 }
 
 /// Content hashes as one byte string of 16 bytes each.
@@ -1360,7 +1394,8 @@ pub(crate) fn analyse(
     let (analysis, _) = assemble(store, frame, Namer::Table(files), &mut links, &info)?;
     let mut over_common = part.over_common;
     over_common.sort_unstable();
-    let basis = Basis::new(&analysis, contents, sizes, links, &info, over_common, templates_digest(&templates));
+    let names = Names { ids, content_ids: part.content_ids };
+    let basis = Basis::new(&analysis, contents, sizes, names, links, &info, over_common, templates_digest(&templates));
     Ok((analysis, basis))
 }
 

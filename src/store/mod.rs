@@ -1060,24 +1060,24 @@ impl Store {
         self.db.latest_sequence_number()
     }
 
-    /// Every 8-byte key written or deleted, in any CF, after sequence
-    /// number `since`, as u64 (big-endian), read from the write-ahead log;
-    /// None when the log cannot tell all of it: a part of it is gone
-    /// (flushed and not archived), a write skipped it (a bulk load, an
-    /// ingested table), or a batch holds what its iteration does not show
-    /// (a range deletion). A file record's key is its 8-byte id, so the
-    /// file records changed since `since` are among these (with whatever
-    /// other 8-byte keys were written: a superset).
-    pub fn keys_written_since(&self, since: u64) -> Option<std::collections::HashSet<u64>> {
+    /// What was written or deleted, in any CF, after sequence number
+    /// `since`, read from the write-ahead log ([`Written`]); None when the
+    /// log cannot tell all of it: a part of it is gone (flushed and not
+    /// archived), a write skipped it (a bulk load, an ingested table), or a
+    /// batch holds what its iteration does not show (a range deletion).
+    pub fn keys_written_since(&self, since: u64) -> Option<Written> {
         struct Keys {
-            keys: std::collections::HashSet<u64>,
+            keys: Written,
             ops: usize,
         }
         impl Keys {
             fn note(&mut self, key: &[u8]) {
                 self.ops += 1;
                 if let Ok(k) = <[u8; 8]>::try_from(key) {
-                    self.keys.insert(u64::from_be_bytes(k));
+                    self.keys.keys.insert(u64::from_be_bytes(k));
+                } else if key.len() == CONTENT_NAME_KEY {
+                    let hash: [u8; 16] = key[..16].try_into().expect("16 bytes");
+                    self.keys.named.insert(ContentHash(hash));
                 }
             }
         }
@@ -1096,7 +1096,7 @@ impl Store {
         if since >= latest {
             return Some(Default::default());
         }
-        let mut keys = Keys { keys: Default::default(), ops: 0 };
+        let mut keys = Keys { keys: Written::default(), ops: 0 };
         // The batches must follow one another from `since + 1` to the
         // latest: a gap is a part of the log gone or never written.
         let mut next = since + 1;
@@ -1577,6 +1577,24 @@ fn dir_size(dir: &Path) -> u64 {
         .sum()
 }
 
+/// What the write-ahead log holds since a sequence number
+/// ([`Store::keys_written_since`]): keys of two lengths, each a superset of
+/// what a reader asks for (the other CFs' keys of the same length come
+/// with them).
+#[derive(Debug, Default)]
+pub struct Written {
+    /// Every 8-byte key, as u64 (big-endian): a file record's key is its
+    /// id, so the file records written or deleted are among these.
+    pub keys: std::collections::HashSet<u64>,
+    /// The first 16 bytes of every key as long as a `content_names` key
+    /// (content hash ‖ file id): every content that gained or lost a name
+    /// is among these.
+    pub named: std::collections::HashSet<ContentHash>,
+}
+
+/// The length of a `content_names` key.
+const CONTENT_NAME_KEY: usize = 24;
+
 /// The smallest key greater than every key starting with `prefix`.
 fn prefix_upper_bound(prefix: &[u8]) -> Option<Vec<u8>> {
     let mut upper = prefix.to_vec();
@@ -2014,6 +2032,7 @@ mod tests {
                     dev: 1,
                 };
                 b.put::<Files>(&FileId(id), &rec);
+                b.put::<ContentNames>(&(rec.content, FileId(id)), &());
             }
             s.write(b).unwrap();
         };
@@ -2022,13 +2041,19 @@ mod tests {
         put(&[7, 9]);
         s.flush().unwrap();
         put(&[11]);
+        let mut b = s.batch();
+        b.delete::<ContentNames>(&(ContentHash([12; 16]), FileId(12)));
+        s.write(b).unwrap();
         let now = s.sequence();
         for store in [&s, &Store::open(&dir, Access::Read, None).unwrap()] {
-            let keys = store.keys_written_since(since).unwrap();
-            assert!([7, 9, 11].iter().all(|k| keys.contains(k)), "{keys:?}");
+            let w = store.keys_written_since(since).unwrap();
+            assert!([7, 9, 11].iter().all(|k| w.keys.contains(k)), "{w:?}");
+            let named = |ids: &[u8]| ids.iter().all(|&i| w.named.contains(&ContentHash([i; 16])));
+            assert!(named(&[7, 9, 11, 12]), "{w:?}");
             let last = store.keys_written_since(now - 1).unwrap();
-            assert!(last.contains(&11), "{last:?}");
-            assert!(store.keys_written_since(now).unwrap().is_empty());
+            assert!(last.named.contains(&ContentHash([12; 16])), "{last:?}");
+            let now = store.keys_written_since(now).unwrap();
+            assert!(now.keys.is_empty() && now.named.is_empty());
         }
         // RocksDB moves the flushed log from its flush thread, just after
         // the flush: waited for.
@@ -2044,7 +2069,7 @@ mod tests {
         let mut b = built.batch();
         b.put::<History>(&(b"/r/x".to_vec(), 1), &HistoryRecord::Moved { to: b"/r/y".to_vec() });
         built.write(b).unwrap();
-        assert_eq!(built.keys_written_since(before), None, "a write without the log is a gap");
+        assert!(built.keys_written_since(before).is_none(), "a write without the log is a gap");
     }
 
     /// A reader's open that the writer's flush overtook is tried again,
