@@ -795,8 +795,9 @@ pub fn index_prewalked(
 /// written, synced and read back, a new manifest and WAL) that a run
 /// changing one file of the Django tree (66.5k files) waited for after
 /// its walk, where reading the file took ~1–5 ms. A file the walk meets
-/// before the index's records are loaded is only known to be changed
-/// after the walk: the writer then opens after it, as before.
+/// before the index's records are loaded is known to be changed once its
+/// walker thread meets another file after they are (or after the walk,
+/// `scan::resolve_pending`): the writer opens then.
 pub fn index_locked(
     reader: Store,
     lock: WriterLock,

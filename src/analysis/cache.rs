@@ -655,17 +655,17 @@ fn names_since(
             names.ids.push(ids);
             names.content_ids.push(id);
         }
-        let before = was.next_if(|(k, _)| **k == c).map(|(_, (_, id))| id);
+        was.next_if(|(k, _)| **k == c);
         let ids: Vec<FileId> = store.names(&c).map(|r| r.map(|((_, id), ())| id)).collect::<Result<_, _>>()?;
         if ids.is_empty() {
             continue; // gone, or a key of another table
         }
-        let id = match before {
-            Some(id) => id,
-            None => match store.get_postings(&c)? {
-                Some(rec) => rec.id,
-                None => return Ok(None), // names with no record: `simd check` says more
-            },
+        // Its id from its record, even when it was live before: it may
+        // have lost every name meanwhile, its record dropped by retention,
+        // and come back with a new one.
+        let id = match store.get_postings(&c)? {
+            Some(rec) => rec.id,
+            None => return Ok(None), // names with no record: `simd check` says more
         };
         now.push(c);
         names.ids.push(ids);

@@ -554,6 +554,46 @@ fn similar_answers_for_unindexed_files_and_stdin_identical_first() {
     assert_eq!(r["hits"][0]["kind"], "identical", "{r:#}");
 }
 
+/// A content that loses its last name, has its record dropped by history's
+/// retention, and comes back between two reports has a new content id
+/// (the postings name it by that one): an update takes the id from the
+/// record, not from the cache, and a new content finds it through the
+/// postings.
+#[test]
+fn a_content_back_under_a_new_id_is_found_by_an_update() {
+    let env = Env::new();
+    let doc = text(70, 3000);
+    env.write("a.txt", &doc);
+    env.write("b.txt", edited(&doc, 3, 1));
+    for i in 0..4u64 {
+        env.write(&format!("other{i}.txt"), text(80 + i, 2000));
+    }
+    env.index();
+    env.simd().args(["report"]).assert().success();
+    let id_of = |env: &Env| {
+        let store = env.open();
+        let path = super::path_of(&env.root.join("a.txt").canonicalize().unwrap());
+        let file = store.get::<simd::store::Paths>(&path).unwrap().expect("a.txt is indexed");
+        let content = store.get::<simd::store::Files>(&file).unwrap().expect("its record").content;
+        store.get_postings(&content).unwrap().expect("its content's record").id
+    };
+    let before = id_of(&env);
+    std::fs::remove_file(env.root.join("a.txt")).unwrap();
+    env.simd().args(["index", "--keep-history-days", "0"]).arg(&env.root).assert().success();
+    env.write("a.txt", &doc);
+    // A new version, relinked: it finds a.txt's content through the
+    // postings, by its new id.
+    env.write("c.txt", edited(&doc, 5, 2));
+    env.index();
+    assert_ne!(id_of(&env), before, "the content came back under a new id");
+    let out = env.simd().args(["-v", "--format", "json", "report"]).assert().success();
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(stderr.contains("analysis brought up to date"), "{stderr}");
+    let updated: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(updated, fresh_report(&env, &[]));
+    assert_eq!(updated["totals"]["clusters"], 1, "{updated:#}");
+}
+
 /// `base` (words separated by single spaces) with one word in `every`
 /// replaced: edits too dense for any 1 KB chunk to survive.
 /// Random rounds of changes (seeded): after each, the analysis brought up
