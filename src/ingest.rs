@@ -823,14 +823,19 @@ pub fn index_locked(
         });
         let walked = prewalk(reader, opts, early.then_some(go_tx));
         let opened = opener.join().expect("opening the writer does not panic");
-        Ok(match (walked?, opened) {
-            (Prewalk::Unchanged(summary), _) => Then::Done(summary),
-            (Prewalk::Changed(found), Ok(writer)) => Then::Done(index_prewalked(reader, || writer, opts, found)?),
-            (Prewalk::Changed(found), Err(lock)) => {
-                Then::Done(index_prewalked(reader, || Store::open_writer_beside(reader, lock), opts, found)?)
+        Ok(match walked? {
+            Prewalk::Unchanged(summary) => Then::Done(summary),
+            Prewalk::Changed(found) => {
+                let writer = || match opened {
+                    Ok(writer) => writer,
+                    Err(lock) => Store::open_writer_beside(reader, lock),
+                };
+                Then::Done(index_prewalked(reader, writer, opts, found)?)
             }
-            (Prewalk::Unknown, Ok(writer)) => Then::Writer(writer?),
-            (Prewalk::Unknown, Err(lock)) => Then::Lock(lock),
+            Prewalk::Unknown => match opened {
+                Ok(writer) => Then::Writer(writer?),
+                Err(lock) => Then::Lock(lock),
+            },
         })
     })?;
     // Past what a walk collects, or not known from it: a writer's run

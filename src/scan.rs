@@ -205,16 +205,34 @@ impl Records<'_> {
 /// (added to `out`) or a candidate (returned).
 pub fn resolve_pending(store: &Store, known: &Known, out: &mut WalkOutcome) -> Result<Vec<Candidate>, StoreError> {
     let mut candidates = Vec::new();
+    sort_pending(store, known, out, |c| {
+        candidates.push(c);
+        true
+    })?;
+    Ok(candidates)
+}
+
+/// Takes the files `out` left pending and compares them with `known`:
+/// each is unchanged (added to `out`) or a candidate, handed to `take`
+/// until it returns false; then false.
+fn sort_pending(
+    store: &Store,
+    known: &Known,
+    out: &mut WalkOutcome,
+    mut take: impl FnMut(Candidate) -> bool,
+) -> Result<bool, StoreError> {
     for (path, stat) in std::mem::take(&mut out.pending) {
         match known.find(store, &path)? {
             Some(found) if found.matches(&stat) => out.add_unchanged(found, &path, &stat),
             old => {
                 let old = old.map(|f| f.owned(&path));
-                candidates.push(Candidate::new(path, old));
+                if !take(Candidate::new(path, old)) {
+                    return Ok(false);
+                }
             }
         }
     }
-    Ok(candidates)
+    Ok(true)
 }
 
 /// The stat fields that decide whether a file changed, and its number of
@@ -637,23 +655,16 @@ impl Local<'_> {
     /// took ~10 ms more on one thread, and sent a changed file only then.
     /// False when the walk is to stop.
     fn resolve_pending(&mut self, store: &Store, known: &Known, roots: &[Arc<RootDir>]) -> bool {
-        for (path, stat) in std::mem::take(&mut self.out.pending) {
-            match known.find(store, &path) {
-                Ok(Some(found)) if found.matches(&stat) => self.out.add_unchanged(found, &path, &stat),
-                Ok(old) => {
-                    let root = RootDir::find(roots, &path).cloned();
-                    let old = old.map(|f| f.owned(&path));
-                    if !self.send(Candidate { root, ..Candidate::new(path, old) }) {
-                        return false;
-                    }
-                }
-                Err(e) => {
-                    self.out.store_errors.push(e);
-                    return false;
-                }
-            }
-        }
-        true
+        let mut out = std::mem::take(&mut self.out);
+        let sorted = sort_pending(store, known, &mut out, |c| {
+            let root = RootDir::find(roots, &c.path).cloned();
+            self.send(Candidate { root, ..c })
+        });
+        self.out = out;
+        sorted.unwrap_or_else(|e| {
+            self.out.store_errors.push(e);
+            false
+        })
     }
 
     /// Queues `cand`, sending the batch once full; false once nobody takes

@@ -648,12 +648,15 @@ fn names_since(
     let (mut now, mut names) = (Vec::with_capacity(n + touched.len()), Names::default());
     names.ids.reserve(n + touched.len());
     names.content_ids.reserve(n + touched.len());
+    let mut keep = |c: ContentHash, ids: Vec<FileId>, id: ContentId| {
+        now.push(c);
+        names.ids.push(ids);
+        names.content_ids.push(id);
+    };
     let mut was = contents.iter().zip(known.ids.into_iter().zip(known.content_ids)).peekable();
     for c in touched {
         while let Some((&k, (ids, id))) = was.next_if(|(k, _)| **k < c) {
-            now.push(k);
-            names.ids.push(ids);
-            names.content_ids.push(id);
+            keep(k, ids, id);
         }
         was.next_if(|(k, _)| **k == c);
         let ids: Vec<FileId> = store.names(&c).map(|r| r.map(|((_, id), ())| id)).collect::<Result<_, _>>()?;
@@ -667,14 +670,10 @@ fn names_since(
             Some(rec) => rec.id,
             None => return Ok(None), // names with no record: `simd check` says more
         };
-        now.push(c);
-        names.ids.push(ids);
-        names.content_ids.push(id);
+        keep(c, ids, id);
     }
     for (&k, (ids, id)) in was {
-        now.push(k);
-        names.ids.push(ids);
-        names.content_ids.push(id);
+        keep(k, ids, id);
     }
     let counts = store.counts()?;
     let files: u64 = names.ids.iter().map(|ids| ids.len() as u64).sum();
