@@ -384,7 +384,7 @@ fn relink(
     // took 0.8 s and 1,393 took 1.5 s (`tools/bench_report.py`). Past a
     // thirty-second of the contents, a fresh analysis is the cheaper way;
     // small indexes are always brought up to date.
-    let most = (contents.len() / 32).max(64);
+    let most = most_to_redo(contents.len());
     if added.len() + removed.len() > most {
         tracing::debug!("analysis update: {} contents came and {} went, over {most}", added.len(), removed.len());
         return Ok(None);
@@ -626,6 +626,12 @@ fn relink(
     Ok(Some((state, links, info, (over_common, digest), relinked)))
 }
 
+/// How many contents an update redoes at most, of `n` live ones (see
+/// [`relink`]): past it, a fresh analysis is the cheaper way.
+fn most_to_redo(n: usize) -> usize {
+    (n / 32).max(64)
+}
+
 /// The live contents and their names now, from those of the cached
 /// analysis (`contents`, `known`) and the contents that gained or lost a
 /// name since (`named`, a superset, from the write-ahead log): each of
@@ -640,7 +646,7 @@ fn names_since(
     named: &HashSet<ContentHash>,
 ) -> Result<Option<(Vec<ContentHash>, Names)>, StoreError> {
     let n = contents.len();
-    if known.ids.len() != n || known.content_ids.len() != n || named.len() > (n / 32).max(64) {
+    if known.ids.len() != n || known.content_ids.len() != n || named.len() > most_to_redo(n) {
         return Ok(None);
     }
     let mut touched: Vec<ContentHash> = named.iter().copied().collect();

@@ -401,7 +401,7 @@ impl UnionFind {
 
 /// The live contents (those with a name), sorted, with the ids of their
 /// names, from one scan of `content_names`.
-pub(crate) fn live_contents(store: &Store) -> Result<(Vec<ContentHash>, Vec<Vec<FileId>>), StoreError> {
+fn live_contents(store: &Store) -> Result<(Vec<ContentHash>, Vec<Vec<FileId>>), StoreError> {
     let (mut contents, mut ids): (Vec<ContentHash>, Vec<Vec<FileId>>) = (Vec::new(), Vec::new());
     for item in store.scan::<ContentNames>() {
         let ((content, id), ()) = item?;
