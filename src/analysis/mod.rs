@@ -829,8 +829,13 @@ impl std::hash::Hasher for IdHasher {
     }
 
     fn write_u32(&mut self, n: u32) {
-        // Samples are small numbers at high levels: spread them.
-        self.0 = u64::from(n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        // Samples are small numbers at high levels, rounded to their top
+        // bits (their low bits are zeros): spread them. A product's low
+        // bits depend only on the factor's low bits, and the table indexes
+        // its buckets by the hash's low bits, so the high half is folded
+        // down onto them.
+        let h = u64::from(n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        self.0 = h ^ (h >> 32);
     }
 }
 
@@ -1497,6 +1502,23 @@ mod tests {
         uf.union(4, 3);
         uf.union(1, 5);
         assert_eq!(uf.groups(), vec![vec![0, 3, 4], vec![1, 5]]);
+    }
+
+    #[test]
+    fn rounded_samples_spread_over_a_tables_buckets() {
+        use std::hash::BuildHasher;
+        // Posted samples are rounded to their top 17 bits: a sample of 27
+        // bits ends in 10 zero bits. A table of 4,096 buckets places a key
+        // by its hash's low 12 bits and tells keys apart by its top 7, so
+        // both must vary with the sample's high bits.
+        let samples: Vec<u32> = (0..4096u32).map(|k| (0x1_0000 | ((k * 7919) % 0x1_0000)) << 10).collect();
+        let hashes: Vec<u64> = samples.iter().map(|s| IdHash::default().hash_one(s)).collect();
+        let buckets: HashSet<u64> = hashes.iter().map(|h| h & 0xfff).collect();
+        let tags: HashSet<u64> = hashes.iter().map(|h| h >> 57).collect();
+        // Uniform hashes fill ~2,590 of 4,096 buckets; the bare product
+        // filled 4 (its low 10 bits were the sample's: zeros).
+        assert!(buckets.len() > 2_000, "{} buckets of 4096", buckets.len());
+        assert!(tags.len() > 100, "{} tags of 128", tags.len());
     }
 
     #[test]
