@@ -94,6 +94,67 @@ impl Features {
         }
         sum
     }
+
+    /// [`Features::common`], or None once it is known to stay under every
+    /// value `enough` accepts (which must hold for any value above one it
+    /// holds for: the chunk thresholds). `payload_a` and `payload_b` are
+    /// the two sides' [`Features::payload`].
+    ///
+    /// A candidate pair is mostly far from the thresholds, and a large
+    /// binary's chunk list (tens of thousands of chunks) is merged with
+    /// every content that shares a chunk with it: on /usr/lib, merging was
+    /// a fifth of a fresh report. So the shorter list is walked, and the
+    /// longer searched ahead by galloping when it is much longer (a few
+    /// steps a chunk, where the merge walked all of it); and every few
+    /// chunks of the shorter, the common bytes found plus the payload
+    /// still ahead in it (a bound on the rest) are tested against
+    /// `enough`.
+    pub fn common_if(
+        &self,
+        other: &Features,
+        payload_a: u64,
+        payload_b: u64,
+        enough: impl Fn(u64) -> bool,
+    ) -> Option<u64> {
+        let swapped = other.chunks.len() < self.chunks.len();
+        let (short, long, mut ahead) =
+            if swapped { (&other.chunks, &self.chunks, payload_b) } else { (&self.chunks, &other.chunks, payload_a) };
+        let gallop = long.len() >= GALLOP_FROM * short.len();
+        let (mut j, mut sum) = (0, 0u64);
+        for (i, &(key, len, n)) in short.iter().enumerate() {
+            if i % COMMON_CHECK_EVERY == 0 && !enough(sum + ahead) {
+                return None;
+            }
+            ahead = ahead.saturating_sub(u64::from(len) * u64::from(n));
+            j += if gallop { gallop_to(&long[j..], key) } else { long[j..].iter().take_while(|c| c.0 < key).count() };
+            let Some(&(k, long_len, long_n)) = long.get(j) else { break };
+            if k == key {
+                // The length of `self`'s chunk, as `common` counts it.
+                sum += u64::from(if swapped { long_len } else { len }) * u64::from(n.min(long_n));
+                j += 1;
+            }
+        }
+        Some(sum)
+    }
+}
+
+/// [`Features::common_if`] searches the longer list by galloping when it
+/// is this many times the shorter.
+const GALLOP_FROM: usize = 16;
+
+/// [`Features::common_if`] tests its bound at every this many chunks of the
+/// shorter list.
+const COMMON_CHECK_EVERY: usize = 16;
+
+/// How many of `list`'s first entries have keys below `key`: 1, 2, 4, …
+/// entries ahead until one is not, then a binary search in the last step.
+fn gallop_to(list: &[(ChunkKey, u32, u32)], key: ChunkKey) -> usize {
+    let mut step = 1;
+    while step <= list.len() && list[step - 1].0 < key {
+        step *= 2;
+    }
+    let from = step / 2;
+    from + list[from..step.min(list.len())].partition_point(|c| c.0 < key)
 }
 
 /// The similarity measures of a pair: in chunks (common bytes over
@@ -159,6 +220,13 @@ impl Measures {
 
     /// The link kind under `p`, or None when the pair is not a link: the
     /// chunk measures or the word measures pass.
+    /// Whether the chunk measures alone make a link under `p`: a test that
+    /// holds for any common bytes above some that pass it.
+    fn chunks_link(&self, p: &AnalysisParams) -> bool {
+        self.common >= p.min_bytes.max(1)
+            && (self.resemblance >= p.min_similarity || self.containment() >= p.min_containment)
+    }
+
     pub fn kind(&self, p: &AnalysisParams) -> Option<LinkKind> {
         let min = p.min_bytes.max(1);
         let chunks = self.common >= min;
@@ -846,10 +914,18 @@ pub(crate) fn link(
     payload_b: u64,
     params: &AnalysisParams,
 ) -> Option<(Measures, LinkKind)> {
-    let chunks = Measures::new(a.common(b), payload_a, payload_b);
     // The word comparison stops once the thresholds are out of reach
     // (None): most candidates are far from them.
     let words = a.sketch.estimate_if(&b.sketch, params.min_similarity, params.min_containment);
+    // A link reports its common bytes exactly; a pair the words do not
+    // link is measured in chunks only as far as they could still link it.
+    let by_words = Measures::new(0, payload_a, payload_b).and_words(words, a.size, b.size).kind(params).is_some();
+    let common = if by_words {
+        a.common(b)
+    } else {
+        a.common_if(b, payload_a, payload_b, |c| Measures::new(c, payload_a, payload_b).chunks_link(params))?
+    };
+    let chunks = Measures::new(common, payload_a, payload_b);
     let m = chunks.and_words(words, a.size, b.size);
     let kind = m.kind(params)?;
     // A link made by its chunks reports its word measures too, even where
@@ -1571,6 +1647,68 @@ mod tests {
         uf.union(4, 3);
         uf.union(1, 5);
         assert_eq!(uf.groups(), vec![vec![0, 3, 4], vec![1, 5]]);
+    }
+
+    /// A chunk list of distinct keys from a map of key → count. A key names
+    /// a chunk, so its length is the same in every list.
+    fn listed(chunks: std::collections::BTreeMap<u64, u32>) -> Features {
+        let len = |k: u64| (k.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 53) as u32 + 1;
+        Features { chunks: chunks.into_iter().map(|(k, n)| (ChunkKey(k), len(k), n)).collect(), ..Default::default() }
+    }
+
+    /// `bar` sets the common bytes asked for, as a fraction of those the
+    /// pair has: the bound is tested close to where it decides.
+    fn common_if_agrees(a: Features, b: Features, bar: f64) -> Result<(), proptest::test_runner::TestCaseError> {
+        let (pa, pb) = (a.payload(), b.payload());
+        let want = a.common(&b);
+        let at_least = (want as f64 * bar) as u64;
+        proptest::prop_assert_eq!(a.common_if(&b, pa, pb, |_| true), Some(want));
+        // None only where the common bytes are under the bar; else exact.
+        match a.common_if(&b, pa, pb, |c| c >= at_least) {
+            Some(got) => proptest::prop_assert_eq!(got, want),
+            None => proptest::prop_assert!(want < at_least, "{want} bytes in common, at least {at_least} wanted"),
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn common_if_stops_only_where_the_bar_is_out_of_reach() {
+        let long = listed((0..3000).map(|k| (k, 1 + (k % 3) as u32)).collect());
+        for keys in [0..20u64, 1000..1100, 2990..3000] {
+            let inside = listed(keys.clone().map(|k| (k, 1)).collect());
+            let (pi, pl) = (inside.payload(), long.payload());
+            // Wholly inside: its whole payload in common, whatever is asked.
+            assert_eq!(inside.common_if(&long, pi, pl, |c| c >= pi), Some(pi));
+            assert_eq!(long.common_if(&inside, pl, pi, |c| c >= pi), Some(pi));
+            // More than its payload asked for: known out of reach at once.
+            assert_eq!(inside.common_if(&long, pi, pl, |c| c > pi), None);
+            let outside = listed(keys.map(|k| (k + 10_000, 1)).collect());
+            assert_eq!(outside.common_if(&long, pi, pl, |c| c > 0), Some(0), "a bound is not a promise to stop");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn common_if_is_common_or_none_below_the_bar_however_lopsided(
+            a in proptest::collection::btree_map(0u64..300, 1u32..4, 0..40),
+            b in proptest::collection::btree_map(0u64..4000, 1u32..4, 0..2500),
+            bar in 0.0f64..2.0,
+        ) {
+            let (a, b) = (listed(a), listed(b));
+            common_if_agrees(a.clone(), b.clone(), bar)?;
+            common_if_agrees(b, a, bar)?;
+        }
+
+        #[test]
+        fn common_if_is_common_or_none_below_the_bar_alike(
+            a in proptest::collection::btree_map(0u64..600, 1u32..4, 0..300),
+            b in proptest::collection::btree_map(0u64..600, 1u32..4, 0..400),
+            bar in 0.0f64..2.0,
+        ) {
+            let (a, b) = (listed(a), listed(b));
+            common_if_agrees(a.clone(), b.clone(), bar)?;
+            common_if_agrees(b, a, bar)?;
+        }
     }
 
     #[test]
