@@ -489,9 +489,9 @@ fn live_contents(store: &Store) -> Result<(Vec<ContentHash>, Vec<Vec<FileId>>), 
 pub(crate) struct Places {
     /// (id, place), sorted by id.
     by_id: Vec<(ContentId, u32)>,
-    /// The index into `by_id` of each id, looked up for every posting a
-    /// partition scans (1.2 million on /usr/share): a binary search each
-    /// was a tenth of a fresh report there.
+    /// The place of each id, looked up for postings a partition scans
+    /// (1.2 million on /usr/share): a binary search each was a tenth of a
+    /// fresh report there.
     slots: Slots,
 }
 
@@ -504,7 +504,7 @@ impl Places {
     }
 
     fn sorted(by_id: Vec<(ContentId, u32)>) -> Places {
-        let slots = Slots::new(by_id.iter().map(|p| p.0 .0));
+        let slots = Slots::new(by_id.iter().map(|&(id, place)| (id.0, place)));
         Places { by_id, slots }
     }
 
@@ -531,19 +531,18 @@ impl Places {
 
     /// The place of a live content.
     pub(crate) fn of(&self, id: ContentId) -> Option<u32> {
-        let k = match self.slots.get(id.0) {
-            Slot::At(k) => k,
-            Slot::Search => self.by_id.binary_search_by_key(&id, |&(c, _)| c).ok()?,
-            Slot::None => return None,
-        };
-        Some(self.by_id[k].1)
+        match self.slots.get(id.0) {
+            Slot::At(place) => Some(place),
+            Slot::Search => self.by_id.binary_search_by_key(&id, |&(c, _)| c).ok().map(|k| self.by_id[k].1),
+            Slot::None => None,
+        }
     }
 }
 
-/// Where each of a sorted list of ids (file or content ids: each a
-/// counter, so dense but for the holes of those gone) sits in it, by a
-/// table indexed by `id − first` when the ids are dense enough (the table
-/// is then at most about four times the list), else by a binary search.
+/// A value for each of a sorted list of ids (file or content ids: each a
+/// counter, so dense but for the holes of those gone), in a table indexed
+/// by `id − first` when the ids are dense enough (the table is then at
+/// most about four times the list); else the caller searches the list.
 struct Slots {
     first: u64,
     at: Vec<u32>,
@@ -551,25 +550,26 @@ struct Slots {
 
 /// What [`Slots::get`] knows of an id.
 enum Slot {
-    At(usize),
+    At(u32),
     None,
     /// No table: search the list.
     Search,
 }
 
 impl Slots {
-    /// From ids in increasing order.
-    fn new(ids: impl ExactSizeIterator<Item = u64> + Clone) -> Slots {
+    /// From (id, value) pairs in increasing order of id; no value is
+    /// `u32::MAX`.
+    fn new(ids: impl ExactSizeIterator<Item = (u64, u32)> + Clone) -> Slots {
         let n = ids.len();
-        let (Some(first), Some(last)) = (ids.clone().next(), ids.clone().last()) else {
+        let (Some((first, _)), Some((last, _))) = (ids.clone().next(), ids.clone().last()) else {
             return Slots { first: 0, at: Vec::new() };
         };
         let span = (last - first).saturating_add(1);
         let mut at = Vec::new();
         if span <= 4 * n as u64 + 1024 {
             at = vec![u32::MAX; span as usize];
-            for (k, id) in ids.enumerate() {
-                at[(id - first) as usize] = k as u32;
+            for (id, value) in ids {
+                at[(id - first) as usize] = value;
             }
         }
         Slots { first, at }
@@ -581,7 +581,7 @@ impl Slots {
         }
         let slot = id.checked_sub(self.first).and_then(|k| self.at.get(usize::try_from(k).ok()?));
         match slot {
-            Some(&k) if k != u32::MAX => Slot::At(k as usize),
+            Some(&v) if v != u32::MAX => Slot::At(v),
             _ => Slot::None,
         }
     }
@@ -612,7 +612,7 @@ impl FileTable {
 
     /// From names sorted by id.
     fn new(files: Vec<Name>) -> FileTable {
-        let slots = Slots::new(files.iter().map(|f| f.id.0));
+        let slots = Slots::new(files.iter().enumerate().map(|(k, f)| (f.id.0, k as u32)));
         FileTable { files, slots }
     }
 
@@ -624,7 +624,7 @@ impl FileTable {
 
     fn get(&self, id: FileId) -> Option<&Name> {
         let k = match self.slots.get(id.0) {
-            Slot::At(k) => k,
+            Slot::At(k) => k as usize,
             Slot::Search => self.files.binary_search_by_key(&id, |n| n.id).ok()?,
             Slot::None => return None,
         };
@@ -748,6 +748,7 @@ fn partition(
     contents: &[ContentHash],
     templates: &Ignored,
     cutoff: u64,
+    threads: usize,
 ) -> Result<Partition, StoreError> {
     let places = Places::new(store, contents)?;
     let mut uf = UnionFind::new(contents.len());
@@ -759,59 +760,120 @@ fn partition(
         common_samples: HashSet::new(),
         totals: Totals::default(),
     };
-    // The two postings tables are scanned side by side: the sketch samples'
-    // on another thread, which hands back the pairs to join (on Django, a
-    // fresh report's partition went from 75 to ~60 ms).
-    let sketch_pairs = std::thread::scope(|s| {
+    // The postings are scanned in parts side by side: the sketch samples'
+    // on one thread (on Django, a fresh report's partition went from 75 to
+    // ~60 ms), and the chunks' in as many ranges of chunk keys as there
+    // are threads (chunk keys are hashes: the ranges hold alike). A
+    // scan of 4 million postings (/usr/lib) took ~1.5 s on one.
+    let parts = threads.clamp(1, 64) as u64;
+    let bound = |k: u64| (k < parts).then(|| ChunkKey(((u128::from(k) << 64) / u128::from(parts)) as u64));
+    let (scans, sketch_pairs) = std::thread::scope(|s| {
         let samples = s.spawn(|| sample_pairs(store, &places, templates, cutoff));
-        let mut current: Option<ChunkKey> = None;
-        let mut group: Vec<u32> = Vec::new();
-        let mut group_bytes = 0u64;
-        let flush = |chunk: ChunkKey, group: &mut Vec<u32>, bytes: u64, uf: &mut UnionFind, p: &mut Partition| {
-            if templates.chunks.contains(&chunk) {
-                p.totals.template_chunks += 1;
-                p.totals.template_bytes += bytes;
-                p.ignored.chunks.insert(chunk);
-            } else if group.len() as u64 > cutoff {
-                p.totals.common_chunks += 1;
-                p.totals.common_bytes += bytes;
-                p.ignored.chunks.insert(chunk);
-                p.over_common.push(chunk);
-            } else {
-                for w in group.windows(2) {
-                    uf.union(w[0], w[1]);
-                }
-            }
-            group.clear();
-        };
-        for item in store.scan::<ChunkContents>() {
-            let ((chunk, content), posting) = item?;
-            if current != Some(chunk) {
-                if let Some(c) = current {
-                    flush(c, &mut group, group_bytes, &mut uf, &mut p);
-                }
-                current = Some(chunk);
-                group_bytes = 0;
-            }
-            // Postings only exist for live contents; a miss would be an
-            // inconsistency that `simd check` reports, so it is skipped here.
-            if let Some(i) = places.of(content) {
-                group.push(i);
-                group_bytes += u64::from(posting.len) * u64::from(posting.count);
-            }
+        let (places, bound) = (&places, &bound);
+        let ranges: Vec<_> = (0..parts)
+            .map(|k| s.spawn(move || chunk_groups(store, places, templates, cutoff, bound(k), bound(k + 1))))
+            .collect();
+        let scans: Vec<_> = ranges.into_iter().map(|h| h.join().expect("the chunk scans do not panic")).collect();
+        (scans, samples.join().expect("the sample scan does not panic"))
+    });
+    // In key order, so that the over-common chunks are.
+    for scan in scans {
+        let scan = scan?;
+        for (a, b) in scan.pairs {
+            uf.union(a, b);
         }
-        if let Some(c) = current {
-            flush(c, &mut group, group_bytes, &mut uf, &mut p);
-        }
-        samples.join().expect("the sample scan does not panic")
-    })?;
-    let (pairs, common_samples) = sketch_pairs;
+        p.ignored.chunks.extend(scan.ignored);
+        p.over_common.extend(scan.over_common);
+        let (t, u) = (&mut p.totals, scan.totals);
+        t.common_chunks += u.common_chunks;
+        t.common_bytes += u.common_bytes;
+        t.template_chunks += u.template_chunks;
+        t.template_bytes += u.template_bytes;
+    }
+    let (pairs, common_samples) = sketch_pairs?;
     for (a, b) in pairs {
         uf.union(a, b);
     }
     p.common_samples = common_samples;
     p.components = uf.groups();
     Ok(p)
+}
+
+/// What [`chunk_groups`] found in a range of the chunk postings.
+#[derive(Default)]
+struct ChunkGroups {
+    /// Pairs of places to join (consecutive holders of each chunk).
+    pairs: Vec<(u32, u32)>,
+    /// Template chunks and chunks over the cutoff.
+    ignored: HashSet<ChunkKey>,
+    /// The chunks over the cutoff, in key order.
+    over_common: Vec<ChunkKey>,
+    totals: Totals,
+}
+
+/// The groups of contents holding each chunk of keys `from..before` (from
+/// the first, to the last, where None): pairs to join for the chunks that
+/// count, and those ignored.
+fn chunk_groups(
+    store: &Store,
+    places: &Places,
+    templates: &Ignored,
+    cutoff: u64,
+    from: Option<ChunkKey>,
+    before: Option<ChunkKey>,
+) -> Result<ChunkGroups, StoreError> {
+    let mut found = ChunkGroups::default();
+    let mut current: Option<ChunkKey> = None;
+    // The current chunk's postings: the holder and the bytes it holds.
+    let mut held: Vec<(ContentId, u64)> = Vec::new();
+    let mut group: Vec<u32> = Vec::new();
+    let mut flush = |chunk: ChunkKey, held: &mut Vec<(ContentId, u64)>| {
+        // Most chunks have one holder (/usr/lib: 3.5 million of 4.1
+        // million postings): such a chunk joins nothing and is under any
+        // cutoff but 0, so its holder is not looked up. Postings name
+        // contents by id in chunk order, so each lookup is a random read
+        // of a table of the contents (most of this scan's time).
+        if held.len() > 1 || cutoff == 0 || templates.chunks.contains(&chunk) {
+            let mut bytes = 0u64;
+            for &(id, b) in held.iter() {
+                // Postings only exist for live contents; a miss would be an
+                // inconsistency that `simd check` reports, so it is skipped.
+                if let Some(i) = places.of(id) {
+                    group.push(i);
+                    bytes += b;
+                }
+            }
+            if templates.chunks.contains(&chunk) {
+                found.totals.template_chunks += 1;
+                found.totals.template_bytes += bytes;
+                found.ignored.insert(chunk);
+            } else if group.len() as u64 > cutoff {
+                found.totals.common_chunks += 1;
+                found.totals.common_bytes += bytes;
+                found.ignored.insert(chunk);
+                found.over_common.push(chunk);
+            } else {
+                found.pairs.extend(group.windows(2).map(|w| (w[0], w[1])));
+            }
+            group.clear();
+        }
+        held.clear();
+    };
+    let key = |c: Option<ChunkKey>| c.map(|c| (c, ContentId(0)));
+    for item in store.scan_range::<ChunkContents>(key(from).as_ref(), key(before).as_ref()) {
+        let ((chunk, content), posting) = item?;
+        if current != Some(chunk) {
+            if let Some(c) = current {
+                flush(c, &mut held);
+            }
+            current = Some(chunk);
+        }
+        held.push((content, u64::from(posting.len) * u64::from(posting.count)));
+    }
+    if let Some(c) = current {
+        flush(c, &mut held);
+    }
+    Ok(found)
 }
 
 /// Pairs of places to join, and the samples over the sample cap.
@@ -823,27 +885,32 @@ type SamplePairs = (Vec<(u32, u32)>, HashSet<u32>);
 fn sample_pairs(store: &Store, places: &Places, templates: &Ignored, cutoff: u64) -> Result<SamplePairs, StoreError> {
     let (mut pairs, mut common) = (Vec::new(), HashSet::new());
     let mut current: Option<u32> = None;
-    let mut group: Vec<u32> = Vec::new();
-    let mut join = |group: &mut Vec<u32>, sample: Option<u32>| {
-        let template = sample.is_some_and(|s| templates.samples.contains(&s));
-        if group.len() as u64 > sample_cap(cutoff) {
-            common.extend(sample);
-        } else if !template {
-            pairs.extend(group.windows(2).map(|w| (w[0], w[1])));
+    let (mut ids, mut group): (Vec<ContentId>, Vec<u32>) = (Vec::new(), Vec::new());
+    let cap = sample_cap(cutoff);
+    let mut join = |ids: &mut Vec<ContentId>, sample: Option<u32>| {
+        // A sample one content posted joins nothing (and is under any cap
+        // but 0): its holder is not looked up (see `chunk_groups`).
+        if ids.len() > 1 || cap == 0 {
+            group.extend(ids.iter().filter_map(|&id| places.of(id)));
+            let template = sample.is_some_and(|s| templates.samples.contains(&s));
+            if group.len() as u64 > cap {
+                common.extend(sample);
+            } else if !template {
+                pairs.extend(group.windows(2).map(|w| (w[0], w[1])));
+            }
+            group.clear();
         }
-        group.clear();
+        ids.clear();
     };
     for item in store.scan::<SketchContents>() {
         let ((sample, content), ()) = item?;
         if current != Some(sample) {
-            join(&mut group, current);
+            join(&mut ids, current);
             current = Some(sample);
         }
-        if let Some(i) = places.of(content) {
-            group.push(i);
-        }
+        ids.push(content);
     }
-    join(&mut group, current);
+    join(&mut ids, current);
     Ok((pairs, common))
 }
 
@@ -1474,7 +1541,7 @@ pub(crate) fn analyse(
     let (contents, ids) = live_contents(store)?;
     let cutoff = params.max_degree.unwrap_or_else(|| auto_cutoff(contents.len() as u64));
     let templates = templates(store)?;
-    let part = partition(store, &contents, &templates, cutoff)?;
+    let part = partition(store, &contents, &templates, cutoff, threads)?;
     tracing::debug!(
         "partition: {} contents, {} components (largest {}) after {:?}",
         contents.len(),

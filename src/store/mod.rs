@@ -656,6 +656,21 @@ impl Store {
         self.scan_raw::<T>(Vec::new(), Some(T::encode_key(end)))
     }
 
+    /// Iterates a CF in key order from `from` (the first key, where None)
+    /// up to `before` (excluded; the last key, where None), not keeping
+    /// what it reads in the block cache: the parts of a whole scan.
+    pub fn scan_range<T: Table>(&self, from: Option<&T::Key>, before: Option<&T::Key>) -> TableIter<'_, T> {
+        let mut ro = ReadOptions::default();
+        ro.set_total_order_seek(true);
+        ro.fill_cache(false);
+        if let Some(before) = before {
+            ro.set_iterate_upper_bound(T::encode_key(before));
+        }
+        let mut inner = self.db.raw_iterator_cf_opt(self.cf(T::NAME), ro);
+        inner.seek(from.map(T::encode_key).unwrap_or_default());
+        TableIter { store: self, inner, _t: std::marker::PhantomData }
+    }
+
     fn scan_prefix_raw<T: Table>(&self, prefix: Vec<u8>) -> TableIter<'_, T> {
         let upper = prefix_upper_bound(&prefix);
         self.scan_raw::<T>(prefix, upper)
@@ -2278,5 +2293,36 @@ mod tests {
         assert_eq!(counts, vec![vec![(ContentId(1), 1), (ContentId(2), 2)], vec![(ContentId(3), 3)], vec![]]);
         // At most cap + 1 each: enough to tell a chunk over the cap.
         assert_eq!(s.postings_of(&[a, b], 0).unwrap().iter().map(Vec::len).collect::<Vec<_>>(), vec![1, 1]);
+    }
+
+    #[test]
+    fn range_scans_split_a_table_without_gaps_or_overlaps() {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = Store::open(tmp.path(), Access::Write, None).unwrap();
+        let chunks = [0u64, 1, 0x7fff_ffff_ffff_ffff, 1 << 63, (1 << 63) + 1, u64::MAX];
+        let mut batch = s.batch();
+        for (i, &c) in chunks.iter().enumerate() {
+            for content in 1..=2 {
+                batch.put::<ChunkContents>(&(ChunkKey(c), ContentId(content)), &Posting { count: i as u32, len: 9 });
+            }
+        }
+        s.write(batch).unwrap();
+        let keys = |from: Option<u64>, before: Option<u64>| -> Vec<(u64, u64)> {
+            let key = |c: Option<u64>| c.map(|c| (ChunkKey(c), ContentId(0)));
+            s.scan_range::<ChunkContents>(key(from).as_ref(), key(before).as_ref())
+                .map(|item| item.map(|((c, id), _)| (c.0, id.0)).unwrap())
+                .collect()
+        };
+        let whole = keys(None, None);
+        assert_eq!(whole.len(), 12);
+        for mid in [0, 1, 1 << 63, u64::MAX] {
+            let (low, high) = (keys(None, Some(mid)), keys(Some(mid), None));
+            assert!(low.iter().all(|&(c, _)| c < mid) && high.iter().all(|&(c, _)| c >= mid), "split at {mid:#x}");
+            assert_eq!([low, high].concat(), whole, "split at {mid:#x}");
+        }
+        assert_eq!(
+            keys(Some(1), Some(1 << 63)),
+            vec![(1, 1), (1, 2), (0x7fff_ffff_ffff_ffff, 1), (0x7fff_ffff_ffff_ffff, 2)]
+        );
     }
 }
