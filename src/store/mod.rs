@@ -320,7 +320,7 @@ impl Store {
             check_cfs()?;
         }
 
-        let cache = Cache::new_lru_cache(BLOCK_CACHE);
+        let cache = block_cache();
         let place = place_of(dir);
         let hushed = Arc::new(AtomicBool::new(false));
         // A run that changed little ends with its WAL synced, not flushed
@@ -1397,6 +1397,21 @@ impl OpenLog {
         // A logger that panicked holding it left a list worth keeping.
         self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
+}
+
+/// The block cache of an open: [`BLOCK_CACHE`] in one shard. RocksDB
+/// splits a cache of this size into 32 shards of 512 KB, and a block
+/// larger than its shard is read again from the file at every use: a
+/// table file's prefix filter is one block, ~750 KB for a 40 MB table of
+/// postings, so every seek of `simd similar` on a large index read and
+/// checksummed it again (a 23 MB file queried against /usr/lib's index:
+/// 19 s). Few threads read at once, so one shard's lock costs nothing
+/// measurable.
+fn block_cache() -> Cache {
+    let mut opts = rocksdb::LruCacheOptions::default();
+    opts.set_capacity(BLOCK_CACHE);
+    opts.set_num_shard_bits(0);
+    Cache::new_lru_cache_opts(&opts)
 }
 
 /// A column family's options: its table format, filters, memtable and
