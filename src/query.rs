@@ -48,7 +48,7 @@ struct Ignored<'a> {
     store: &'a Store,
     templates: analysis::Ignored,
     cutoff: u64,
-    memo: HashMap<ChunkKey, bool>,
+    memo: HashMap<ChunkKey, bool, analysis::IdHash>,
 }
 
 impl Ignored<'_> {
@@ -133,7 +133,7 @@ pub fn similar_to(
         store,
         templates: analysis::templates(store)?,
         cutoff: params.max_degree.unwrap_or_else(|| auto_cutoff(contents)),
-        memo: HashMap::new(),
+        memo: HashMap::default(),
     };
 
     // Common bytes with every content sharing a non-ignored chunk; the

@@ -133,7 +133,7 @@ impl Sketch {
 
     /// The sketch without some samples (a template's): still a uniform
     /// sample, of the shingle set without the template's shingles.
-    pub fn without(&self, ignored: &std::collections::HashSet<u32>) -> Sketch {
+    pub fn without<S: std::hash::BuildHasher>(&self, ignored: &std::collections::HashSet<u32, S>) -> Sketch {
         if ignored.is_empty() {
             return self.clone();
         }
@@ -141,7 +141,7 @@ impl Sketch {
     }
 
     /// [`Sketch::without`], in place (no copy when nothing is ignored).
-    pub fn into_without(mut self, ignored: &std::collections::HashSet<u32>) -> Sketch {
+    pub fn into_without<S: std::hash::BuildHasher>(mut self, ignored: &std::collections::HashSet<u32, S>) -> Sketch {
         if !ignored.is_empty() {
             self.samples.retain(|s| !ignored.contains(s));
         }

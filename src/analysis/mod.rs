@@ -703,9 +703,11 @@ impl Namer<'_> {
 /// and (once partitioned) over-common chunks.
 #[derive(Clone, Debug, Default)]
 pub struct Ignored {
-    /// By their keys, as the postings name them.
-    pub chunks: HashSet<ChunkKey>,
-    pub samples: HashSet<u32>,
+    /// By their keys, as the postings name them. (Looked up for every
+    /// chunk of every content an analysis or query loads: hashes already,
+    /// they need no hashing.)
+    pub chunks: HashSet<ChunkKey, IdHash>,
+    pub samples: HashSet<u32, IdHash>,
 }
 
 /// The template chunks and sketch samples.
@@ -755,7 +757,7 @@ fn partition(
     let mut p = Partition {
         content_ids: places.ids(contents.len()),
         components: Vec::new(),
-        ignored: Ignored { chunks: HashSet::new(), samples: templates.samples.clone() },
+        ignored: Ignored { chunks: HashSet::default(), samples: templates.samples.clone() },
         over_common: Vec::new(),
         common_samples: HashSet::new(),
         totals: Totals::default(),
@@ -1007,7 +1009,7 @@ pub(crate) fn link(
 /// A hasher for keys that are hashes already (chunk keys, sketch samples):
 /// their bits are as good as SipHash's output, at no cost.
 #[derive(Default, Clone, Copy)]
-pub(crate) struct IdHasher(u64);
+pub struct IdHasher(u64);
 
 impl std::hash::Hasher for IdHasher {
     fn finish(&self) -> u64 {
@@ -1035,7 +1037,7 @@ impl std::hash::Hasher for IdHasher {
     }
 }
 
-pub(crate) type IdHash = std::hash::BuildHasherDefault<IdHasher>;
+pub type IdHash = std::hash::BuildHasherDefault<IdHasher>;
 
 /// A link between two live contents (indices into the sorted live
 /// contents, a < b).
