@@ -58,10 +58,8 @@ impl Ignored<'_> {
             chunks.into_iter().filter(|c| !self.templates.chunks.contains(c) && !self.memo.contains_key(c)).collect();
         todo.sort_unstable();
         todo.dedup();
-        let postings = self.store.postings_of(&todo, self.cutoff)?;
-        for (chunk, holders) in todo.into_iter().zip(&postings) {
-            self.remember(chunk, holders);
-        }
+        let over = self.store.chunks_over(&todo, self.cutoff)?;
+        self.memo.extend(todo.into_iter().zip(over));
         Ok(())
     }
 
@@ -203,7 +201,14 @@ pub fn similar_to(
         scored.truncate(limit);
         candidates = scored.into_iter().map(|(_, c)| c).collect();
     }
+    tracing::debug!(
+        "similar: {} chunks of the query, {} candidates holding {} chunks",
+        query_chunks.len(),
+        candidates.len(),
+        candidates.iter().map(|c| c.2.runs.len()).sum::<usize>()
+    );
     ignored.learn(candidates.iter().flat_map(|(_, _, rec, _)| rec.runs.iter().map(|r| r.key)))?;
+    tracing::debug!("similar: {} chunk degrees known", ignored.memo.len());
 
     let mut hits = Vec::new();
     for (holder, shared, rec, their_sketch) in candidates {
