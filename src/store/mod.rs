@@ -653,38 +653,33 @@ impl Store {
 
     /// Iterates a CF in key order up to `end` (excluded).
     pub fn scan_before<T: Table>(&self, end: &T::Key) -> TableIter<'_, T> {
-        self.scan_raw::<T>(Vec::new(), Some(T::encode_key(end)))
+        self.scan_raw::<T>(Vec::new(), Some(T::encode_key(end)), false)
     }
 
     /// Iterates a CF in key order from `from` (the first key, where None)
     /// up to `before` (excluded; the last key, where None), not keeping
     /// what it reads in the block cache: the parts of a whole scan.
     pub fn scan_range<T: Table>(&self, from: Option<&T::Key>, before: Option<&T::Key>) -> TableIter<'_, T> {
-        let mut ro = ReadOptions::default();
-        ro.set_total_order_seek(true);
-        ro.fill_cache(false);
-        if let Some(before) = before {
-            ro.set_iterate_upper_bound(T::encode_key(before));
-        }
-        let mut inner = self.db.raw_iterator_cf_opt(self.cf(T::NAME), ro);
-        inner.seek(from.map(T::encode_key).unwrap_or_default());
-        TableIter { store: self, inner, _t: std::marker::PhantomData }
+        self.scan_raw::<T>(from.map(T::encode_key).unwrap_or_default(), before.map(T::encode_key), false)
     }
 
     fn scan_prefix_raw<T: Table>(&self, prefix: Vec<u8>) -> TableIter<'_, T> {
         let upper = prefix_upper_bound(&prefix);
-        self.scan_raw::<T>(prefix, upper)
+        // A whole scan (the empty prefix) should not evict the working set
+        // from the block cache; the short prefix scans of a query revisit
+        // blocks and keep them.
+        let cache = !prefix.is_empty();
+        self.scan_raw::<T>(prefix, upper, cache)
     }
 
-    /// Iterates a CF from `start` up to `upper` (excluded, if any).
-    fn scan_raw<T: Table>(&self, start: Vec<u8>, upper: Option<Vec<u8>>) -> TableIter<'_, T> {
+    /// Iterates a CF from `start` up to `upper` (excluded, if any), keeping
+    /// the blocks it reads in the block cache if `cache`.
+    fn scan_raw<T: Table>(&self, start: Vec<u8>, upper: Option<Vec<u8>>, cache: bool) -> TableIter<'_, T> {
         let mut ro = ReadOptions::default();
         // The postings have a prefix extractor: without this, a scan past
         // one prefix could skip keys.
         ro.set_total_order_seek(true);
-        // A full scan should not evict the working set from the block cache;
-        // the short prefix scans of a query revisit blocks and keep them.
-        ro.fill_cache(!start.is_empty());
+        ro.fill_cache(cache);
         if let Some(upper) = upper {
             ro.set_iterate_upper_bound(upper);
         }
@@ -719,20 +714,12 @@ impl Store {
     /// postings took ~100 MB).
     pub fn chunks_over(&self, chunks: &[ChunkKey], cap: u64) -> Result<Vec<bool>> {
         debug_assert!(chunks.windows(2).all(|w| w[0] < w[1]));
-        let mut it = self.db.raw_iterator_cf_opt(self.cf(ChunkContents::NAME), ReadOptions::default());
-        let mut out = Vec::with_capacity(chunks.len());
-        for chunk in chunks {
-            let prefix = chunk.0.to_be_bytes();
-            it.seek(prefix);
-            let mut held = 0u64;
-            while held <= cap && it.key().is_some_and(|k| k.starts_with(&prefix)) {
-                held += 1;
-                it.next();
-            }
-            it.status().map_err(|e| self.rocks(e))?;
-            out.push(held > cap);
-        }
-        Ok(out)
+        let prefixes = chunks.iter().map(|c| c.0.to_be_bytes());
+        let held = self.under_each::<ChunkContents, _, u64>(prefixes, cap, |n, _, _| {
+            *n += 1;
+            Ok(())
+        })?;
+        Ok(held.into_iter().map(|n| n > cap).collect())
     }
 
     /// The content hash of each of `ids`, in their order: the postings name
@@ -761,23 +748,38 @@ impl Store {
         prefixes: impl Iterator<Item = P>,
         cap: u64,
     ) -> Result<Vec<Vec<Entry<T>>>> {
+        self.under_each::<T, P, Vec<Entry<T>>>(prefixes, cap, |found, k, v| {
+            match (T::decode_key(k), T::decode_value(v)) {
+                (Ok(key), Ok(value)) => found.push((key, value)),
+                (Err(e), _) | (_, Err(e)) => return Err(self.corrupt_raw::<T>(k, e)),
+            }
+            Ok(())
+        })
+    }
+
+    /// What `add` gathers of the raw entries of `T` under each of
+    /// `prefixes`, as [`Store::entries_under`] finds them.
+    fn under_each<T: Table, P: AsRef<[u8]>, A: Default>(
+        &self,
+        prefixes: impl Iterator<Item = P>,
+        cap: u64,
+        mut add: impl FnMut(&mut A, &[u8], &[u8]) -> Result<()>,
+    ) -> Result<Vec<A>> {
         let mut it = self.db.raw_iterator_cf_opt(self.cf(T::NAME), ReadOptions::default());
         let mut out = Vec::new();
         for prefix in prefixes {
             let prefix = prefix.as_ref();
             debug_assert!(posting_prefix(T::NAME).is_none_or(|len| len == prefix.len()));
             it.seek(prefix);
-            let mut found = Vec::new();
-            while found.len() as u64 <= cap {
+            let (mut gathered, mut n) = (A::default(), 0u64);
+            while n <= cap {
                 let Some((k, v)) = it.item().filter(|(k, _)| k.starts_with(prefix)) else { break };
-                match (T::decode_key(k), T::decode_value(v)) {
-                    (Ok(key), Ok(value)) => found.push((key, value)),
-                    (Err(e), _) | (_, Err(e)) => return Err(self.corrupt_raw::<T>(k, e)),
-                }
+                add(&mut gathered, k, v)?;
+                n += 1;
                 it.next();
             }
             it.status().map_err(|e| self.rocks(e))?;
-            out.push(found);
+            out.push(gathered);
         }
         Ok(out)
     }
