@@ -282,7 +282,7 @@ pub enum TemplateCommand {
     /// Mark the chunks shared by a cluster's files (id from `simd report`; a unique prefix will do)
     Mark {
         cluster: String,
-        /// Mark chunks held by at least this fraction of the cluster's distinct contents
+        /// Mark chunks and word samples held by at least this fraction of the cluster's distinct contents (for a sample, of those whose sketches keep samples of its level)
         #[arg(long, value_name = "F", default_value_t = 1.0)]
         min_share: f64,
         #[command(flatten)]

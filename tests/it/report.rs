@@ -419,6 +419,42 @@ fn templates_are_ignored_without_rereading_a_file() {
     assert!(String::from_utf8_lossy(&out.get_output().stderr).contains("no cluster ffffffffffff"));
 }
 
+/// A boilerplate shared by small pages and by one large file, whose sketch
+/// keeps only the boilerplate's rarer samples (its level is higher): each
+/// sample is counted among the files whose sketches keep its level, so the
+/// mark takes all of the boilerplate's words out of the pages, and nothing
+/// is left to join them. Counted among all five, only the samples the large
+/// file keeps were marked, and the pages stayed one cluster by the rest.
+#[test]
+fn a_mark_takes_a_boilerplates_words_out_of_pages_beside_a_large_file() {
+    let env = Env::new();
+    // Words that occur nowhere else: ten bytes each.
+    let words = |seed: u64, n: usize| -> Vec<u8> {
+        noise(seed, 4 * n)
+            .chunks(4)
+            .flat_map(|w| format!("w{:08x} ", u32::from_le_bytes(w.try_into().unwrap())).into_bytes())
+            .collect()
+    };
+    let boiler = words(1, 200);
+    for i in 0..4u64 {
+        env.write(&format!("pages/p{i}.txt"), [boiler.clone(), words(100 + i, 30)].concat());
+    }
+    env.write("big.txt", [boiler.clone(), words(2, 8000)].concat());
+    env.index();
+    let r = json(&env, &["report"]);
+    let clusters = r["clusters"].as_array().unwrap();
+    assert_eq!(clusters.len(), 1, "{r:#}");
+    assert!(clusters[0]["files"].as_u64().unwrap() >= 4, "{r:#}");
+    let id = clusters[0]["id"].as_str().unwrap().to_string();
+    let said = json(&env, &["template", "mark", &id]);
+    // ~197 shingles lie inside the boilerplate; the large file (level 3
+    // or so) keeps about an eighth of them.
+    let marked = said["word_samples"].as_u64().unwrap();
+    assert!(marked >= 150, "{said:#}");
+    let r = json(&env, &["report"]);
+    assert_eq!(r["clusters"].as_array().unwrap().len(), 0, "{r:#}");
+}
+
 /// A cluster joined through a chain of links (A inside B, C inside B) may
 /// share no chunk among all its files, which the default `--min-share 1`
 /// asks for: the mark says so and names the share that marks the most
