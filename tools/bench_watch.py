@@ -230,6 +230,22 @@ def main():
             fields = daemon_stat()
             return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
+        def daemon_threads():
+            # CPU nanoseconds of each of the daemon's threads, summed by
+            # thread name (schedstat's first field: time on a CPU), so that
+            # a burst's CPU can be split between the ingest pipeline and
+            # RocksDB's flushes ("rocksdb:high") and compactions ("rocksdb:low").
+            out = {}
+            base = f"/proc/{d.pid}/task"
+            for tid in os.listdir(base):
+                try:
+                    name = open(f"{base}/{tid}/comm").read().strip()
+                    ns = int(open(f"{base}/{tid}/schedstat").read().split()[0])
+                except (OSError, ValueError, IndexError):
+                    continue
+                out[name] = out.get(name, 0) + ns
+            return out
+
         def daemon_faults():
             # Minor page faults, all its threads: fresh memory touched.
             return int(daemon_stat()[7])
@@ -287,7 +303,7 @@ def main():
                         pass
             # The daemon's CPU time over the burst, read again once it has
             # handled every file: comparable with the first index's CPU a MB.
-            cpu0, faults0 = daemon_cpu(), daemon_faults()
+            cpu0, faults0, threads0 = daemon_cpu(), daemon_faults(), daemon_threads()
             line = f"\n# churn {run} {burst}\n".encode()
             t = time.time()
             if a.churn_edit == "append":
@@ -309,6 +325,8 @@ def main():
             wait_handled(before, t, "churn")
             took = time.time() - t
             burst_cpu, burst_faults = daemon_cpu() - cpu0, daemon_faults() - faults0
+            threads = daemon_threads()
+            split = sorted(((n, (ns - threads0.get(n, 0)) / 1e9) for n, ns in threads.items()), key=lambda x: -x[1])
             print(f"churn: {len(churn)} files, {nbytes/1e6:.0f} MB absorbed in {took:.2f} s = {nbytes/1e6/took:.0f} MB/s "
                   f"({100 * (nbytes/took) / (total/first):.0f} % of the first-run throughput; "
                   f"{100 * same / took:.0f} % of that of just the burst's files)")
@@ -323,6 +341,8 @@ def main():
                   + ("measured in its own cgroup)" if cgroup else
                      f"counted in clock ticks of {1000 / os.sysconf('SC_CLK_TCK'):.0f} ms)"))
             print(f"the daemon's minor page faults over the burst: {burst_faults}")
+            print("the daemon's CPU by thread over the burst: "
+                  + ", ".join(f"{n} {cpu:.3f} s" for n, cpu in split if cpu >= 0.001))
             return 100 * (nbytes / took) / (total / first), burst_cpu
 
         if a.churn:
@@ -348,6 +368,7 @@ def main():
                     time.sleep(0.005)
 
             shares, cpus = [], []
+            all_cpu0, all_threads0 = daemon_cpu(), daemon_threads()
             for burst in range(a.bursts):
                 if burst > 0:
                     # The files put back as they were, under the daemon
@@ -360,6 +381,17 @@ def main():
                 share, cpu = one_burst(burst)
                 shares.append(share)
                 cpus.append(cpu)
+            # What the bursts (and the putting back between them) cost in
+            # all, RocksDB's flushes and compactions included, which mostly
+            # run after a burst is handled: under steady churn they share
+            # the cores with the next one. The daemon flushes after a quiet
+            # second; its compactions follow.
+            time.sleep(5)
+            all_cpu, threads = daemon_cpu() - all_cpu0, daemon_threads()
+            rocks = {n: (ns - all_threads0.get(n, 0)) / 1e9 for n, ns in threads.items() if n.startswith("rocksdb:")}
+            print(f"the daemon's CPU over all {a.bursts} bursts, the files put back between them and 5 s after: "
+                  f"{all_cpu:.3f} s, of which RocksDB's flushes {rocks.get('rocksdb:high', 0):.3f} s and "
+                  f"compactions {rocks.get('rocksdb:low', 0):.3f} s")
             if a.bursts > 1:
                 print(f"{a.bursts} bursts: {min(shares):.0f}-{max(shares):.0f} %, median "
                       f"{statistics.median(shares):.0f} % of the first-run throughput (bar 80 %), "
