@@ -924,16 +924,27 @@ fn template(db: &std::path::Path, cmd: TemplateCommand, format: Format, out: &mu
             if format == Format::Json {
                 let marks: Vec<_> = list
                     .iter()
-                    .map(|t| serde_json::json!({ "cluster": t.cluster, "chunks": t.chunks, "bytes": t.bytes }))
+                    .map(|t| {
+                        serde_json::json!({
+                            "cluster": t.cluster, "chunks": t.chunks, "bytes": t.bytes, "word_samples": t.samples,
+                        })
+                    })
                     .collect();
                 writeln!(out, "{}", serde_json::to_string_pretty(&marks)?)?;
                 return Ok(());
             }
             if list.is_empty() {
-                writeln!(out, "no template chunks")?;
+                writeln!(out, "no template chunks or word samples")?;
             }
             for t in list {
-                writeln!(out, "cluster {}: {}, {}", t.cluster, count(t.chunks, "chunk"), human_bytes(t.bytes))?;
+                writeln!(
+                    out,
+                    "cluster {}: {}, {}, {}",
+                    t.cluster,
+                    count(t.chunks, "chunk"),
+                    human_bytes(t.bytes),
+                    count(t.samples, "word sample")
+                )?;
             }
         }
     }

@@ -220,10 +220,10 @@ pub fn perform(store: &crate::store::Store, request: Request, threads: usize) ->
             Ok(Answer::new(text, json))
         }
         Request::TemplateUnmark { cluster } => {
-            let n = marks::unmark(store, &cluster).map_err(|e| e.to_string())?;
+            let (chunks, samples) = marks::unmark(store, &cluster).map_err(|e| e.to_string())?;
             Ok(Answer::new(
-                format!("unmarked {}", count(n, "template chunk")),
-                serde_json::json!({ "unmarked_chunks": n }),
+                format!("unmarked {} and {}", count(chunks, "template chunk"), count(samples, "word sample")),
+                serde_json::json!({ "unmarked_chunks": chunks, "unmarked_word_samples": samples }),
             ))
         }
         Request::Forget { roots } => {

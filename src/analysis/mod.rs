@@ -1933,8 +1933,9 @@ pub mod marks {
     }
 
     /// Removes the marks made from a cluster (a unique id prefix), or all
-    /// marks for `all`. Returns how many chunks were unmarked.
-    pub fn unmark(store: &Store, id: &str) -> Result<u64, StoreError> {
+    /// marks for `all`. Returns how many chunks and word samples were
+    /// unmarked.
+    pub fn unmark(store: &Store, id: &str) -> Result<(u64, u64), StoreError> {
         let id = id.to_ascii_lowercase();
         let mut batch = store.batch();
         let of = |mark: &TemplateMark| id == "all" || cluster_id_str(mark.cluster).starts_with(&id);
@@ -1944,33 +1945,49 @@ pub mod marks {
                 batch.delete::<Templates>(&chunk);
             }
         }
-        let n = batch.len() as u64;
+        let chunks = batch.len() as u64;
         for item in store.scan::<TemplateSamples>() {
             let (sample, mark) = item?;
             if of(&mark) {
                 batch.delete::<TemplateSamples>(&sample);
             }
         }
+        let samples = batch.len() as u64 - chunks;
         store.write(batch)?;
         store.sync()?;
-        Ok(n)
+        Ok((chunks, samples))
     }
 
-    /// Template chunks grouped by the cluster they were marked from.
+    /// Template chunks and word samples grouped by the cluster they were
+    /// marked from.
     pub struct Listed {
         pub cluster: String,
         pub chunks: u64,
         pub bytes: u64,
+        pub samples: u64,
     }
 
     pub fn list(store: &Store) -> Result<Vec<Listed>, StoreError> {
-        let mut by: std::collections::BTreeMap<u64, (u64, u64)> = Default::default();
+        type By = std::collections::BTreeMap<u64, Listed>;
+        fn of(by: &mut By, cluster: u64) -> &mut Listed {
+            by.entry(cluster).or_insert_with(|| Listed {
+                cluster: cluster_id_str(cluster),
+                chunks: 0,
+                bytes: 0,
+                samples: 0,
+            })
+        }
+        let mut by = By::new();
         for item in store.scan::<Templates>() {
             let (_, mark) = item?;
-            let e = by.entry(mark.cluster).or_default();
-            e.0 += 1;
-            e.1 += u64::from(mark.len);
+            let e = of(&mut by, mark.cluster);
+            e.chunks += 1;
+            e.bytes += u64::from(mark.len);
         }
-        Ok(by.into_iter().map(|(c, (chunks, bytes))| Listed { cluster: cluster_id_str(c), chunks, bytes }).collect())
+        for item in store.scan::<TemplateSamples>() {
+            let (_, mark) = item?;
+            of(&mut by, mark.cluster).samples += 1;
+        }
+        Ok(by.into_values().collect())
     }
 }

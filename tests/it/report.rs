@@ -453,6 +453,12 @@ fn a_mark_takes_a_boilerplates_words_out_of_pages_beside_a_large_file() {
     assert!(marked >= 150, "{said:#}");
     let r = json(&env, &["report"]);
     assert_eq!(r["clusters"].as_array().unwrap().len(), 0, "{r:#}");
+    // Listed and taken back with the chunks.
+    let list = json(&env, &["template", "list"]);
+    assert_eq!((list[0]["cluster"].as_str(), list[0]["word_samples"].as_u64()), (Some(id.as_str()), Some(marked)));
+    let said = json(&env, &["template", "unmark", &id]);
+    assert_eq!(said["unmarked_word_samples"].as_u64(), Some(marked), "{said:#}");
+    assert_eq!(json(&env, &["report"])["clusters"].as_array().unwrap().len(), 1);
 }
 
 /// A cluster joined through a chain of links (A inside B, C inside B) may
