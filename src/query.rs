@@ -77,6 +77,33 @@ impl Ignored<'_> {
     fn payload(&self, rec: &ContentRecord) -> u64 {
         rec.runs.iter().filter(|r| !self.is_ignored(&r.key)).map(|r| u64::from(r.len) * u64::from(r.count)).sum()
     }
+
+    /// Whether a chunk's degree is known (or it is a template chunk).
+    fn is_known(&self, chunk: &ChunkKey) -> bool {
+        self.templates.chunks.contains(chunk) || self.memo.contains_key(chunk)
+    }
+
+    /// A content's bytes in chunks known not to be ignored: the least its
+    /// payload can be.
+    fn known_payload(&self, rec: &ContentRecord) -> u64 {
+        rec.runs
+            .iter()
+            .filter(|r| self.memo.get(&r.key) == Some(&false) && !self.templates.chunks.contains(&r.key))
+            .map(|r| u64::from(r.len) * u64::from(r.count))
+            .sum()
+    }
+}
+
+/// The largest payload a content sharing `common` payload bytes with a
+/// query of `payload` may have and still be linked to it by chunks (by
+/// resemblance, or by its containment in the query), rounded up; its
+/// containment of the query does not depend on it. Sizes the batches of
+/// degrees `similar_to` learns; the link test itself decides.
+fn link_payload_bound(common: u64, payload: u64, p: &AnalysisParams) -> u64 {
+    let c = common as f64;
+    let by_resemblance = if p.min_similarity > 0.0 { c / p.min_similarity + c - payload as f64 } else { f64::MAX };
+    let by_containment = if p.min_containment > 0.0 { c / p.min_containment } else { f64::MAX };
+    by_resemblance.max(by_containment).max(0.0).min(u64::MAX as f64).ceil() as u64
 }
 
 /// How `similar` orders and cuts its candidates.
@@ -207,15 +234,70 @@ pub fn similar_to(
         candidates.len(),
         candidates.iter().map(|c| c.2.runs.len()).sum::<usize>()
     );
-    ignored.learn(candidates.iter().flat_map(|(_, _, rec, _)| rec.runs.iter().map(|r| r.key)))?;
-    tracing::debug!("similar: {} chunk degrees known", ignored.memo.len());
+    // A candidate's payload (its bytes in chunks not ignored) takes a
+    // degree lookup per chunk, and a query as large as a JDK's 123 MB
+    // `modules` file has candidates holding 1.4M chunks, none of them a
+    // link. Only an answer needs its exact payload: one that is not
+    // asked for (`all`) and may not be a link has its chunks' degrees
+    // learnt until the payload they show is too large for a link.
+    let words: Vec<_> = candidates.iter().map(|c| sketch.estimate(&c.3)).collect();
+    let at = |i: usize, their_payload: u64| {
+        let (_, shared, rec, _) = &candidates[i];
+        Measures::new(*shared, payload, their_payload).and_words(Some(words[i]), query.size, rec.size)
+    };
+    let mut open = Vec::new();
+    let mut todo = Vec::new();
+    for (i, (holder, _, rec, _)) in candidates.iter().enumerate() {
+        // Chunk measures only fall as the payload grows, to at most all
+        // of the candidate's bytes in chunks.
+        let most = rec.runs.iter().map(|r| u64::from(r.len) * u64::from(r.count)).sum();
+        if all || *holder == content || at(i, most).kind(params).is_some() {
+            todo.extend(rec.runs.iter().map(|r| r.key));
+        } else {
+            open.push(i);
+        }
+    }
+    ignored.learn(todo)?;
+    let mut dropped = vec![false; candidates.len()];
+    while !open.is_empty() {
+        let mut todo = Vec::new();
+        open.retain(|&i| {
+            let rec = &candidates[i].2;
+            let least = ignored.known_payload(rec);
+            if at(i, least).kind(params).is_none() {
+                dropped[i] = true;
+                return false;
+            }
+            // Enough of the chunks not known yet to pass the payload a
+            // link allows, if they are not ignored (most chunks are not).
+            let mut want = link_payload_bound(candidates[i].1, payload, params).saturating_sub(least);
+            let before = todo.len();
+            for r in rec.runs.iter().filter(|r| !ignored.is_known(&r.key)) {
+                todo.push(r.key);
+                want = want.saturating_sub(u64::from(r.len) * u64::from(r.count));
+                if want == 0 {
+                    break;
+                }
+            }
+            // Every degree known: its payload is exact, and it may link.
+            todo.len() > before
+        });
+        ignored.learn(todo)?;
+    }
+    tracing::debug!(
+        "similar: {} chunk degrees known, {} candidates shown too large to link",
+        ignored.memo.len(),
+        dropped.iter().filter(|&&d| d).count()
+    );
 
     let mut hits = Vec::new();
-    for (holder, shared, rec, their_sketch) in candidates {
-        let their_payload = ignored.payload(&rec);
-        let measures =
-            Measures::with_words(shared, (&sketch, payload, query.size), (&their_sketch, their_payload, rec.size));
-        let identical = holder == content;
+    for (i, (holder, _, rec, _)) in candidates.iter().enumerate() {
+        if dropped[i] {
+            continue;
+        }
+        let their_payload = ignored.payload(rec);
+        let measures = at(i, their_payload);
+        let (holder, identical) = (*holder, *holder == content);
         let kind = measures.kind(params);
         if !(identical || all || kind.is_some()) {
             continue;

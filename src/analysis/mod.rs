@@ -193,7 +193,7 @@ impl Measures {
         Measures::new(common, a.1, b.1).and_words(Some(a.0.estimate(b.0)), a.2, b.2)
     }
 
-    fn and_words(self, words: Option<Estimate>, size_a: u64, size_b: u64) -> Measures {
+    pub(crate) fn and_words(self, words: Option<Estimate>, size_a: u64, size_b: u64) -> Measures {
         match words {
             Some(words) => {
                 let words_common = (words.a_in_b * size_a as f64).max(words.b_in_a * size_b as f64) as u64;
@@ -218,8 +218,6 @@ impl Measures {
         self.a_in_b.max(self.words.a_in_b)
     }
 
-    /// The link kind under `p`, or None when the pair is not a link: the
-    /// chunk measures or the word measures pass.
     /// Whether the chunk measures alone make a link under `p`: a test that
     /// holds for any common bytes above some that pass it.
     fn chunks_link(&self, p: &AnalysisParams) -> bool {
@@ -227,6 +225,8 @@ impl Measures {
             && (self.resemblance >= p.min_similarity || self.containment() >= p.min_containment)
     }
 
+    /// The link kind under `p`, or None when the pair is not a link: the
+    /// chunk measures or the word measures pass.
     pub fn kind(&self, p: &AnalysisParams) -> Option<LinkKind> {
         let min = p.min_bytes.max(1);
         let chunks = self.common >= min;

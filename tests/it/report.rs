@@ -596,6 +596,51 @@ fn similar_answers_for_unindexed_files_and_stdin_identical_first() {
     assert_eq!(r["hits"][0]["kind"], "identical", "{r:#}");
 }
 
+/// `similar` learns a candidate's chunk degrees (for its payload) only as
+/// far as it must: a large file sharing one piece with the query is shown
+/// too large to link after a few, and a file whose payload is small only
+/// because most of its chunks are over the cutoff is still measured
+/// exactly. Both answers are those `--all` (every degree learnt) gives.
+#[test]
+fn similar_learns_degrees_only_as_far_as_a_link_needs() {
+    let env = Env::new();
+    let q = noise(50, 30_000);
+    let common = noise(51, 40_000);
+    // Held by four contents, over `--max-degree 2`: ignored.
+    for i in 0..3u64 {
+        env.write(&format!("c{i}.bin"), [common.clone(), noise(60 + i, 5000)].concat());
+    }
+    // Most of the query but for its ignored chunks: a link only once they
+    // are known to be ignored (~60 KB in all, 20 KB in common).
+    env.write("inside.bin", [common.clone(), q[5000..25_000].to_vec()].concat());
+    // 2 MB sharing one piece of the query: no link.
+    env.write("big.bin", [noise(52, 2 << 20), q[5000..9000].to_vec()].concat());
+    env.index();
+    let query = env.tmp.path().join("q.bin");
+    std::fs::write(&query, &q).unwrap();
+    let ask = |all: bool| {
+        let mut run = env.simd();
+        run.env("SIMD_LOG", "simd=debug").args(["--format", "json", "similar", "--max-degree", "2"]);
+        if all {
+            run.arg("--all");
+        }
+        let out = run.arg(&query).assert().success();
+        let r: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+        (r, String::from_utf8_lossy(&out.get_output().stderr).into_owned())
+    };
+    let (r, log) = ask(false);
+    let hits = r["hits"].as_array().unwrap();
+    let tails: Vec<String> = hits.iter().map(|h| names(&h["files"])[0].clone()).collect();
+    assert_eq!(tails, ["inside.bin"], "{r:#}");
+    assert_eq!(hits[0]["kind"], "similar", "{r:#}");
+    assert!(hits[0]["payload"].as_u64().unwrap() < 25_000, "its shared block is ignored: {r:#}");
+    assert!(log.contains(", 1 candidates shown too large to link"), "{log}");
+    let (all, _) = ask(true);
+    let linked: Vec<_> = all["hits"].as_array().unwrap().iter().filter(|h| h["kind"] != "shares").cloned().collect();
+    assert_eq!(&linked, hits, "{all:#}");
+    assert!(all["hits"].as_array().unwrap().iter().any(|h| names(&h["files"])[0] == "big.bin"), "{all:#}");
+}
+
 /// A content that loses its last name, has its record dropped by history's
 /// retention, and comes back between two reports has a new content id
 /// (the postings name it by that one): an update takes the id from the
