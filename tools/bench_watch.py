@@ -25,9 +25,15 @@ first index's CPU time for as many bytes: on a shared VM the CPU a burst
 costs drifts less than its wall-clock time. Each run appends a line naming
 the run, so the burst is new content (a line written before would be
 content the index still holds a record of, and not sketched again).
-With --bursts N, N such bursts go to one daemon, the files put back (under
+Each burst's CPU is also split by the daemon's threads (their names, from
+/proc: the main thread, notify's; the readers, made per batch, are gone by
+then and only in the total). With --bursts N, N such bursts go to one daemon, the files put back (under
 the daemon) between them, and a last line gives the range and median of
-their throughput and the median of their CPU. The first burst goes to a
+their throughput and the median of their CPU; the line before it, what all
+of it cost the daemon, with RocksDB's flushes ("rocksdb:high") and
+compactions ("rocksdb:low") apart: they mostly run after a burst is
+handled, outside its own figures, and under steady churn share the cores
+with the next one. The first burst goes to a
 daemon just started (its block cache cold: every prior record it reads
 is a disk read); the later ones to one that has read those records before.
 With --churn-edit insert, the line goes in the middle of each file
