@@ -129,7 +129,7 @@ pub fn check(store: &Store) -> Result<CheckReport, StoreError> {
         if let Some((other, _)) = by_id.insert(rec.id, (content, live.contains(&content))) {
             problem(format!("content {content}: its id {} is also content {other}'s", rec.id));
         }
-        let total: u64 = rec.runs.iter().map(|r| u64::from(r.len) * u64::from(r.count)).sum();
+        let total: u64 = rec.runs.iter().map(|r| r.bytes()).sum();
         // A content read whole keeps no chunk list (`WholeFrom`).
         let whole = rec.runs.is_empty() && rec.size >= crate::fingerprint::WholeFrom::MIN;
         if total != rec.size && !whole {

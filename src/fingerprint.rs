@@ -89,6 +89,13 @@ pub struct ChunkRun {
     pub count: u32,
 }
 
+impl ChunkRun {
+    /// The bytes of the run: its chunk's length, `count` times.
+    pub fn bytes(&self) -> u64 {
+        u64::from(self.len) * u64::from(self.count)
+    }
+}
+
 /// Contents of at least this many bytes are indexed whole: their content
 /// hash (so identical copies are found) and their word sketch (so similar
 /// files are, by their words), but no chunk list, which would take memory
@@ -1086,7 +1093,7 @@ mod tests {
         let f = fingerprint_bytes(&data, &p);
         assert!(f.runs.len() <= 2, "{} runs", f.runs.len());
         assert_eq!(f.size, data.len() as u64);
-        let total: u64 = f.runs.iter().map(|r| u64::from(r.len) * u64::from(r.count)).sum();
+        let total: u64 = f.runs.iter().map(ChunkRun::bytes).sum();
         assert_eq!(total, data.len() as u64);
     }
 

@@ -54,8 +54,7 @@ struct Ignored<'a> {
 impl Ignored<'_> {
     /// Looks up the degrees of every chunk of `chunks` not known yet.
     fn learn(&mut self, chunks: impl IntoIterator<Item = ChunkKey>) -> Result<(), StoreError> {
-        let mut todo: Vec<ChunkKey> =
-            chunks.into_iter().filter(|c| !self.templates.chunks.contains(c) && !self.memo.contains_key(c)).collect();
+        let mut todo: Vec<ChunkKey> = chunks.into_iter().filter(|c| !self.is_known(c)).collect();
         todo.sort_unstable();
         todo.dedup();
         let over = self.store.chunks_over(&todo, self.cutoff)?;
@@ -75,7 +74,7 @@ impl Ignored<'_> {
 
     /// A content's bytes in chunks that are not ignored.
     fn payload(&self, rec: &ContentRecord) -> u64 {
-        rec.runs.iter().filter(|r| !self.is_ignored(&r.key)).map(|r| u64::from(r.len) * u64::from(r.count)).sum()
+        rec.runs.iter().filter(|r| !self.is_ignored(&r.key)).map(|r| r.bytes()).sum()
     }
 
     /// Whether a chunk's degree is known (or it is a template chunk).
@@ -89,7 +88,7 @@ impl Ignored<'_> {
         rec.runs
             .iter()
             .filter(|r| self.memo.get(&r.key) == Some(&false) && !self.templates.chunks.contains(&r.key))
-            .map(|r| u64::from(r.len) * u64::from(r.count))
+            .map(|r| r.bytes())
             .sum()
     }
 }
@@ -250,7 +249,7 @@ pub fn similar_to(
     for (i, (holder, _, rec, _)) in candidates.iter().enumerate() {
         // Chunk measures only fall as the payload grows, to at most all
         // of the candidate's bytes in chunks.
-        let most = rec.runs.iter().map(|r| u64::from(r.len) * u64::from(r.count)).sum();
+        let most = rec.runs.iter().map(|r| r.bytes()).sum();
         if all || *holder == content || at(i, most).kind(params).is_some() {
             todo.extend(rec.runs.iter().map(|r| r.key));
         } else {
@@ -274,7 +273,7 @@ pub fn similar_to(
             let before = todo.len();
             for r in rec.runs.iter().filter(|r| !ignored.is_known(&r.key)) {
                 todo.push(r.key);
-                want = want.saturating_sub(u64::from(r.len) * u64::from(r.count));
+                want = want.saturating_sub(r.bytes());
                 if want == 0 {
                     break;
                 }
