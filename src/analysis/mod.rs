@@ -188,8 +188,10 @@ impl Measures {
     }
 
     /// Both measures of a pair, given its chunk common bytes and its
-    /// (sketch, payload, size) sides.
-    pub fn with_words(common: u64, a: (&Sketch, u64, u64), b: (&Sketch, u64, u64)) -> Measures {
+    /// (sketch, payload, size) sides: for tests (`query::similar_to`
+    /// takes each candidate's word estimate once, for several payloads).
+    #[cfg(test)]
+    fn with_words(common: u64, a: (&Sketch, u64, u64), b: (&Sketch, u64, u64)) -> Measures {
         Measures::new(common, a.1, b.1).and_words(Some(a.0.estimate(b.0)), a.2, b.2)
     }
 
