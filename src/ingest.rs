@@ -578,7 +578,8 @@ pub struct Prewalked {
 /// The walk's records, and what decides whether the removal pass needs
 /// them ([`removal_records`]).
 struct RemovalRecords {
-    records: scan::RecordsByPath,
+    /// None when the walk kept only stats ([`scan::Known::Stats`]).
+    records: Option<scan::RecordsByPath>,
     /// Records the walk found under their paths, unchanged or changed.
     found: usize,
     /// Records under the roots.
@@ -589,10 +590,11 @@ struct RemovalRecords {
 /// when every record under the roots was found (a binary search of the
 /// files seen for each record: the pass took ~7 ms on the Django tree, ~2
 /// ms without). Dropping them then (~2–3 ms for the Django tree's 66.5k)
-/// is done beside the writer's open ([`index_prewalked`]).
-fn removal_records(r: RemovalRecords) -> scan::RecordsByPath {
+/// is done beside the writer's open ([`index_prewalked`]). None: the pass
+/// reads them from `files`.
+fn removal_records(r: RemovalRecords) -> Option<scan::RecordsByPath> {
     if r.under_roots == r.found {
-        return scan::RecordsByPath::default();
+        return Some(scan::RecordsByPath::default());
     }
     r.records
 }
@@ -620,11 +622,11 @@ pub fn prewalk(
     if !missing.is_empty() || !spared.is_empty() || root_bytes.iter().any(|r| !remembered.contains(r)) {
         return Ok(Prewalk::Unknown);
     }
-    // Only an index whose records fit in memory is walked here (an empty
-    // one, or a larger one, goes the usual way); they load on another
-    // thread while the walk starts (`scan::Records::Loading`).
+    // Only an index whose records (or their stats) fit in memory is walked
+    // here (an empty one, or a larger one, goes the usual way); they load
+    // on another thread while the walk starts (`scan::Records::Loading`).
     let files = store.counts()?.files;
-    if files == 0 || files > scan::Known::LOAD_MAX {
+    if files == 0 || files > scan::Known::STATS_MAX {
         return Ok(Prewalk::Unknown);
     }
     let cell = std::sync::OnceLock::new();
@@ -633,7 +635,8 @@ pub fn prewalk(
     let (tx, rx) = bounded::<Vec<Candidate>>(QUEUE / scan::WALK_BATCH);
     let (walked, candidates, loaded) = std::thread::scope(|s| {
         let loader = s.spawn(|| {
-            let known = scan::Known::load(store, files)?;
+            let under = |p: &[u8]| root_bytes.iter().any(|r| is_under(p, r));
+            let (known, counted) = scan::Known::load_counting(store, files, &under)?;
             tracing::debug!("prewalk: records loaded after {:?}", start.elapsed());
             let _ = cell.set(known);
             // The records under the roots, counted beside the walk (~3 ms
@@ -641,10 +644,8 @@ pub fn prewalk(
             // found them all tells whether the run writes anything, and
             // whether its removal pass has records to look through.
             let under_roots = match cell.get() {
-                Some(scan::Known::Loaded(records)) => {
-                    records.keys().filter(|p| root_bytes.iter().any(|r| is_under(p, r))).count()
-                }
-                _ => 0,
+                Some(scan::Known::Loaded(records)) => records.keys().filter(|p| under(p)).count(),
+                _ => counted,
             };
             Ok::<_, StoreError>(under_roots)
         });
@@ -677,7 +678,7 @@ pub fn prewalk(
         walked.pending.len()
     );
     let known = cell.into_inner().expect("set once loaded");
-    if !matches!(known, scan::Known::Loaded(_)) {
+    if !matches!(known, scan::Known::Loaded(_) | scan::Known::Stats(_)) {
         return Ok(Prewalk::Unknown);
     }
     let Some(mut candidates) = candidates else { return Ok(Prewalk::Unknown) };
@@ -710,7 +711,10 @@ pub fn prewalk(
         summary.elapsed = start.elapsed();
         return Ok(Prewalk::Unchanged(summary));
     }
-    let scan::Known::Loaded(records) = known else { return Ok(Prewalk::Unknown) };
+    let records = match known {
+        scan::Known::Loaded(records) => Some(records),
+        _ => None,
+    };
     let found = walked.unchanged.len() + candidates.iter().filter(|c| c.old.is_some()).count();
     let records = RemovalRecords { records, found, under_roots };
     Ok(Prewalk::Changed(Prewalked { start, roots, walked, candidates, records }))
@@ -856,7 +860,7 @@ struct PrewalkEnd {
     start: Instant,
     roots: Vec<PathBuf>,
     walked: scan::WalkOutcome,
-    records: scan::RecordsByPath,
+    records: Option<scan::RecordsByPath>,
 }
 
 /// Commits what [`index_prewalked`] read and ends its run: the removal
@@ -874,7 +878,7 @@ fn end_prewalked(
         end_stopped(&mut summary, &walked, start);
         return Ok(summary);
     }
-    let ended = RunEnd { unread: Vec::new(), known: Some(records) };
+    let ended = RunEnd { unread: Vec::new(), known: records };
     end_run(&mut writer, &mut summary, walked, ended, &roots, opts.retention, start)?;
     writer.store.settle_compactions(opts.interrupt.as_deref());
     Ok(summary)

@@ -597,6 +597,66 @@ fn records_loaded_for_the_walk_answer_as_point_lookups_do() {
         assert_eq!(got.is_some(), rel != "sub/missing.txt", "{rel}");
     }
     assert!(Known::Nothing.get(&store, &env.root.join("a.txt")).unwrap().is_none());
+    // Only the stats kept, the rest read from the index when asked.
+    let stats = Known::stats(&store, 3).unwrap();
+    for rel in ["a.txt", "sub/b.txt", "sub/c.txt", "sub/missing.txt"] {
+        let path = env.root.join(rel);
+        assert_eq!(stats.get(&store, &path).unwrap(), Known::Lookups.get(&store, &path).unwrap(), "{rel}");
+    }
+}
+
+/// Past `Known::LOAD_MAX` files (the tests make it 1), a walk keeps only
+/// each record's stats by a hash of its path (`scan::Known::Stats`), both
+/// in a read-only walk and in a writer's: nothing changed, then each kind
+/// of change, then more changed files than a read-only walk collects.
+/// Each run counts what changed, and the index equals a fresh one.
+#[test]
+fn a_walk_that_keeps_only_stats_finds_every_change() {
+    let env = Env::new();
+    let index = || -> serde_json::Value {
+        let out = env
+            .simd()
+            .env("SIMD_TEST_LOAD_MAX", "1")
+            .args(["--format", "json", "index"])
+            .arg(&env.root)
+            .assert()
+            .success();
+        serde_json::from_slice(&out.get_output().stdout).unwrap()
+    };
+    for i in 0..30 {
+        env.write(&format!("d{}/f{i}.txt", i % 3), text(i, 400));
+    }
+    assert_eq!(index()["new"].as_u64(), Some(30));
+    let counts = |s: &serde_json::Value| {
+        ["new", "changed", "unchanged", "moved", "removed"].map(|k| s[k].as_u64().unwrap_or_else(|| panic!("{k}: {s}")))
+    };
+    assert_eq!(counts(&index()), [0, 0, 30, 0, 0]);
+
+    env.write("d1/f1.txt", text(100, 500));
+    let mut grown = std::fs::read(env.root.join("d2/f2.txt")).unwrap();
+    grown.extend_from_slice(b" and more words at its end\n");
+    env.write("d2/f2.txt", &grown);
+    env.write("d0/new.txt", text(101, 300));
+    std::fs::remove_file(env.root.join("d0/f3.txt")).unwrap();
+    std::fs::create_dir(env.root.join("e")).unwrap();
+    std::fs::rename(env.root.join("d1/f4.txt"), env.root.join("e/f4.txt")).unwrap();
+    assert_eq!(counts(&index()), [1, 2, 26, 1, 1]);
+    env.check();
+    env.assert_same_as_fresh(&[&env.root]);
+
+    // More changed files than a read-only walk collects (4,096): the
+    // writer's walk keeps stats too.
+    for i in 0..4_200 {
+        env.write(&format!("g{}/f{i}.txt", i % 8), format!("file {i}\n"));
+    }
+    assert_eq!(index()["new"].as_u64(), Some(4_200));
+    for i in 0..4_200 {
+        env.write(&format!("g{}/f{i}.txt", i % 8), format!("file {i}, changed\n"));
+    }
+    std::fs::remove_file(env.root.join("d0/f0.txt")).unwrap();
+    assert_eq!(counts(&index()), [0, 4_200, 29, 0, 1]);
+    env.check();
+    env.assert_same_as_fresh(&[&env.root]);
 }
 
 #[test]
