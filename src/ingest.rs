@@ -2621,19 +2621,27 @@ impl<'s> Writer<'s> {
     }
 
     /// A writer that keeps every file record in memory ([`Writer::lookup`]
-    /// probes it), for the daemon: ~160 bytes a file, up to
-    /// [`scan::Known::LOAD_MAX`] files; past that it looks paths up in the
+    /// probes it), for the daemon: ~160 bytes a file by path up to
+    /// [`scan::Known::LOAD_MAX`] files, ~100 by path hash up to
+    /// [`scan::Known::HASHED_MAX`]; past that it looks paths up in the
     /// index.
     pub fn keeping_paths(store: &'s Store) -> Result<Self, StoreError> {
         let mut w = Writer::new(store)?;
         let known = scan::Known::load_for_writer(store, w.counts.files)?;
-        if let scan::Known::Loaded(map) = &known {
-            let mut names: HashMap<ContentHash, u32> = HashMap::default();
-            for (_, rec) in map.values() {
-                *names.entry(rec.content).or_default() += 1;
-            }
-            w.names = Some(names);
-        }
+        w.names = {
+            let contents: Option<Box<dyn Iterator<Item = &ContentHash>>> = match &known {
+                scan::Known::Loaded(map) => Some(Box::new(map.values().map(|(_, rec)| &rec.content))),
+                scan::Known::Hashed(hashed) => Some(Box::new(hashed.contents())),
+                _ => None,
+            };
+            contents.map(|contents| {
+                let mut names: HashMap<ContentHash, u32> = HashMap::default();
+                for c in contents {
+                    *names.entry(*c).or_default() += 1;
+                }
+                names
+            })
+        };
         w.paths = Some(known);
         Ok(w)
     }
@@ -2664,7 +2672,7 @@ impl<'s> Writer<'s> {
     fn set_path(&mut self, path: Vec<u8>, rec: Option<(FileId, FileRecord)>) -> Result<(), StoreError> {
         if let Some(known) = &mut self.paths {
             known.set(&path, rec.as_ref().map(|(id, r)| (*id, r)));
-            if !matches!(known, scan::Known::Loaded(_)) {
+            if !matches!(known, scan::Known::Loaded(_) | scan::Known::Hashed(_)) {
                 // Past its bound the path map is dropped for lookups: so
                 // are the counts, for the name probe. Both read the index
                 // from now on, so the group in flight is waited for and

@@ -67,9 +67,68 @@ pub enum Known {
     /// re-index of 400k small files took 3.6–4.0 s with two point lookups
     /// per file, against 1.5 s for `find`.
     Stats(StatsByPath),
+    /// Every record by a 128-bit hash of its path, for the daemon's writer
+    /// past [`Known::LOAD_MAX`] files (~100 bytes a file): with two point
+    /// lookups per file, a burst of 10k changed files of a 400k-file tree
+    /// took its main thread 2.5 × what it took on a 200k-file tree.
+    Hashed(RecordsByHash),
     /// Two point lookups per file, for an index of more than
-    /// [`Known::STATS_MAX`] files, so that memory stays bounded.
+    /// [`Known::STATS_MAX`] files (a walk's) or [`Known::HASHED_MAX`] (a
+    /// writer's), so that memory stays bounded.
     Lookups,
+}
+
+/// Every file's record by a 128-bit hash of its path, seeded per process
+/// ([`Known::Hashed`]): two paths of one hash are as unlikely as two
+/// contents of one MD5, which the index already takes for the same.
+pub struct RecordsByHash {
+    map: HashMap<u128, (FileId, BriefRecord)>,
+    seeds: [foldhash::quality::RandomState; 2],
+}
+
+/// A file's record without its path.
+#[derive(Clone, Copy)]
+struct BriefRecord {
+    size: u64,
+    mtime: crate::store::TimeNs,
+    inode: u64,
+    content: crate::fingerprint::ContentHash,
+    dev: u64,
+}
+
+impl RecordsByHash {
+    fn with_capacity(n: usize) -> RecordsByHash {
+        RecordsByHash { map: HashMap::with_capacity_and_hasher(n, Default::default()), seeds: Default::default() }
+    }
+
+    fn key(&self, path: &[u8]) -> u128 {
+        let [a, b] = &self.seeds;
+        let (a, b) = (std::hash::BuildHasher::hash_one(a, path), std::hash::BuildHasher::hash_one(b, path));
+        (u128::from(a) << 64) | u128::from(b)
+    }
+
+    fn insert(&mut self, path: &[u8], id: FileId, r: &FileRecord) {
+        let brief = BriefRecord { size: r.size, mtime: r.mtime, inode: r.inode, content: r.content, dev: r.dev };
+        self.map.insert(self.key(path), (id, brief));
+    }
+
+    fn get(&self, path: &[u8]) -> Option<(FileId, FileRecord)> {
+        let (id, b) = self.map.get(&self.key(path))?;
+        let rec = FileRecord {
+            path: path.to_vec(),
+            size: b.size,
+            mtime: b.mtime,
+            inode: b.inode,
+            content: b.content,
+            dev: b.dev,
+        };
+        Some((*id, rec))
+    }
+
+    /// The content of every record.
+    pub fn contents(&self) -> impl Iterator<Item = &crate::fingerprint::ContentHash> {
+        self.map.values().map(|(_, b)| &b.content)
+    }
 }
 
 impl Known {
@@ -81,6 +140,17 @@ impl Known {
     /// Above this many files, records are looked up one by one (~50 bytes a
     /// file as [`Known::Stats`]: 100 MB at most).
     pub const STATS_MAX: u64 = 1 << 21;
+
+    /// Above this many files, the daemon's writer looks records up one by
+    /// one (~100 bytes a file as [`Known::Hashed`]: 100 MB at most).
+    pub const HASHED_MAX: u64 = 1 << 20;
+
+    /// [`Known::LOAD_MAX`], unless the environment sets `SIMD_TEST_LOAD_MAX`:
+    /// the tests make it small, to keep stats or hashed records on a small
+    /// tree.
+    fn load_max() -> u64 {
+        crate::test_setting("SIMD_TEST_LOAD_MAX").unwrap_or(Self::LOAD_MAX)
+    }
 
     /// What the walk needs for an index holding `files` files.
     pub fn load(store: &Store, files: u64) -> Result<Known, StoreError> {
@@ -97,12 +167,10 @@ impl Known {
         if files == 0 {
             return Ok((Known::Nothing, 0));
         }
-        // The tests make it small, to walk with stats on a small tree.
-        let load_max = crate::test_setting("SIMD_TEST_LOAD_MAX").unwrap_or(Self::LOAD_MAX);
         if files > Self::STATS_MAX {
             return Ok((Known::Lookups, 0));
         }
-        if files > load_max {
+        if files > Self::load_max() {
             let (stats, counted) = StatsByPath::load(store, files, count)?;
             return Ok((Known::Stats(stats), counted));
         }
@@ -128,20 +196,40 @@ impl Known {
     /// [`Known::set`] (the daemon's): as [`Known::load`], but an empty
     /// index gives an empty map rather than [`Known::Nothing`].
     pub fn load_for_writer(store: &Store, files: u64) -> Result<Known, StoreError> {
-        if files > Self::LOAD_MAX {
+        if files > Self::HASHED_MAX {
             return Ok(Known::Lookups);
         }
-        Ok(match Known::load(store, files)? {
-            Known::Nothing => Known::Loaded(HashMap::default()),
-            k => k,
-        })
+        if files > Self::load_max() {
+            let mut hashed = RecordsByHash::with_capacity(files as usize);
+            for item in store.scan::<Files>() {
+                let (id, rec) = item?;
+                hashed.insert(&rec.path, id, &rec);
+            }
+            return Ok(Known::Hashed(hashed));
+        }
+        // An empty index gives an empty map, where a walk's is Nothing.
+        Ok(Known::load_records(store, files)?.0)
     }
 
     /// Records `path`'s new record (None: gone). A map that grows past
-    /// [`Known::LOAD_MAX`] is dropped for point lookups, so that memory
-    /// stays bounded. [`Known::Nothing`] stays so: it is for a walk, which
-    /// never sets.
+    /// [`Known::LOAD_MAX`] keeps its records by the hash of their paths,
+    /// and past [`Known::HASHED_MAX`] it is dropped for point lookups, so
+    /// that memory stays bounded. [`Known::Nothing`] stays so: it is for a
+    /// walk, which never sets.
     pub fn set(&mut self, path: &[u8], rec: Option<(FileId, &FileRecord)>) {
+        if let Known::Hashed(hashed) = self {
+            match rec {
+                Some((id, r)) => hashed.insert(path, id, r),
+                None => {
+                    let key = hashed.key(path);
+                    hashed.map.remove(&key);
+                }
+            }
+            if hashed.map.len() as u64 > Self::HASHED_MAX {
+                *self = Known::Lookups;
+            }
+            return;
+        }
         let Known::Loaded(map) = self else { return };
         match rec {
             Some((id, r)) => {
@@ -155,8 +243,12 @@ impl Known {
                     dev: r.dev,
                 };
                 map.insert(path.to_vec(), (id, rec));
-                if map.len() as u64 > Self::LOAD_MAX {
-                    *self = Known::Lookups;
+                if map.len() as u64 > Self::load_max() {
+                    let mut hashed = RecordsByHash::with_capacity(map.len());
+                    for (path, (id, rec)) in map.drain() {
+                        hashed.insert(&path, id, &rec);
+                    }
+                    *self = Known::Hashed(hashed);
                 }
             }
             None => {
@@ -179,6 +271,9 @@ impl Known {
             Known::Nothing => None,
             Known::Loaded(map) => {
                 map.get(path.as_os_str().as_bytes()).map(|(id, rec)| Found { id: *id, rec: Rec::Borrowed(rec) })
+            }
+            Known::Hashed(hashed) => {
+                hashed.get(path.as_os_str().as_bytes()).map(|(id, rec)| Found { id, rec: Rec::Owned(rec) })
             }
             Known::Stats(stats) => match stats.find(path.as_os_str().as_bytes()) {
                 Brief::Known(b) => Some(Found { id: b.id, rec: Rec::Brief(*b) }),
@@ -999,7 +1094,7 @@ mod tests {
     }
 
     #[test]
-    fn a_kept_map_follows_sets_and_gives_way_to_lookups_past_its_bound() {
+    fn a_kept_map_follows_sets_by_path_then_by_path_hash_then_gives_way_to_lookups() {
         let rec = |n: u64| FileRecord {
             path: b"/ignored".to_vec(),
             size: n,
@@ -1021,6 +1116,25 @@ mod tests {
         assert!(matches!(nothing, Known::Nothing));
         for n in 0..=Known::LOAD_MAX {
             k.set(format!("/r/{n}").as_bytes(), Some((FileId(n), &rec(n))));
+        }
+        // Past its bound the map keeps its records by path hash, and answers
+        // as before.
+        let Known::Hashed(hashed) = &k else { panic!("hashed past the bound") };
+        assert_eq!(hashed.map.len() as u64, Known::LOAD_MAX + 2);
+        for n in [0, 7, Known::LOAD_MAX] {
+            let path = format!("/r/{n}");
+            let (id, got) = hashed.get(path.as_bytes()).unwrap();
+            assert_eq!((id, got), (FileId(n), FileRecord { path: path.into_bytes(), ..rec(n) }));
+        }
+        assert_eq!(hashed.get(b"/r/b").map(|(id, r)| (id, r.size)), Some((FileId(2), 2)));
+        k.set(b"/r/b", None);
+        k.set(b"/r/7", Some((FileId(70), &rec(70))));
+        let Known::Hashed(hashed) = &k else { panic!("still hashed") };
+        assert!(hashed.get(b"/r/b").is_none());
+        assert_eq!(hashed.get(b"/r/7").map(|(id, r)| (id, r.size)), Some((FileId(70), 70)));
+        assert!(hashed.get(b"/r/a").is_none());
+        for n in Known::LOAD_MAX..=Known::HASHED_MAX {
+            k.set(format!("/s/{n}").as_bytes(), Some((FileId(n), &rec(n))));
         }
         assert!(matches!(k, Known::Lookups));
     }

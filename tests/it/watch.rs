@@ -575,10 +575,31 @@ fn names_swapped_within_a_debounce_keep_their_records() {
 
 #[test]
 fn the_live_index_follows_every_kind_of_change() {
+    follow_every_kind_of_change(&[]);
+}
+
+/// The same with the daemon's records kept by a hash of their paths, and
+/// its scans' walks keeping only the stats they compare, as past 262k
+/// files (`scan::Known::Hashed`, `scan::Known::Stats`; the test makes the
+/// bound 1).
+#[test]
+fn the_live_index_follows_every_kind_of_change_with_records_by_path_hash() {
+    follow_every_kind_of_change(&[("SIMD_TEST_LOAD_MAX", "1")]);
+}
+
+/// Each kind of change under a daemon started with the environment `vars`,
+/// then one more change after a restart.
+fn follow_every_kind_of_change(vars: &[(&str, &str)]) {
     let env = Env::new();
     for i in 0..20u64 {
         env.write(&format!("docs/d{i}.txt"), text(i, 800));
     }
+    let start = |env: &Env| {
+        let _starting = LIMITS.read().unwrap_or_else(|p| p.into_inner());
+        let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("simd"));
+        cmd.envs(vars.iter().copied());
+        start_command(env, cmd, &["--debounce-ms", "50", env.root.to_str().unwrap()], None)
+    };
     let daemon = start(&env);
     converges(&env, "start");
 
@@ -690,6 +711,13 @@ fn the_live_index_follows_every_kind_of_change() {
     // SIGTERM: a clean stop, exit 0.
     stop_with_sigterm(daemon);
     env.check();
+    // Started again on the index it left: its records loaded, one change.
+    let daemon = start(&env);
+    std::fs::rename(env.root.join("made-again/new.txt"), env.root.join("made-again/renamed.txt")).unwrap();
+    env.write("quick.txt", text(2300, 200));
+    converges(&env, "a rename and a write after a restart");
+    assert_moved(&env, "made-again/new.txt", "renamed.txt");
+    stop_with_sigterm(daemon);
 }
 
 #[test]
