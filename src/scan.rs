@@ -302,7 +302,7 @@ pub struct StatsByPath {
 
 /// A file's record without its path and content (48 bytes).
 #[derive(Clone, Copy, Debug)]
-pub struct StatBrief {
+struct StatBrief {
     hash: u64,
     id: FileId,
     size: u64,
@@ -390,30 +390,28 @@ enum Rec<'k> {
 }
 
 impl Found<'_> {
-    /// Whether a file with this stat needs no read: its record says the same.
-    pub fn matches(&self, stat: &Stat) -> bool {
+    /// The record's size, mtime, inode and device.
+    fn stat(&self) -> (u64, crate::store::TimeNs, u64, u64) {
         match &self.rec {
-            Rec::Borrowed(r) => stat.matches(r),
-            Rec::Owned(r) => stat.matches(r),
-            Rec::Brief(b) => stat.size == b.size && stat.mtime == b.mtime && stat.inode == b.inode,
+            Rec::Borrowed(r) => (r.size, r.mtime, r.inode, r.dev),
+            Rec::Owned(r) => (r.size, r.mtime, r.inode, r.dev),
+            Rec::Brief(b) => (b.size, b.mtime, b.inode, b.dev),
         }
     }
 
+    /// Whether a file with this stat needs no read: its record says the same.
+    pub fn matches(&self, stat: &Stat) -> bool {
+        let (size, mtime, inode, _) = self.stat();
+        (stat.size, stat.mtime, stat.inode) == (size, mtime, inode)
+    }
+
     pub fn size(&self) -> u64 {
-        match &self.rec {
-            Rec::Borrowed(r) => r.size,
-            Rec::Owned(r) => r.size,
-            Rec::Brief(b) => b.size,
-        }
+        self.stat().0
     }
 
     /// Whether the record holds the file's device ([`FileRecord::dev`]).
     pub fn has_dev(&self) -> bool {
-        match &self.rec {
-            Rec::Borrowed(r) => r.dev != 0,
-            Rec::Owned(r) => r.dev != 0,
-            Rec::Brief(b) => b.dev != 0,
-        }
+        self.stat().3 != 0
     }
 
     /// The record, as stored, for the file at `path` (read from `store`
