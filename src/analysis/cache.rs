@@ -513,7 +513,7 @@ fn relink(
             load(d, &mut feats)?;
             let (posted, chunk_ids): (Vec<u32>, Vec<ChunkKey>) = {
                 let f = &feats[&d].0;
-                (f.posted.clone(), f.chunks.iter().map(|c| c.0).collect())
+                (f.posted().to_vec(), f.chunks.iter().map(|c| c.0).collect())
             };
             let mut shared: HashMap<u32, usize> = HashMap::new();
             for holders in store.sketch_postings_of(&posted, cap as usize)? {

@@ -60,17 +60,25 @@ pub fn auto_cutoff(contents: u64) -> u64 {
 
 /// A content as the analysis sees it: its size, its non-ignored chunks,
 /// sorted by key, each with its length and occurrence count, its sketch, and
-/// the samples it posted in `sketch_contents` (template samples left out of
-/// both).
+/// how many of the sketch's samples it posted in `sketch_contents` (template
+/// samples left out of both).
 #[derive(Clone, Debug, Default)]
 pub struct Features {
     pub size: u64,
     pub chunks: Vec<(ChunkKey, u32, u32)>,
     pub sketch: Sketch,
-    pub posted: Vec<u32>,
+    /// The posted samples are the smallest of the sketch, so a prefix of
+    /// it: kept as a length, where a list of its own took ~90 bytes a
+    /// content (a report of 345k small contents held them all at once).
+    pub posted_len: u8,
 }
 
 impl Features {
+    /// The samples posted in `sketch_contents` (template samples left out).
+    pub fn posted(&self) -> &[u32] {
+        &self.sketch.samples[..usize::from(self.posted_len)]
+    }
+
     /// Bytes in non-ignored chunks.
     pub fn payload(&self) -> u64 {
         self.chunks.iter().map(|&(_, len, n)| u64::from(len) * u64::from(n)).sum()
@@ -929,10 +937,19 @@ fn sample_pairs(store: &Store, places: &Places, templates: &Ignored, cutoff: u64
 pub fn features(store: &Store, content: &ContentHash, ignored: &Ignored) -> Result<Features, StoreError> {
     let rec = store.get::<ContentChunks>(content)?.unwrap_or_default();
     let chunks = rec.chunk_counts().into_iter().filter(|(id, _, _)| !ignored.chunks.contains(id)).collect();
-    // The samples as posted (the bottom of the whole sketch), so that the
-    // candidates found here are those the postings would find.
-    let posted = rec.sketch.posted().iter().copied().filter(|s| !ignored.samples.contains(s)).collect();
-    Ok(Features { size: rec.size, chunks, sketch: rec.sketch.into_without(&ignored.samples), posted })
+    let (sketch, posted_len) = without_samples(rec.sketch, &ignored.samples);
+    Ok(Features { size: rec.size, chunks, sketch, posted_len })
+}
+
+/// `sketch` without the `ignored` samples, and how many of what is left
+/// it posted: the samples as posted (the bottom of the whole sketch), so
+/// that the candidates found here are those the postings would find, are
+/// those of the sketch left up to the last one posted.
+fn without_samples<S: std::hash::BuildHasher>(sketch: Sketch, ignored: &HashSet<u32, S>) -> (Sketch, u8) {
+    let last_posted = sketch.posted().last().copied();
+    let sketch = sketch.into_without(ignored);
+    let posted_len = last_posted.map_or(0, |last| sketch.samples.partition_point(|&s| s <= last));
+    (sketch, u8::try_from(posted_len).expect("at most POSTED samples are posted"))
 }
 
 /// Posted sketch samples two contents must share to be compared on their
@@ -973,7 +990,7 @@ fn shingles(f: &Features) -> u64 {
 /// their sketches: two, or one when a side posted only one or when one is
 /// [`CONTAINS_RATIO`] times the other (it may contain it).
 pub(crate) fn samples_needed(a: &Features, b: &Features) -> usize {
-    let need = MIN_SHARED_SAMPLES.min(a.posted.len()).min(b.posted.len());
+    let need = MIN_SHARED_SAMPLES.min(a.posted().len()).min(b.posted().len());
     let (sa, sb) = (shingles(a), shingles(b));
     if sa.max(sb) >= CONTAINS_RATIO * sa.min(sb).max(1) {
         need.min(1)
@@ -1121,7 +1138,7 @@ impl LinkCtx<'_> {
             // 16; one common shingle (a licence line) would make every holder a
             // candidate and cost a sketch comparison each. Samples over the
             // sample cap are not in `sample_holders`.
-            for s in &feats[i].posted {
+            for s in feats[i].posted() {
                 for &j in sample_holders.of(s) {
                     let j = j as usize;
                     if j <= i {
@@ -1203,7 +1220,7 @@ fn analyse_component(
         feats
             .iter()
             .enumerate()
-            .flat_map(|(i, f)| f.posted.iter().filter(|s| !common_samples.contains(s)).map(move |&s| (s, i as u32)))
+            .flat_map(|(i, f)| f.posted().iter().filter(|s| !common_samples.contains(s)).map(move |&s| (s, i as u32)))
             .collect(),
     );
     let n = component.len();
@@ -1633,13 +1650,34 @@ mod tests {
         assert!((m.b_in_a - 110.0 / 150.0).abs() < 1e-12);
     }
 
+    /// The posted samples kept as a length are those posted, template
+    /// samples left out, whichever of them are ignored.
+    #[test]
+    fn posted_samples_without_ignored_ones_are_a_prefix_of_the_sketch_left() {
+        let sketch = crate::sketch::Sketch { level: 0, samples: (1..=40u32).map(|i| i * 3).collect() };
+        let ignore_sets: [&[u32]; 5] = [&[], &[3, 6, 9], &[48], &[3, 51, 120], &[60, 63, 66, 69]];
+        for ignored in ignore_sets {
+            let set: HashSet<u32> = ignored.iter().copied().collect();
+            let want: Vec<u32> = sketch.posted().iter().copied().filter(|s| !set.contains(s)).collect();
+            let (left, n) = without_samples(sketch.clone(), &set);
+            let f = Features { sketch: left, posted_len: n, ..Default::default() };
+            assert_eq!(f.posted(), &want[..], "ignoring {ignored:?}");
+            assert!(f.sketch.samples.iter().all(|s| !set.contains(s)));
+        }
+        let small = crate::sketch::Sketch { level: 0, samples: vec![5, 9] };
+        let (left, n) = without_samples(small, &HashSet::<u32>::from([9]));
+        assert_eq!((left.samples, n), (vec![5], 1));
+        let (_, n) = without_samples(crate::sketch::Sketch::default(), &HashSet::<u32>::new());
+        assert_eq!(n, 0);
+    }
+
     #[test]
     fn a_much_larger_content_needs_one_shared_posted_sample() {
         let with = |samples: usize, level: u8| Features {
             size: 0,
             chunks: Vec::new(),
             sketch: crate::sketch::Sketch { level, samples: (1..=samples as u32).collect() },
-            posted: (1..=samples.min(16) as u32).collect(),
+            posted_len: samples.min(16) as u8,
         };
         let page = with(300, 0);
         assert_eq!(samples_needed(&page, &with(400, 0)), 2, "alike in size");
