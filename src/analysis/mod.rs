@@ -941,10 +941,10 @@ pub fn features(store: &Store, content: &ContentHash, ignored: &Ignored) -> Resu
     Ok(Features { size: rec.size, chunks, sketch, posted_len })
 }
 
-/// `sketch` without the `ignored` samples, and how many of what is left
-/// it posted: the samples as posted (the bottom of the whole sketch), so
-/// that the candidates found here are those the postings would find, are
-/// those of the sketch left up to the last one posted.
+/// `sketch` without the `ignored` samples, and how many of the samples
+/// left it posted. The posted samples are the bottom of the whole sketch,
+/// so those left of them are the samples left up to the last one posted:
+/// the candidates found here are then those the postings would find.
 fn without_samples<S: std::hash::BuildHasher>(sketch: Sketch, ignored: &HashSet<u32, S>) -> (Sketch, u8) {
     let last_posted = sketch.posted().last().copied();
     let sketch = sketch.into_without(ignored);
