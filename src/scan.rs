@@ -149,7 +149,9 @@ impl Known {
     /// the tests make it small, to keep stats or hashed records on a small
     /// tree.
     fn load_max() -> u64 {
-        crate::test_setting("SIMD_TEST_LOAD_MAX").unwrap_or(Self::LOAD_MAX)
+        // Read once: the daemon's writer asks at every file it writes.
+        static LOAD_MAX: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+        *LOAD_MAX.get_or_init(|| crate::test_setting("SIMD_TEST_LOAD_MAX").unwrap_or(Known::LOAD_MAX))
     }
 
     /// What the walk needs for an index holding `files` files.
