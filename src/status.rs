@@ -124,18 +124,28 @@ fn count_files(store: &Store) -> Result<(u64, u64), StoreError> {
 fn count_contents(store: &Store) -> Result<(u64, u64, u64), StoreError> {
     let (mut contents, mut content_bytes, mut chunks) = (0, 0, 0);
     let mut last: Option<ContentHash> = None;
+    // Names and records are both in content order: merged, each record
+    // is read once, in order, where a point read per content was most of
+    // a status on 400k files (2.4–4.2 s). Records are read without their
+    // whole sketch, whose decoding was ~30 % of a status.
+    let mut records = store.scan_postings();
+    let mut record = records.next().transpose()?;
     for item in store.scan::<ContentNames>() {
         let ((content, _), ()) = item?;
         if last == Some(content) {
             continue;
         }
         last = Some(content);
-        // Its size and chunk count: the record read without its whole
-        // sketch, whose decoding was ~30 % of a status.
-        if let Some(rec) = store.get_postings(&content)? {
-            contents += 1;
-            content_bytes += rec.size;
-            chunks += rec.chunk_count();
+        while record.as_ref().is_some_and(|(c, _)| *c < content) {
+            record = records.next().transpose()?;
+        }
+        match &record {
+            Some((c, rec)) if *c == content => {
+                contents += 1;
+                content_bytes += rec.size;
+                chunks += rec.chunk_count();
+            }
+            _ => {}
         }
     }
     Ok((contents, content_bytes, chunks))

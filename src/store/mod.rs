@@ -604,6 +604,13 @@ impl Store {
         self.get_as::<ContentChunks, _>(content, ContentChunks::decode_postings)
     }
 
+    /// Every content's record as far as its postings, in key order
+    /// ([`Store::get_postings`] of each, in one pass).
+    pub fn scan_postings(&self) -> PostingsIter<'_> {
+        let TableIter { store, inner, .. } = self.scan::<ContentChunks>();
+        PostingsIter { store, inner }
+    }
+
     /// [`Store::get_postings`], and the value as stored.
     pub fn get_postings_stored(&self, content: &ContentHash) -> Result<Option<(ContentPostings, Vec<u8>)>> {
         self.get_as::<ContentChunks, _>(content, |bytes| Ok((ContentChunks::decode_postings(bytes)?, bytes.to_vec())))
@@ -1724,6 +1731,29 @@ impl<T: Table> Iterator for TableIter<'_, T> {
         let item = match (T::decode_key(k), T::decode_value(v)) {
             (Ok(k), Ok(v)) => Ok((k, v)),
             (Err(e), _) | (_, Err(e)) => Err(self.store.corrupt_raw::<T>(k, e)),
+        };
+        self.inner.next();
+        Some(item)
+    }
+}
+
+/// See [`Store::scan_postings`].
+pub struct PostingsIter<'a> {
+    store: &'a Store,
+    inner: rocksdb::DBRawIterator<'a>,
+}
+
+impl Iterator for PostingsIter<'_> {
+    type Item = Result<(ContentHash, ContentPostings)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if !self.inner.valid() {
+            return self.inner.status().err().map(|e| Err(self.store.rocks(e)));
+        }
+        let (k, v) = (self.inner.key()?, self.inner.value()?);
+        let item = match (ContentChunks::decode_key(k), ContentChunks::decode_postings(v)) {
+            (Ok(k), Ok(v)) => Ok((k, v)),
+            (Err(e), _) | (_, Err(e)) => Err(self.store.corrupt_raw::<ContentChunks>(k, e)),
         };
         self.inner.next();
         Some(item)
