@@ -606,9 +606,9 @@ impl Store {
 
     /// Every content's record as far as its postings, in key order
     /// ([`Store::get_postings`] of each, in one pass).
-    pub fn scan_postings(&self) -> PostingsIter<'_> {
-        let TableIter { store, inner, .. } = self.scan::<ContentChunks>();
-        PostingsIter { store, inner }
+    pub fn scan_postings(&self) -> TableIter<'_, ContentChunks, ContentPostings> {
+        let TableIter { store, inner, _t, .. } = self.scan::<ContentChunks>();
+        TableIter { store, inner, decode: ContentChunks::decode_postings, _t }
     }
 
     /// [`Store::get_postings`], and the value as stored.
@@ -692,7 +692,7 @@ impl Store {
         }
         let mut inner = self.db.raw_iterator_cf_opt(self.cf(T::NAME), ro);
         inner.seek(&start);
-        TableIter { store: self, inner, _t: std::marker::PhantomData }
+        TableIter { store: self, inner, decode: T::decode_value, _t: std::marker::PhantomData }
     }
 
     /// The contents that posted each of `samples` (ascending), at most
@@ -1714,46 +1714,26 @@ pub fn hex(bytes: &[u8]) -> String {
 }
 
 /// A typed iterator over one CF (or a prefix of it), in key order.
-pub struct TableIter<'a, T: Table> {
+pub struct TableIter<'a, T: Table, V = <T as Table>::Value> {
     store: &'a Store,
     inner: rocksdb::DBRawIterator<'a>,
+    /// The value's decoder: the table's own, or one that reads part of it
+    /// ([`Store::scan_postings`]).
+    decode: fn(&[u8]) -> std::result::Result<V, DecodeError>,
     _t: std::marker::PhantomData<T>,
 }
 
-impl<T: Table> Iterator for TableIter<'_, T> {
-    type Item = Result<(T::Key, T::Value)>;
+impl<T: Table, V> Iterator for TableIter<'_, T, V> {
+    type Item = Result<(T::Key, V)>;
 
     fn next(&mut self) -> Option<Self::Item> {
         if !self.inner.valid() {
             return self.inner.status().err().map(|e| Err(self.store.rocks(e)));
         }
         let (k, v) = (self.inner.key()?, self.inner.value()?);
-        let item = match (T::decode_key(k), T::decode_value(v)) {
+        let item = match (T::decode_key(k), (self.decode)(v)) {
             (Ok(k), Ok(v)) => Ok((k, v)),
             (Err(e), _) | (_, Err(e)) => Err(self.store.corrupt_raw::<T>(k, e)),
-        };
-        self.inner.next();
-        Some(item)
-    }
-}
-
-/// See [`Store::scan_postings`].
-pub struct PostingsIter<'a> {
-    store: &'a Store,
-    inner: rocksdb::DBRawIterator<'a>,
-}
-
-impl Iterator for PostingsIter<'_> {
-    type Item = Result<(ContentHash, ContentPostings)>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if !self.inner.valid() {
-            return self.inner.status().err().map(|e| Err(self.store.rocks(e)));
-        }
-        let (k, v) = (self.inner.key()?, self.inner.value()?);
-        let item = match (ContentChunks::decode_key(k), ContentChunks::decode_postings(v)) {
-            (Ok(k), Ok(v)) => Ok((k, v)),
-            (Err(e), _) | (_, Err(e)) => Err(self.store.corrupt_raw::<ContentChunks>(k, e)),
         };
         self.inner.next();
         Some(item)
