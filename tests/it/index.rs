@@ -615,6 +615,63 @@ fn the_checker_finds_each_planted_inconsistency() {
     assert_eq!(r["problems"].as_array().map(Vec::len), Some(text.lines().count() - 1), "{r:#}\n{text}");
 }
 
+/// The checker compares column families as sorted lists walked side by
+/// side: a fault at either end of a list, or where both hold a key but
+/// disagree, is found as a point lookup found it.
+#[test]
+fn the_checker_finds_faults_among_postings_and_names() {
+    use simd::store::{Access, ChunkContents, ContentChunks, ContentNames, Posting, SketchContents, Store};
+
+    let env = Env::new();
+    for k in 0..4 {
+        env.write(&format!("f{k}.txt"), text(k, 3000));
+    }
+    // A content of two names, one of which goes: the content stays live.
+    env.write("copy.txt", text(2, 3000));
+    env.index();
+    env.check();
+
+    let store = Store::open(&env.db, Access::Write, None).unwrap();
+    let ((chunk, holder), posting) = store.scan::<ChunkContents>().last().unwrap().unwrap();
+    let ((first_chunk, first_holder), _) = store.scan::<ChunkContents>().next().unwrap().unwrap();
+    let names: Vec<_> = store.scan::<ContentNames>().map(|item| item.unwrap().0).collect();
+    let (content, file) = names.windows(2).find(|w| w[0].0 == w[1].0).expect("a content of two names")[0];
+    let (_, rec) = store.scan::<ContentChunks>().next().unwrap().unwrap();
+    let mut b = store.batch();
+    // The last posting says another count; the first is gone; a sample no
+    // sketch posted, past every other; a file's name entry is gone.
+    b.put::<ChunkContents>(&(chunk, holder), &Posting { count: posting.count + 1, ..posting });
+    b.delete::<ChunkContents>(&(first_chunk, first_holder));
+    b.put::<SketchContents>(&(u32::MAX, rec.id), &());
+    b.delete::<ContentNames>(&(content, file));
+    store.write(b).unwrap();
+    drop(store);
+
+    let out = env.simd().arg("check").output().unwrap();
+    assert_eq!(out.status.code(), Some(3), "an inconsistent index exits 3");
+    let text = String::from_utf8_lossy(&out.stdout);
+    for want in [
+        format!("posting {chunk} in content"),
+        format!("chunk list says Posting {{ count: {}", posting.count),
+        format!("posting for chunk {first_chunk} missing"),
+        format!("sketch posting {:08x} in content {} ({})", u32::MAX, rec_hash(&env, rec.id), rec.id),
+        format!("files {file} holds content {content} but content_names lacks it"),
+    ] {
+        assert!(text.contains(&want), "`{want}` not in:\n{text}");
+    }
+    // Those four and nothing else: a walk that lost its place would find
+    // the rest of a list wrong too.
+    assert_eq!(text.lines().count(), 1 + 4, "{text}");
+}
+
+/// The content hash whose record holds `id`.
+fn rec_hash(env: &Env, id: simd::store::ContentId) -> simd::fingerprint::ContentHash {
+    use simd::store::{Access, ContentChunks, Store};
+    let store = Store::open(&env.db, Access::Read, None).unwrap();
+    let found = store.scan::<ContentChunks>().map(Result::unwrap).find(|(_, rec)| rec.id == id);
+    found.expect("a record holds the id").0
+}
+
 #[test]
 fn records_loaded_for_the_walk_answer_as_point_lookups_do() {
     use simd::scan::Known;
