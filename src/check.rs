@@ -18,6 +18,7 @@
 //! Memory is O(files + postings of live contents): this is an audit, run on
 //! demand, not a hot path.
 
+use crate::analysis::{Slot, Slots};
 use crate::fingerprint::{ChunkKey, ContentHash};
 use crate::store::{
     ChunkContents, ContentById, ContentChunks, ContentId, ContentNames, FileId, Files, History, HistoryRecord, Meta,
@@ -66,7 +67,13 @@ pub fn check(store: &Store) -> Result<CheckReport, StoreError> {
     }
     let max_id = files.last().map_or(0, |f| f.id.0);
     let files_count = files.len() as u64;
-    let file = |id: FileId| files.binary_search_by_key(&id, |f| f.id).ok();
+    // File ids are a counter: dense, so most lookups index a table.
+    let slots = Slots::new(files.iter().enumerate().map(|(k, f)| (f.id.0, k as u32)));
+    let file = |id: FileId| match slots.get(id.0) {
+        Slot::At(k) => Some(k as usize),
+        Slot::None => None,
+        Slot::Search => files.binary_search_by_key(&id, |f| f.id).ok(),
+    };
     let mut pathed = Vec::new();
     for item in store.scan::<Paths>() {
         let (p, id) = item?;
@@ -113,7 +120,6 @@ pub fn check(store: &Store) -> Result<CheckReport, StoreError> {
             problem(format!("{}: files {id} holds content {} but content_names lacks it", path(&f.path), f.content));
         }
     }
-    let is_live = |c: &ContentHash| live.binary_search(c).is_ok();
 
     // history ghosts
     let mut ghosts: Vec<(Vec<u8>, ContentHash)> = Vec::new();
@@ -135,6 +141,8 @@ pub fn check(store: &Store) -> Result<CheckReport, StoreError> {
     let mut kept: Vec<ContentHash> = Vec::new();
     let mut by_id: Vec<(ContentId, ContentHash, bool)> = Vec::new();
     let mut max_content = 0;
+    // Both in key order: where `live` has come to.
+    let mut live_at = 0;
     for item in store.scan::<ContentChunks>() {
         let (content, rec) = item?;
         kept.push(content);
@@ -142,7 +150,8 @@ pub fn check(store: &Store) -> Result<CheckReport, StoreError> {
         if rec.id.0 == 0 {
             problem(format!("content {content}: stored without a content id"));
         }
-        let live = is_live(&content);
+        live_at += live[live_at..].partition_point(|c| *c < content);
+        let live = live.get(live_at) == Some(&content);
         by_id.push((rec.id, content, live));
         let total: u64 = rec.runs.iter().map(|r| r.bytes()).sum();
         // A content read whole keeps no chunk list (`WholeFrom`).
@@ -161,8 +170,18 @@ pub fn check(store: &Store) -> Result<CheckReport, StoreError> {
     }
     let contents = kept.len() as u64;
     let has_chunks = |c: &ContentHash| kept.binary_search(c).is_ok();
-    for f in &files {
-        if !has_chunks(&f.content) {
+    // The files' contents sorted, less those kept: a search each in `kept`
+    // was a cache miss a file.
+    let mut lacking: Vec<ContentHash> = files.iter().map(|f| f.content).collect();
+    lacking.sort_unstable();
+    lacking.dedup();
+    let mut at = 0;
+    lacking.retain(|c| {
+        at += kept[at..].partition_point(|k| k < c);
+        kept.get(at) != Some(c)
+    });
+    if !lacking.is_empty() {
+        for f in files.iter().filter(|f| lacking.binary_search(&f.content).is_ok()) {
             problem(format!("{}: content {} has no chunk list", path(&f.path), f.content));
         }
     }
@@ -285,15 +304,16 @@ enum Met<K, A, B> {
     Expected(K, A),
 }
 
-/// Walks `expected` (sorted here; of a key expected twice, the first is
-/// kept) beside `found`, a scan in key order, and tells `on` about each key
+/// Walks `expected` (sorted here; of a key expected twice, one is kept:
+/// only two contents of one id expect one posting twice, and that is
+/// reported apart) beside `found`, a scan in key order, and tells `on` about each key
 /// of either.
 fn merge<K: Ord + Copy, A, B>(
     mut expected: Vec<(K, A)>,
     found: impl Iterator<Item = Result<(K, B), StoreError>>,
     mut on: impl FnMut(Met<K, A, B>),
 ) -> Result<(), StoreError> {
-    expected.sort_by_key(|e| e.0);
+    expected.sort_unstable_by_key(|e| e.0);
     expected.dedup_by_key(|e| e.0);
     let mut expected = expected.into_iter().peekable();
     for item in found {

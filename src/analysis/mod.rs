@@ -553,13 +553,13 @@ impl Places {
 /// counter, so dense but for the holes of those gone), in a table indexed
 /// by `id − first` when the ids are dense enough (the table is then at
 /// most about four times the list); else the caller searches the list.
-struct Slots {
+pub(crate) struct Slots {
     first: u64,
     at: Vec<u32>,
 }
 
 /// What [`Slots::get`] knows of an id.
-enum Slot {
+pub(crate) enum Slot {
     At(u32),
     None,
     /// No table: search the list.
@@ -569,7 +569,7 @@ enum Slot {
 impl Slots {
     /// From (id, value) pairs in increasing order of id; no value is
     /// `u32::MAX`.
-    fn new(ids: impl ExactSizeIterator<Item = (u64, u32)> + Clone) -> Slots {
+    pub(crate) fn new(ids: impl ExactSizeIterator<Item = (u64, u32)> + Clone) -> Slots {
         let n = ids.len();
         let (Some((first, _)), Some((last, _))) = (ids.clone().next(), ids.clone().last()) else {
             return Slots { first: 0, at: Vec::new() };
@@ -585,7 +585,7 @@ impl Slots {
         Slots { first, at }
     }
 
-    fn get(&self, id: u64) -> Slot {
+    pub(crate) fn get(&self, id: u64) -> Slot {
         if self.at.is_empty() {
             return Slot::Search;
         }
