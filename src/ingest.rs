@@ -2289,7 +2289,8 @@ pub struct Writer<'s> {
     next_content: u64,
     counts: Counts,
     group: Group<'s>,
-    /// Ids of files written this run (they count as seen).
+    /// Ids of files seen this run that had their id before this pass
+    /// ([`Writer::touch`]).
     touched: Vec<FileId>,
     changes: u64,
     /// Contents that gained a name since this writer started, and those that
@@ -2687,9 +2688,20 @@ impl<'s> Writer<'s> {
     }
 
     /// Starts a new pass (a daemon batch): files created from now on count
-    /// as appeared after the files this pass finds gone.
+    /// as appeared after the files this pass finds gone. A scan's removal
+    /// pass takes the ids from the pass start on as seen
+    /// ([`Writer::touch`]): a scan runs as one pass, on a writer of its own.
     pub fn begin_pass(&mut self) {
         self.pass_start = self.group.next_id;
+    }
+
+    /// Notes that the file `id` was seen in this pass. A file given its id
+    /// in this pass was written in it, so it is seen without a note: a
+    /// first index notes nothing (8 bytes a file, 3.2 MB of 400k).
+    fn touch(&mut self, id: FileId) {
+        if id.0 < self.pass_start {
+            self.touched.push(id);
+        }
     }
 
     fn apply(&mut self, outcome: Outcome, summary: &mut Summary, progress: &Progress) -> Result<(), StoreError> {
@@ -2713,7 +2725,7 @@ impl<'s> Writer<'s> {
                 let upserted = self.upsert(&cand.path, stat, fp, cand.old, unseen);
                 self.prefetched = None;
                 let (id, new_content) = upserted?;
-                self.touched.push(id);
+                self.touch(id);
                 if is_new {
                     summary.new += 1;
                 } else {
@@ -2747,7 +2759,7 @@ impl<'s> Writer<'s> {
                 }
                 // Whatever the index held for it stays: the file is still there.
                 if let Some((id, _)) = cand.old {
-                    self.touched.push(id);
+                    self.touch(id);
                 }
                 record_skip(summary, cand.path, reason);
             }
@@ -2758,7 +2770,7 @@ impl<'s> Writer<'s> {
             }
             Outcome::Unchanged { cand } => {
                 if let Some((id, rec)) = cand.old {
-                    self.touched.push(id);
+                    self.touch(id);
                     summary.unchanged += 1;
                     summary.bytes_unchanged += rec.size;
                 }
@@ -3489,8 +3501,11 @@ impl<'s> Writer<'s> {
         kept: &[Vec<u8>],
         known: Option<scan::RecordsByPath>,
     ) -> Result<(u64, u64, u64), StoreError> {
+        // Files given an id in this pass were written in it, so seen
+        // ([`Writer::touch`]).
         let is_gone = |id: &FileId, rec: &FileRecord| {
-            seen.binary_search(id).is_err()
+            id.0 < self.pass_start
+                && seen.binary_search(id).is_err()
                 && roots.iter().any(|r| is_under(&rec.path, r))
                 && !kept.iter().any(|d| is_under(&rec.path, d))
         };
