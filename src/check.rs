@@ -141,8 +141,8 @@ pub fn check(store: &Store) -> Result<CheckReport, StoreError> {
     let mut kept: Vec<ContentHash> = Vec::new();
     let mut by_id: Vec<(ContentId, ContentHash, bool)> = Vec::new();
     let mut max_content = 0;
-    // Both in key order: where `live` has come to.
-    let mut live_at = 0;
+    // Both in key order.
+    let mut is_live = Walk::new(&live);
     for item in store.scan::<ContentChunks>() {
         let (content, rec) = item?;
         kept.push(content);
@@ -150,8 +150,7 @@ pub fn check(store: &Store) -> Result<CheckReport, StoreError> {
         if rec.id.0 == 0 {
             problem(format!("content {content}: stored without a content id"));
         }
-        live_at += live[live_at..].partition_point(|c| *c < content);
-        let live = live.get(live_at) == Some(&content);
+        let live = is_live.holds(&content);
         by_id.push((rec.id, content, live));
         let total: u64 = rec.runs.iter().map(|r| r.bytes()).sum();
         // A content read whole keeps no chunk list (`WholeFrom`).
@@ -170,16 +169,12 @@ pub fn check(store: &Store) -> Result<CheckReport, StoreError> {
     }
     let contents = kept.len() as u64;
     let has_chunks = |c: &ContentHash| kept.binary_search(c).is_ok();
-    // The files' contents sorted, less those kept: a search each in `kept`
-    // was a cache miss a file.
+    // The files' contents sorted, less those kept.
     let mut lacking: Vec<ContentHash> = files.iter().map(|f| f.content).collect();
     lacking.sort_unstable();
     lacking.dedup();
-    let mut at = 0;
-    lacking.retain(|c| {
-        at += kept[at..].partition_point(|k| k < c);
-        kept.get(at) != Some(c)
-    });
+    let mut is_kept = Walk::new(&kept);
+    lacking.retain(|c| !is_kept.holds(c));
     if !lacking.is_empty() {
         for f in files.iter().filter(|f| lacking.binary_search(&f.content).is_ok()) {
             problem(format!("{}: content {} has no chunk list", path(&f.path), f.content));
@@ -294,6 +289,25 @@ struct FileSeen {
     named: bool,
 }
 
+/// Whether each of values asked in increasing order is in a sorted list,
+/// by walking it once (a binary search each was a cache miss each).
+struct Walk<'a, T> {
+    list: &'a [T],
+    at: usize,
+}
+
+impl<'a, T: Ord> Walk<'a, T> {
+    fn new(list: &'a [T]) -> Self {
+        Walk { list, at: 0 }
+    }
+
+    /// Whether the list holds `x`, which is no smaller than the value asked before.
+    fn holds(&mut self, x: &T) -> bool {
+        self.at += self.list[self.at..].partition_point(|y| y < x);
+        self.list.get(self.at) == Some(x)
+    }
+}
+
 /// A key of two sorted lists walked side by side ([`merge`]).
 enum Met<K, A, B> {
     /// In both: what was expected, and what was found.
@@ -328,4 +342,20 @@ fn merge<K: Ord + Copy, A, B>(
     }
     expected.for_each(|(k, a)| on(Met::Expected(k, a)));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Walk;
+
+    #[test]
+    fn a_walk_tells_members_of_a_sorted_list_asked_in_order() {
+        let list = [2, 3, 5, 7, 11, 13];
+        let mut walk = Walk::new(&list);
+        let found: Vec<u32> = (0..16).filter(|x| walk.holds(x)).collect();
+        assert_eq!(found, list);
+        // Asked again, and past the end.
+        let mut walk = Walk::new(&list);
+        assert!(walk.holds(&7) && walk.holds(&7) && !walk.holds(&8) && walk.holds(&13) && !walk.holds(&99));
+    }
 }
