@@ -636,7 +636,7 @@ fn the_checker_finds_faults_among_postings_and_names() {
     let ((first_chunk, first_holder), _) = store.scan::<ChunkContents>().next().unwrap().unwrap();
     let names: Vec<_> = store.scan::<ContentNames>().map(|item| item.unwrap().0).collect();
     let (content, file) = names.windows(2).find(|w| w[0].0 == w[1].0).expect("a content of two names")[0];
-    let (_, rec) = store.scan::<ContentChunks>().next().unwrap().unwrap();
+    let (rec_hash, rec) = store.scan::<ContentChunks>().next().unwrap().unwrap();
     let mut b = store.batch();
     // The last posting says another count; the first is gone; a sample no
     // sketch posted, past every other; a file's name entry is gone.
@@ -654,7 +654,7 @@ fn the_checker_finds_faults_among_postings_and_names() {
         format!("posting {chunk} in content"),
         format!("chunk list says Posting {{ count: {}", posting.count),
         format!("posting for chunk {first_chunk} missing"),
-        format!("sketch posting {:08x} in content {} ({})", u32::MAX, rec_hash(&env, rec.id), rec.id),
+        format!("sketch posting {:08x} in content {rec_hash} ({})", u32::MAX, rec.id),
         format!("files {file} holds content {content} but content_names lacks it"),
     ] {
         assert!(text.contains(&want), "`{want}` not in:\n{text}");
@@ -662,14 +662,6 @@ fn the_checker_finds_faults_among_postings_and_names() {
     // Those four and nothing else: a walk that lost its place would find
     // the rest of a list wrong too.
     assert_eq!(text.lines().count(), 1 + 4, "{text}");
-}
-
-/// The content hash whose record holds `id`.
-fn rec_hash(env: &Env, id: simd::store::ContentId) -> simd::fingerprint::ContentHash {
-    use simd::store::{Access, ContentChunks, Store};
-    let store = Store::open(&env.db, Access::Read, None).unwrap();
-    let found = store.scan::<ContentChunks>().map(Result::unwrap).find(|(_, rec)| rec.id == id);
-    found.expect("a record holds the id").0
 }
 
 #[test]
