@@ -479,6 +479,23 @@ pub fn posted_of_bytes(bytes: &[u8]) -> Result<Vec<u32>, &'static str> {
     Ok(rice_decode_first(bytes, POSTED)?.samples)
 }
 
+/// The level, the number of samples and the posted samples of a sketch's
+/// stored bytes, the samples after those not read: what deciding whether
+/// two contents are candidates needs of each (`analysis::Brief`).
+pub fn head_of_bytes(bytes: &[u8]) -> Result<(u8, u32, Vec<u32>), &'static str> {
+    let posted = rice_decode_first(bytes, POSTED)?;
+    let mut n = 0u32;
+    // The count follows the level and the Rice parameter, as a varint
+    // (its bytes were checked by the decode above).
+    for (at, &b) in bytes[2..].iter().enumerate().take(5) {
+        n |= u32::from(b & 0x7f) << (7 * at as u32);
+        if b < 0x80 {
+            break;
+        }
+    }
+    Ok((posted.level, n, posted.samples))
+}
+
 /// [`rice_decode`] of the first `limit` samples: the level and those
 /// samples, the bits after them not read (nor checked).
 fn rice_decode_first(bytes: &[u8], limit: usize) -> Result<Sketch, &'static str> {
@@ -1946,6 +1963,13 @@ mod tests {
         assert_eq!(s.samples.iter().filter(|&&x| x <= max).count(), POSTED);
         let small = sketch_bytes(b"just a few words here and there");
         assert_eq!(small.posted(), &small.samples[..], "a small content posts all");
+        // The head: the level and count, read from the header alone (a
+        // count of more than 127 takes two bytes of it).
+        for s in [&s, &small, &Sketch::default()] {
+            let head = head_of_bytes(&rice_encode(s)).unwrap();
+            assert_eq!(head, (s.level, s.samples.len() as u32, s.posted().to_vec()));
+        }
+        assert!(s.samples.len() > 127 && s.level > 0);
     }
 
     /// The sketch as its definition reads, with none of the shingler's

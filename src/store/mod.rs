@@ -611,6 +611,24 @@ impl Store {
         TableIter { store, inner, decode: ContentChunks::decode_postings, _t }
     }
 
+    /// A content's record as far as its sketch's head
+    /// ([`ContentChunks::decode_sketch_head`]).
+    pub fn get_sketch_head(&self, content: &ContentHash) -> Result<Option<SketchHead>> {
+        self.get_as::<ContentChunks, _>(content, ContentChunks::decode_sketch_head)
+    }
+
+    /// The records of contents `from..before` (the first, to the last,
+    /// where None) as far as their sketches' heads, in key order, not
+    /// kept in the block cache ([`Store::scan_range`]).
+    pub fn scan_sketch_heads(
+        &self,
+        from: Option<&ContentHash>,
+        before: Option<&ContentHash>,
+    ) -> TableIter<'_, ContentChunks, SketchHead> {
+        let TableIter { store, inner, _t, .. } = self.scan_range::<ContentChunks>(from, before);
+        TableIter { store, inner, decode: ContentChunks::decode_sketch_head, _t }
+    }
+
     /// [`Store::get_postings`], and the value as stored.
     pub fn get_postings_stored(&self, content: &ContentHash) -> Result<Option<(ContentPostings, Vec<u8>)>> {
         self.get_as::<ContentChunks, _>(content, |bytes| Ok((ContentChunks::decode_postings(bytes)?, bytes.to_vec())))

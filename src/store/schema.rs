@@ -531,6 +531,27 @@ mod packed_runs {
         d.deserialize_seq(Runs::<WHOLE_ID>)
     }
 
+    /// Runs read and passed over: a record read for its sketch only
+    /// ([`super::ContentChunks::decode_sketch_head`]) allocates no list.
+    pub struct Skipped;
+
+    impl<'de> Deserialize<'de> for Skipped {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Skipped, D::Error> {
+            struct Runs;
+            impl<'de> Visitor<'de> for Runs {
+                type Value = Skipped;
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("chunk runs")
+                }
+                fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Skipped, A::Error> {
+                    while seq.next_element::<Packed<false>>()?.is_some() {}
+                    Ok(Skipped)
+                }
+            }
+            d.deserialize_seq(Runs)
+        }
+    }
+
     /// Runs of value version 5, each chunk named by its whole id.
     pub mod whole_ids {
         use serde::Deserializer;
@@ -638,6 +659,26 @@ struct PostingsOfRecord {
 
 struct PostedSamples(Vec<u32>);
 
+/// What the analysis's partition reads of a content's record to decide
+/// which contents are candidates ([`ContentChunks::decode_sketch_head`]):
+/// its sketch's level, its number of samples and its posted samples.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SketchHead {
+    pub level: u8,
+    pub samples: u32,
+    pub posted: Vec<u32>,
+}
+
+/// A [`ContentRecord`] of the current value version read for its
+/// [`SketchHead`]: the chunk list passed over, the sketch borrowed.
+#[derive(Deserialize)]
+struct HeadOfRecord<'a> {
+    _id: ContentId,
+    _size: u64,
+    _runs: packed_runs::Skipped,
+    sketch: &'a [u8],
+}
+
 /// A [`ContentRecord`] of the current value version read as a prior
 /// content ([`ContentChunks::decode_prior`]): its sketch's bytes borrowed.
 #[derive(Deserialize)]
@@ -733,6 +774,25 @@ impl ContentChunks {
             }
             // Older versions are rare (an index upgraded in place): whole.
             _ => Self::decode_value(bytes).map(|r| ContentPostings::of(&r)),
+        }
+    }
+
+    /// A value read as its sketch's [`SketchHead`]: neither the chunk list
+    /// nor the samples after the posted ones decoded.
+    pub fn decode_sketch_head(bytes: &[u8]) -> Result<SketchHead, DecodeError> {
+        match bytes.split_first() {
+            Some((&Self::VALUE_VERSION, rest)) => {
+                let r: HeadOfRecord = postcard::from_bytes(rest)?;
+                let (level, samples, posted) = crate::sketch::head_of_bytes(r.sketch)
+                    .map_err(|e| DecodeError::Postcard(serde::de::Error::custom(e)))?;
+                Ok(SketchHead { level, samples, posted })
+            }
+            // Older versions are rare (an index upgraded in place): whole.
+            _ => Self::decode_value(bytes).map(|r| SketchHead {
+                level: r.sketch.level,
+                samples: u32::try_from(r.sketch.samples.len()).unwrap_or(u32::MAX),
+                posted: r.sketch.posted().to_vec(),
+            }),
         }
     }
 
