@@ -27,7 +27,7 @@ use crate::fingerprint::{ChunkKey, ContentHash};
 use crate::sketch::{Estimate, Sketch};
 use crate::store::{
     ChunkContents, ContentById, ContentChunks, ContentId, ContentNames, ContentRecord, FileId, FileRecord, Files,
-    SketchContents, SketchHead, Store, StoreError, TemplateSamples, Templates,
+    SketchHead, Store, StoreError, TableIter, TemplateSamples, Templates,
 };
 
 /// Thresholds of an analysis.
@@ -763,8 +763,10 @@ impl Totals {
     }
 }
 
-/// Scans the postings in key order (all contents of one chunk are adjacent)
-/// and unions the contents of every shared chunk that is not ignored.
+/// Joins the contents (places) that share a non-ignored chunk, by a scan
+/// of the chunk postings in key order (all contents of one chunk are
+/// adjacent), and the pairs that share enough posted sketch samples to be
+/// candidates, from the records.
 fn partition(
     store: &Store,
     contents: &[ContentHash],
@@ -772,7 +774,20 @@ fn partition(
     cutoff: u64,
     threads: usize,
 ) -> Result<Partition, StoreError> {
-    let places = Places::new(store, contents)?;
+    let started = std::time::Instant::now();
+    // Each live content's id, posted samples and brief, from its record
+    // (read as far as its sketch's head): the ids place the postings, and
+    // the posted samples are those the sample postings hold. (Reading
+    // `content_by_id` and the 5.4 million sample postings of 341k small
+    // contents took ~1.7 s of ~3.5.)
+    let heads = heads(store, contents, templates, threads)?;
+    let places = Places::sorted({
+        let mut by_id: Vec<(ContentId, u32)> =
+            heads.iter().enumerate().filter_map(|(i, h)| Some((h.id?, i as u32))).collect();
+        by_id.sort_unstable();
+        by_id
+    });
+    let read = started.elapsed();
     let mut uf = UnionFind::new(contents.len());
     let mut p = Partition {
         content_ids: places.ids(contents.len()),
@@ -782,35 +797,25 @@ fn partition(
         common_samples: HashSet::new(),
         totals: Totals::default(),
     };
-    // The postings are scanned in ranges side by side, taken by the
-    // threads in turn: the chunks' in four ranges of chunk keys a thread
-    // (chunk keys are hashes: the ranges hold alike), the
-    // sketch samples' in ranges of each bit length (`sample_ranges`: small
-    // samples are many). A scan of 4 million chunk postings (/usr/lib) took
-    // ~1.5 s on one thread; the 5.5 million sample postings of 341k small
-    // contents ~2.5 s.
+    // The chunk postings are scanned in ranges side by side, four ranges
+    // of chunk keys a thread (chunk keys are hashes: the ranges hold
+    // alike), taken by the threads in turn. A scan of 4 million chunk
+    // postings (/usr/lib) took ~1.5 s on one thread.
     let parts = 4 * threads.clamp(1, 64) as u64;
     let bound = |k: u64| (k < parts).then(|| ChunkKey(((u128::from(k) << 64) / u128::from(parts)) as u64));
-    let samples = sample_ranges();
-    let jobs = parts as usize + samples.len();
     let next = AtomicUsize::new(0);
-    let mut scans: Vec<(usize, Result<Scanned, StoreError>)> = std::thread::scope(|s| {
+    let mut scans: Vec<(usize, Result<ChunkGroups, StoreError>)> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads.clamp(1, 64))
             .map(|_| {
                 s.spawn(|| {
                     let mut done = Vec::new();
                     loop {
                         let j = next.fetch_add(1, Ordering::Relaxed);
-                        let scanned = if j < parts as usize {
-                            let (from, before) = (bound(j as u64), bound(j as u64 + 1));
-                            chunk_groups(store, &places, templates, cutoff, from, before).map(Scanned::Chunks)
-                        } else if j < jobs {
-                            let (from, before) = samples[j - parts as usize];
-                            sample_groups(store, &places, templates, cutoff, from, before).map(Scanned::Samples)
-                        } else {
+                        if j >= parts as usize {
                             break;
-                        };
-                        done.push((j, scanned));
+                        }
+                        let (from, before) = (bound(j as u64), bound(j as u64 + 1));
+                        done.push((j, chunk_groups(store, &places, templates, cutoff, from, before)));
                     }
                     done
                 })
@@ -820,47 +825,175 @@ fn partition(
     });
     // In key order, so that the over-common chunks are.
     scans.sort_unstable_by_key(|(j, _)| *j);
-    let mut common_samples = HashSet::new();
-    let mut sample_groups = Groups::default();
     for (_, scan) in scans {
-        match scan? {
-            Scanned::Chunks(scan) => {
-                for (a, b) in scan.pairs {
-                    uf.union(a, b);
-                }
-                p.ignored.chunks.extend(scan.ignored);
-                p.over_common.extend(scan.over_common);
-                p.totals.add(&scan.totals);
-            }
-            Scanned::Samples((groups, common)) => {
-                sample_groups.append(groups);
-                common_samples.extend(common);
-            }
+        let scan = scan?;
+        for (a, b) in scan.pairs {
+            uf.union(a, b);
         }
+        p.ignored.chunks.extend(scan.ignored);
+        p.over_common.extend(scan.over_common);
+        p.totals.add(&scan.totals);
     }
+    let chunks = started.elapsed();
     // Two contents sharing a posted sample are joined only when they are
     // candidates ([`LinkCtx::candidates`]): they share as many posted
     // samples as [`samples_needed`] asks. Posted samples are rounded
     // ([`crate::sketch::SAMPLE_BITS`]), so each of 341k small contents
     // shared one with ~20 others by chance, and joining every holder made
     // them all one component, whose features were then all held at once.
-    if !sample_groups.is_empty() {
-        let started = std::time::Instant::now();
-        let briefs = briefs(store, contents, &sample_groups, templates, threads)?;
-        let read = started.elapsed();
-        for (a, b) in join_candidates(&sample_groups, &briefs, threads) {
-            uf.union(a, b);
-        }
-        tracing::debug!(
-            "partition: {} postings in {} groups of posted samples, briefs read in {read:?}, joined in {:?}",
-            sample_groups.members.len(),
-            sample_groups.ends.len(),
-            started.elapsed() - read
-        );
+    let (groups, common_samples) = sample_groups(&heads, sample_cap(cutoff));
+    let briefs: Vec<Brief> = heads.into_iter().map(|h| h.brief).collect();
+    for (a, b) in join_candidates(&groups, &briefs, threads) {
+        uf.union(a, b);
     }
+    tracing::debug!(
+        "partition: records read in {read:?}, chunk postings in {:?}, {} posted samples in {} groups joined in {:?}",
+        chunks - read,
+        groups.members.len(),
+        groups.ends.len(),
+        started.elapsed() - chunks
+    );
     p.common_samples = common_samples;
     p.components = uf.groups();
     Ok(p)
+}
+
+/// What the partition reads of a live content's record: its id (None when
+/// it has no record, an inconsistency `simd check` reports), its posted
+/// samples that are no template's, and its [`Brief`].
+#[derive(Debug, Default, PartialEq)]
+struct Head {
+    id: Option<ContentId>,
+    posted: Vec<u32>,
+    brief: Brief,
+}
+
+/// The [`Head`] of every live content, by place, read by the threads side
+/// by side.
+fn heads(
+    store: &Store,
+    contents: &[ContentHash],
+    templates: &Ignored,
+    threads: usize,
+) -> Result<Vec<Head>, StoreError> {
+    let all: Vec<u32> = (0..contents.len() as u32).collect();
+    let per = all.len().div_ceil(threads.max(1)).max(1);
+    let read: Vec<Vec<Head>> = std::thread::scope(|s| {
+        let handles: Vec<_> =
+            all.chunks(per).map(|part| s.spawn(move || heads_in_order(store, contents, part, templates))).collect();
+        handles.into_iter().map(|h| h.join().expect("record readers do not panic")).collect::<Result<_, _>>()
+    })?;
+    Ok(read.into_iter().flatten().collect())
+}
+
+/// The [`Head`] of each of `members` (indices into the sorted `contents`,
+/// increasing). Without template samples only the sketch's head is
+/// decoded; with them, the whole sketch (its count is that of the samples
+/// left).
+fn heads_in_order(
+    store: &Store,
+    contents: &[ContentHash],
+    members: &[u32],
+    templates: &Ignored,
+) -> Result<Vec<Head>, StoreError> {
+    if templates.samples.is_empty() {
+        let head = |h: SketchHead| Head {
+            id: Some(h.id),
+            brief: Brief { posted: h.posted.len() as u8, level: h.level, samples: h.samples },
+            posted: h.posted,
+        };
+        return read_in_order(
+            contents,
+            members,
+            |c| store.get_sketch_head(c),
+            |from| store.scan_sketch_heads(Some(from), None),
+            head,
+        );
+    }
+    let head = |rec: ContentRecord| {
+        let id = Some(rec.id);
+        let (sketch, posted) = without_samples(rec.sketch, &templates.samples);
+        let brief = Brief {
+            posted,
+            level: sketch.level,
+            samples: u32::try_from(sketch.samples.len()).expect("a sketch holds at most a few thousand samples"),
+        };
+        Head { id, posted: sketch.samples[..usize::from(posted)].to_vec(), brief }
+    };
+    read_in_order(
+        contents,
+        members,
+        |c| store.get::<ContentChunks>(c),
+        |from| store.scan_range::<ContentChunks>(Some(from), None),
+        head,
+    )
+}
+
+/// What `map` makes of the record of each of `members` (indices into the
+/// sorted `contents`, increasing), read by `get` or `scan`. When they are
+/// at least half of the contents between the first and the last, the
+/// records are read by one scan in key order, those of other contents
+/// passed over (a point read each was ~1.8 s of a fresh report of 341k
+/// contents in one component); else by a point read each. A member with
+/// no record (an inconsistency `simd check` reports) gets the default.
+fn read_in_order<'s, V, W: Default>(
+    contents: &[ContentHash],
+    members: &[u32],
+    get: impl Fn(&ContentHash) -> Result<Option<V>, StoreError>,
+    scan: impl FnOnce(&ContentHash) -> TableIter<'s, ContentChunks, V>,
+    map: impl Fn(V) -> W,
+) -> Result<Vec<W>, StoreError> {
+    let (Some(&first), Some(&last)) = (members.first(), members.last()) else {
+        return Ok(Vec::new());
+    };
+    let span = (last - first) as usize + 1;
+    if members.len() < SCAN_FEATURES_FROM || 2 * members.len() < span {
+        return members.iter().map(|&c| Ok(get(&contents[c as usize])?.map(&map).unwrap_or_default())).collect();
+    }
+    let mut out = Vec::with_capacity(members.len());
+    let mut wanted = members.iter().map(|&c| &contents[c as usize]).peekable();
+    for item in scan(&contents[first as usize]) {
+        let (hash, value) = item?;
+        while wanted.next_if(|&w| *w < hash).is_some() {
+            out.push(W::default());
+        }
+        if wanted.next_if(|&w| *w == hash).is_some() {
+            out.push(map(value));
+        }
+        if wanted.peek().is_none() {
+            break;
+        }
+    }
+    out.extend(wanted.map(|_| W::default()));
+    Ok(out)
+}
+
+/// The holders (places) of each posted sample held by two or more
+/// contents and no more than `cap`, and the samples held by more than
+/// `cap`: the sample postings, gathered from the contents' heads.
+fn sample_groups(heads: &[Head], cap: u64) -> (Groups, HashSet<u32>) {
+    let mut held: Vec<u64> = heads
+        .iter()
+        .enumerate()
+        .flat_map(|(i, h)| h.posted.iter().map(move |&s| (u64::from(s) << 32) | i as u64))
+        .collect();
+    held.sort_unstable();
+    let (mut groups, mut common) = (Groups::default(), HashSet::new());
+    let mut run: Vec<u32> = Vec::new();
+    let mut k = 0;
+    while k < held.len() {
+        let sample = (held[k] >> 32) as u32;
+        let n = held[k..].iter().take_while(|&&x| (x >> 32) as u32 == sample).count();
+        if n as u64 > cap {
+            common.insert(sample);
+        } else if n > 1 {
+            run.clear();
+            run.extend(held[k..k + n].iter().map(|&x| x as u32));
+            groups.push(&mut run);
+        }
+        k += n;
+    }
+    (groups, common)
 }
 
 /// Groups of places, each the holders of one key, in one array: the
@@ -877,16 +1010,6 @@ impl Groups {
         group.sort_unstable();
         self.members.extend_from_slice(group);
         self.ends.push(u32::try_from(self.members.len()).expect("fewer than 2^32 postings in groups"));
-    }
-
-    fn append(&mut self, other: Groups) {
-        let base = u32::try_from(self.members.len()).expect("fewer than 2^32 postings in groups");
-        self.members.extend(other.members);
-        self.ends.extend(other.ends.into_iter().map(|e| base + e));
-    }
-
-    fn is_empty(&self) -> bool {
-        self.ends.is_empty()
     }
 
     fn get(&self, k: usize) -> &[u32] {
@@ -966,82 +1089,6 @@ impl Tally {
             }
         }
     }
-}
-
-/// The [`Brief`] of every place that is in one of `groups` (the rest left
-/// at the default), read by the threads side by side.
-fn briefs(
-    store: &Store,
-    contents: &[ContentHash],
-    groups: &Groups,
-    templates: &Ignored,
-    threads: usize,
-) -> Result<Vec<Brief>, StoreError> {
-    let mut wanted = vec![false; contents.len()];
-    for &m in &groups.members {
-        wanted[m as usize] = true;
-    }
-    let wanted: Vec<u32> = (0..contents.len() as u32).filter(|&i| wanted[i as usize]).collect();
-    let per = wanted.len().div_ceil(threads.max(1)).max(1);
-    let read: Vec<Vec<Brief>> = std::thread::scope(|s| {
-        let handles: Vec<_> =
-            wanted.chunks(per).map(|part| s.spawn(move || briefs_in_order(store, contents, part, templates))).collect();
-        handles.into_iter().map(|h| h.join().expect("brief readers do not panic")).collect::<Result<_, _>>()
-    })?;
-    let mut out = vec![Brief::default(); contents.len()];
-    for (&i, b) in wanted.iter().zip(read.into_iter().flatten()) {
-        out[i as usize] = b;
-    }
-    Ok(out)
-}
-
-/// The [`Brief`] of each of `members` (indices into the sorted `contents`,
-/// increasing), read as [`features_in_order`] reads their features: by
-/// one scan where they are dense, else a point read each. Without template
-/// samples only the sketch's head is decoded; with them, the whole sketch
-/// (its count is that of the samples left), a few thousand at a time.
-fn briefs_in_order(
-    store: &Store,
-    contents: &[ContentHash],
-    members: &[u32],
-    templates: &Ignored,
-) -> Result<Vec<Brief>, StoreError> {
-    if !templates.samples.is_empty() {
-        let mut out = Vec::with_capacity(members.len());
-        for part in members.chunks(4096) {
-            out.extend(features_in_order(store, contents, part, templates)?.iter().map(Brief::of));
-        }
-        return Ok(out);
-    }
-    let brief = |h: SketchHead| Brief { posted: h.posted.len() as u8, level: h.level, samples: h.samples };
-    let (Some(&first), Some(&last)) = (members.first(), members.last()) else {
-        return Ok(Vec::new());
-    };
-    let span = (last - first) as usize + 1;
-    if members.len() < SCAN_FEATURES_FROM || 2 * members.len() < span {
-        return members
-            .iter()
-            .map(|&c| Ok(store.get_sketch_head(&contents[c as usize])?.map(brief).unwrap_or_default()))
-            .collect();
-    }
-    let mut out = Vec::with_capacity(members.len());
-    let mut wanted = members.iter().map(|&c| &contents[c as usize]).peekable();
-    for item in store.scan_sketch_heads(Some(&contents[first as usize]), None) {
-        let (hash, head) = item?;
-        // A member with no record (an inconsistency `simd check` reports)
-        // has an empty brief, as it has empty features.
-        while wanted.next_if(|&w| *w < hash).is_some() {
-            out.push(Brief::default());
-        }
-        if wanted.next_if(|&w| *w == hash).is_some() {
-            out.push(brief(head));
-        }
-        if wanted.peek().is_none() {
-            break;
-        }
-    }
-    out.extend(wanted.map(|_| Brief::default()));
-    Ok(out)
 }
 
 /// The pairs of places (a < b) that share at least as many of `groups`
@@ -1180,74 +1227,6 @@ fn chunk_groups(
     Ok(found)
 }
 
-/// The holders of each posted sample held by two or more contents and no
-/// more than the sample cap, and the samples over the cap.
-type SampleGroups = (Groups, HashSet<u32>);
-
-/// What a scan of a range of postings found.
-enum Scanned {
-    Chunks(ChunkGroups),
-    Samples(SampleGroups),
-}
-
-/// Ranges of sketch samples (from, before; None: the first, past the
-/// last) that hold alike: four of each bit length from 3 bits up. A
-/// content posts its smallest samples, so a sample of one bit less is
-/// about as likely to be posted as one twice as large.
-fn sample_ranges() -> Vec<(Option<u32>, Option<u32>)> {
-    let mut starts = vec![0u64, 1, 2];
-    for bits in 3..=32u32 {
-        let (low, width) = (1u64 << (bits - 1), 1u64 << (bits - 3));
-        starts.extend((0..4).map(|k| low + k * width));
-    }
-    let at = |k: usize| starts.get(k).map(|&v| u32::try_from(v).expect("a sample"));
-    (0..starts.len()).map(|k| (at(k).filter(|&v| v > 0), at(k + 1))).collect()
-}
-
-/// The contents (places) holding each posted sketch sample of
-/// `from..before` (from the first, to the last, where None) that is no
-/// template's and is held by two or more and no more than the sample cap,
-/// and the samples over the cap.
-fn sample_groups(
-    store: &Store,
-    places: &Places,
-    templates: &Ignored,
-    cutoff: u64,
-    from: Option<u32>,
-    before: Option<u32>,
-) -> Result<SampleGroups, StoreError> {
-    let (mut groups, mut common) = (Groups::default(), HashSet::new());
-    let mut current: Option<u32> = None;
-    let (mut ids, mut group): (Vec<ContentId>, Vec<u32>) = (Vec::new(), Vec::new());
-    let cap = sample_cap(cutoff);
-    let mut join = |ids: &mut Vec<ContentId>, sample: Option<u32>| {
-        // A sample one content posted joins nothing (and is under any cap
-        // but 0): its holder is not looked up (see `chunk_groups`).
-        if ids.len() > 1 || cap == 0 {
-            group.extend(ids.iter().filter_map(|&id| places.of(id)));
-            let template = sample.is_some_and(|s| templates.samples.contains(&s));
-            if group.len() as u64 > cap {
-                common.extend(sample);
-            } else if !template && group.len() > 1 {
-                groups.push(&mut group);
-            }
-            group.clear();
-        }
-        ids.clear();
-    };
-    let key = |s: Option<u32>| s.map(|s| (s, ContentId(0)));
-    for item in store.scan_range::<SketchContents>(key(from).as_ref(), key(before).as_ref()) {
-        let ((sample, content), ()) = item?;
-        if current != Some(sample) {
-            join(&mut ids, current);
-            current = Some(sample);
-        }
-        ids.push(content);
-    }
-    join(&mut ids, current);
-    Ok((groups, common))
-}
-
 /// Loads a content's features: its chunk list and sketch without ignored
 /// chunks and samples.
 pub fn features(store: &Store, content: &ContentHash, ignored: &Ignored) -> Result<Features, StoreError> {
@@ -1262,45 +1241,24 @@ fn features_of(rec: ContentRecord, ignored: &Ignored) -> Features {
 }
 
 /// [`features`] of each of `members` (indices into the sorted `contents`,
-/// increasing). When they are at least half of the contents between the
-/// first and the last, the records are read by one scan in key order,
-/// those of other contents passed over (a point read each was ~1.8 s of
-/// a fresh report of 341k contents in one component); else by a point
-/// read each.
+/// increasing), read by one scan or a point read each
+/// ([`read_in_order`]).
 fn features_in_order(
     store: &Store,
     contents: &[ContentHash],
     members: &[u32],
     ignored: &Ignored,
 ) -> Result<Vec<Features>, StoreError> {
-    let (Some(&first), Some(&last)) = (members.first(), members.last()) else {
-        return Ok(Vec::new());
-    };
-    let span = (last - first) as usize + 1;
-    if members.len() < SCAN_FEATURES_FROM || 2 * members.len() < span {
-        return members.iter().map(|&c| features(store, &contents[c as usize], ignored)).collect();
-    }
-    let mut out = Vec::with_capacity(members.len());
-    let mut wanted = members.iter().map(|&c| &contents[c as usize]).peekable();
-    for item in store.scan_range::<ContentChunks>(Some(&contents[first as usize]), None) {
-        let (hash, rec) = item?;
-        // A member with no record (an inconsistency `simd check` reports)
-        // has empty features, as `features` gives it.
-        while wanted.next_if(|&w| *w < hash).is_some() {
-            out.push(Features::default());
-        }
-        if wanted.next_if(|&w| *w == hash).is_some() {
-            out.push(features_of(rec, ignored));
-        }
-        if wanted.peek().is_none() {
-            break;
-        }
-    }
-    out.extend(wanted.map(|_| Features::default()));
-    Ok(out)
+    read_in_order(
+        contents,
+        members,
+        |c| store.get::<ContentChunks>(c),
+        |from| store.scan_range::<ContentChunks>(Some(from), None),
+        |rec| features_of(rec, ignored),
+    )
 }
 
-/// Members from which [`features_in_order`] may scan rather than look up.
+/// Members from which [`read_in_order`] may scan rather than look up.
 const SCAN_FEATURES_FROM: usize = 256;
 
 /// `sketch` without the `ignored` samples, and how many of the samples
@@ -2399,16 +2357,18 @@ mod tests {
                     "member {m}"
                 );
             }
-            // Their briefs, read from the sketches' heads (no template
-            // samples) or from the whole records (with some), are those
-            // of their features.
+            // Their heads, read from the sketches' heads (no template
+            // samples) or from the whole records (with some), hold the
+            // posted samples and briefs of their features.
             let no_samples = Ignored { chunks: ignored.chunks.clone(), samples: HashSet::default() };
             for ignored in [&ignored, &no_samples] {
-                let briefs = briefs_in_order(&store, &contents, members, ignored).unwrap();
-                assert_eq!(briefs.len(), members.len());
-                for (b, &m) in briefs.iter().zip(members.iter()) {
-                    let want = Brief::of(&features(&store, &contents[m as usize], ignored).unwrap());
-                    assert_eq!(*b, want, "member {m}, {} template samples", ignored.samples.len());
+                let heads = heads_in_order(&store, &contents, members, ignored).unwrap();
+                assert_eq!(heads.len(), members.len());
+                for (h, &m) in heads.iter().zip(members.iter()) {
+                    let f = features(&store, &contents[m as usize], ignored).unwrap();
+                    let id = store.get::<ContentChunks>(&contents[m as usize]).unwrap().map(|r| r.id);
+                    let want = Head { id, posted: f.posted().to_vec(), brief: Brief::of(&f) };
+                    assert_eq!(*h, want, "member {m}, {} template samples", ignored.samples.len());
                 }
             }
         }
@@ -2431,25 +2391,23 @@ mod tests {
         assert!(tags.len() > 100, "{} tags of 128", tags.len());
     }
 
-    /// The sample scans of a partition, one per range, meet every sample
-    /// once: the ranges run from the first to past the last, each ending
-    /// where the next starts.
+    /// The sample postings gathered from the heads: the holders of each
+    /// sample held by two or more and at most the cap, in place order, and
+    /// the samples held by more than the cap (every one for a cap of 0).
     #[test]
-    fn sample_ranges_cover_every_sample_once() {
-        let ranges = sample_ranges();
-        assert_eq!(ranges.first().map(|r| r.0), Some(None), "from the first sample");
-        assert_eq!(ranges.last().map(|r| r.1), Some(None), "past the last");
-        for w in ranges.windows(2) {
-            assert_eq!(w[0].1, w[1].0, "{w:?}");
-            let (from, before) = (w[0].0.unwrap_or(0), w[0].1.expect("not the last"));
-            assert!(from < before, "{w:?}");
-        }
-        // Alike in what they hold: a range of samples of b bits is a
-        // quarter of them.
-        let of = |s: u32| ranges.iter().position(|&(f, b)| f.is_none_or(|f| f <= s) && b.is_none_or(|b| s < b));
-        assert_eq!(of(1 << 20), of((1 << 20) + (1 << 18) - 1));
-        assert_ne!(of(1 << 20), of((1 << 20) + (1 << 18)));
-        assert_eq!(of(u32::MAX), Some(ranges.len() - 1));
+    fn samples_are_grouped_by_their_holders() {
+        let head = |posted: &[u32]| Head { id: None, posted: posted.to_vec(), brief: Brief::default() };
+        let heads = [head(&[5, 9, 40]), head(&[9, 40]), head(&[]), head(&[1, 9, 40]), head(&[40, 77])];
+        let groups_of = |g: &Groups| (0..g.ends.len()).map(|k| g.get(k).to_vec()).collect::<Vec<_>>();
+        let (g, common) = sample_groups(&heads, 3);
+        assert_eq!(groups_of(&g), [vec![0, 1, 3]], "9 held by three; 40 by four, over the cap");
+        assert_eq!(common, HashSet::from([40]));
+        let (g, common) = sample_groups(&heads, 100);
+        assert_eq!(groups_of(&g), [vec![0, 1, 3], vec![0, 1, 3, 4]]);
+        assert!(common.is_empty());
+        let (g, common) = sample_groups(&heads, 0);
+        assert!(g.ends.is_empty());
+        assert_eq!(common, HashSet::from([1, 5, 9, 40, 77]));
     }
 
     #[test]

@@ -661,9 +661,11 @@ struct PostedSamples(Vec<u32>);
 
 /// What the analysis's partition reads of a content's record to decide
 /// which contents are candidates ([`ContentChunks::decode_sketch_head`]):
-/// its sketch's level, its number of samples and its posted samples.
+/// its id, its sketch's level, its number of samples and its posted
+/// samples.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SketchHead {
+    pub id: ContentId,
     pub level: u8,
     pub samples: u32,
     pub posted: Vec<u32>,
@@ -673,7 +675,7 @@ pub struct SketchHead {
 /// [`SketchHead`]: the chunk list passed over, the sketch borrowed.
 #[derive(Deserialize)]
 struct HeadOfRecord<'a> {
-    _id: ContentId,
+    id: ContentId,
     _size: u64,
     _runs: packed_runs::Skipped,
     sketch: &'a [u8],
@@ -785,10 +787,11 @@ impl ContentChunks {
                 let r: HeadOfRecord = postcard::from_bytes(rest)?;
                 let (level, samples, posted) = crate::sketch::head_of_bytes(r.sketch)
                     .map_err(|e| DecodeError::Postcard(serde::de::Error::custom(e)))?;
-                Ok(SketchHead { level, samples, posted })
+                Ok(SketchHead { id: r.id, level, samples, posted })
             }
             // Older versions are rare (an index upgraded in place): whole.
             _ => Self::decode_value(bytes).map(|r| SketchHead {
+                id: r.id,
                 level: r.sketch.level,
                 samples: u32::try_from(r.sketch.samples.len()).unwrap_or(u32::MAX),
                 posted: r.sketch.posted().to_vec(),
