@@ -780,13 +780,14 @@ fn partition(
     // the posted samples are those the sample postings hold. (Reading
     // `content_by_id` and the 5.4 million sample postings of 341k small
     // contents took ~1.7 s of ~3.5.)
-    let heads = heads(store, contents, templates, threads)?;
+    let Heads { ids, briefs, posted } = heads(store, contents, templates, threads)?;
     let places = Places::sorted({
         let mut by_id: Vec<(ContentId, u32)> =
-            heads.iter().enumerate().filter_map(|(i, h)| Some((h.id?, i as u32))).collect();
+            ids.iter().enumerate().filter_map(|(i, id)| Some(((*id)?, i as u32))).collect();
         by_id.sort_unstable();
         by_id
     });
+    drop(ids);
     let read = started.elapsed();
     let mut uf = UnionFind::new(contents.len());
     let mut p = Partition {
@@ -841,8 +842,7 @@ fn partition(
     // ([`crate::sketch::SAMPLE_BITS`]), so each of 341k small contents
     // shared one with ~20 others by chance, and joining every holder made
     // them all one component, whose features were then all held at once.
-    let (groups, common_samples) = sample_groups(&heads, sample_cap(cutoff));
-    let briefs: Vec<Brief> = heads.into_iter().map(|h| h.brief).collect();
+    let (groups, common_samples) = sample_groups(posted, sample_cap(cutoff));
     for (a, b) in join_candidates(&groups, &briefs, threads) {
         uf.union(a, b);
     }
@@ -858,35 +858,39 @@ fn partition(
     Ok(p)
 }
 
-/// What the partition reads of a live content's record: its id (None when
-/// it has no record, an inconsistency `simd check` reports), its posted
-/// samples that are no template's, and its [`Brief`].
+/// What the partition reads of the live contents' records ([`heads`]).
 #[derive(Debug, Default, PartialEq)]
-struct Head {
-    id: Option<ContentId>,
-    posted: Vec<u32>,
-    brief: Brief,
+struct Heads {
+    /// Each content's id, by place (None when it has no record, an
+    /// inconsistency `simd check` reports).
+    ids: Vec<Option<ContentId>>,
+    /// Each content's [`Brief`], by place.
+    briefs: Vec<Brief>,
+    /// Each posted sample that is no template's, with the place of the
+    /// content that posted it: `sample << 32 | place`. (In one array: a
+    /// list per content was an allocation each, ~100 bytes a content.)
+    posted: Vec<u64>,
 }
 
-/// The [`Head`] of every live content, by place, read by the threads side
-/// by side.
-fn heads(
-    store: &Store,
-    contents: &[ContentHash],
-    templates: &Ignored,
-    threads: usize,
-) -> Result<Vec<Head>, StoreError> {
+/// The [`Heads`] of every live content, read by the threads side by side.
+fn heads(store: &Store, contents: &[ContentHash], templates: &Ignored, threads: usize) -> Result<Heads, StoreError> {
     let all: Vec<u32> = (0..contents.len() as u32).collect();
     let per = all.len().div_ceil(threads.max(1)).max(1);
-    let read: Vec<Vec<Head>> = std::thread::scope(|s| {
+    let parts: Vec<Heads> = std::thread::scope(|s| {
         let handles: Vec<_> =
             all.chunks(per).map(|part| s.spawn(move || heads_in_order(store, contents, part, templates))).collect();
         handles.into_iter().map(|h| h.join().expect("record readers do not panic")).collect::<Result<_, _>>()
     })?;
-    Ok(read.into_iter().flatten().collect())
+    let mut heads = Heads::default();
+    for part in parts {
+        heads.ids.extend(part.ids);
+        heads.briefs.extend(part.briefs);
+        heads.posted.extend(part.posted);
+    }
+    Ok(heads)
 }
 
-/// The [`Head`] of each of `members` (indices into the sorted `contents`,
+/// The [`Heads`] of `members` (indices into the sorted `contents`,
 /// increasing). Without template samples only the sketch's head is
 /// decoded; with them, the whole sketch (its count is that of the samples
 /// left).
@@ -895,38 +899,42 @@ fn heads_in_order(
     contents: &[ContentHash],
     members: &[u32],
     templates: &Ignored,
-) -> Result<Vec<Head>, StoreError> {
-    if templates.samples.is_empty() {
-        let head = |h: SketchHead| Head {
-            id: Some(h.id),
-            brief: Brief { posted: h.posted.len() as u8, level: h.level, samples: h.samples },
-            posted: h.posted,
+) -> Result<Heads, StoreError> {
+    // At most POSTED a content: sized once, where growing it copied it.
+    let mut posted = Vec::with_capacity(members.len() * crate::sketch::POSTED);
+    let mut post = |place: u32, samples: &[u32]| {
+        posted.extend(samples.iter().map(|&s| (u64::from(s) << 32) | u64::from(place)));
+    };
+    let read = if templates.samples.is_empty() {
+        let head = |place: u32, h: SketchHead| {
+            post(place, &h.posted);
+            (Some(h.id), Brief { posted: h.posted.len() as u8, level: h.level, samples: h.samples })
         };
-        return read_in_order(
+        read_in_order(
             contents,
             members,
             |c| store.get_sketch_head(c),
             |from| store.scan_sketch_heads(Some(from), None),
             head,
-        );
-    }
-    let head = |rec: ContentRecord| {
-        let id = Some(rec.id);
-        let (sketch, posted) = without_samples(rec.sketch, &templates.samples);
-        let brief = Brief {
-            posted,
-            level: sketch.level,
-            samples: u32::try_from(sketch.samples.len()).expect("a sketch holds at most a few thousand samples"),
+        )?
+    } else {
+        let head = |place: u32, rec: ContentRecord| {
+            let id = Some(rec.id);
+            let (sketch, n) = without_samples(rec.sketch, &templates.samples);
+            post(place, &sketch.samples[..usize::from(n)]);
+            let samples = u32::try_from(sketch.samples.len()).expect("a sketch holds at most a few thousand samples");
+            (id, Brief { posted: n, level: sketch.level, samples })
         };
-        Head { id, posted: sketch.samples[..usize::from(posted)].to_vec(), brief }
+        read_in_order(
+            contents,
+            members,
+            |c| store.get::<ContentChunks>(c),
+            |from| store.scan_range::<ContentChunks>(Some(from), None),
+            head,
+        )?
     };
-    read_in_order(
-        contents,
-        members,
-        |c| store.get::<ContentChunks>(c),
-        |from| store.scan_range::<ContentChunks>(Some(from), None),
-        head,
-    )
+    let (ids, briefs) = read.into_iter().unzip();
+    Ok(Heads { ids, briefs, posted })
 }
 
 /// What `map` makes of the record of each of `members` (indices into the
@@ -941,24 +949,27 @@ fn read_in_order<'s, V, W: Default>(
     members: &[u32],
     get: impl Fn(&ContentHash) -> Result<Option<V>, StoreError>,
     scan: impl FnOnce(&ContentHash) -> TableIter<'s, ContentChunks, V>,
-    map: impl Fn(V) -> W,
+    mut map: impl FnMut(u32, V) -> W,
 ) -> Result<Vec<W>, StoreError> {
     let (Some(&first), Some(&last)) = (members.first(), members.last()) else {
         return Ok(Vec::new());
     };
+    let mut out = Vec::with_capacity(members.len());
     let span = (last - first) as usize + 1;
     if members.len() < SCAN_FEATURES_FROM || 2 * members.len() < span {
-        return members.iter().map(|&c| Ok(get(&contents[c as usize])?.map(&map).unwrap_or_default())).collect();
+        for &m in members {
+            out.push(get(&contents[m as usize])?.map(|v| map(m, v)).unwrap_or_default());
+        }
+        return Ok(out);
     }
-    let mut out = Vec::with_capacity(members.len());
-    let mut wanted = members.iter().map(|&c| &contents[c as usize]).peekable();
+    let mut wanted = members.iter().map(|&m| (m, &contents[m as usize])).peekable();
     for item in scan(&contents[first as usize]) {
         let (hash, value) = item?;
-        while wanted.next_if(|&w| *w < hash).is_some() {
+        while wanted.next_if(|&(_, w)| *w < hash).is_some() {
             out.push(W::default());
         }
-        if wanted.next_if(|&w| *w == hash).is_some() {
-            out.push(map(value));
+        if let Some((m, _)) = wanted.next_if(|&(_, w)| *w == hash) {
+            out.push(map(m, value));
         }
         if wanted.peek().is_none() {
             break;
@@ -970,13 +981,9 @@ fn read_in_order<'s, V, W: Default>(
 
 /// The holders (places) of each posted sample held by two or more
 /// contents and no more than `cap`, and the samples held by more than
-/// `cap`: the sample postings, gathered from the contents' heads.
-fn sample_groups(heads: &[Head], cap: u64) -> (Groups, HashSet<u32>) {
-    let mut held: Vec<u64> = heads
-        .iter()
-        .enumerate()
-        .flat_map(|(i, h)| h.posted.iter().map(move |&s| (u64::from(s) << 32) | i as u64))
-        .collect();
+/// `cap`: the sample postings, gathered from the contents' heads
+/// ([`Heads::posted`]).
+fn sample_groups(mut held: Vec<u64>, cap: u64) -> (Groups, HashSet<u32>) {
     held.sort_unstable();
     let (mut groups, mut common) = (Groups::default(), HashSet::new());
     let mut run: Vec<u32> = Vec::new();
@@ -1254,7 +1261,7 @@ fn features_in_order(
         members,
         |c| store.get::<ContentChunks>(c),
         |from| store.scan_range::<ContentChunks>(Some(from), None),
-        |rec| features_of(rec, ignored),
+        |_, rec| features_of(rec, ignored),
     )
 }
 
@@ -2363,13 +2370,16 @@ mod tests {
             let no_samples = Ignored { chunks: ignored.chunks.clone(), samples: HashSet::default() };
             for ignored in [&ignored, &no_samples] {
                 let heads = heads_in_order(&store, &contents, members, ignored).unwrap();
-                assert_eq!(heads.len(), members.len());
-                for (h, &m) in heads.iter().zip(members.iter()) {
+                assert_eq!((heads.ids.len(), heads.briefs.len()), (members.len(), members.len()));
+                let mut posted = Vec::new();
+                for (k, &m) in members.iter().enumerate() {
                     let f = features(&store, &contents[m as usize], ignored).unwrap();
                     let id = store.get::<ContentChunks>(&contents[m as usize]).unwrap().map(|r| r.id);
-                    let want = Head { id, posted: f.posted().to_vec(), brief: Brief::of(&f) };
-                    assert_eq!(*h, want, "member {m}, {} template samples", ignored.samples.len());
+                    let what = format!("member {m}, {} template samples", ignored.samples.len());
+                    assert_eq!((heads.ids[k], heads.briefs[k]), (id, Brief::of(&f)), "{what}");
+                    posted.extend(f.posted().iter().map(|&s| (u64::from(s) << 32) | u64::from(m)));
                 }
+                assert_eq!(heads.posted, posted);
             }
         }
     }
@@ -2396,16 +2406,22 @@ mod tests {
     /// the samples held by more than the cap (every one for a cap of 0).
     #[test]
     fn samples_are_grouped_by_their_holders() {
-        let head = |posted: &[u32]| Head { id: None, posted: posted.to_vec(), brief: Brief::default() };
-        let heads = [head(&[5, 9, 40]), head(&[9, 40]), head(&[]), head(&[1, 9, 40]), head(&[40, 77])];
+        let posted: &[&[u32]] = &[&[5, 9, 40], &[9, 40], &[], &[1, 9, 40], &[40, 77]];
+        // Placed as the readers' parts come, not sorted.
+        let heads: Vec<u64> = posted
+            .iter()
+            .enumerate()
+            .rev()
+            .flat_map(|(place, samples)| samples.iter().map(move |&s| (u64::from(s) << 32) | place as u64))
+            .collect();
         let groups_of = |g: &Groups| (0..g.ends.len()).map(|k| g.get(k).to_vec()).collect::<Vec<_>>();
-        let (g, common) = sample_groups(&heads, 3);
+        let (g, common) = sample_groups(heads.clone(), 3);
         assert_eq!(groups_of(&g), [vec![0, 1, 3]], "9 held by three; 40 by four, over the cap");
         assert_eq!(common, HashSet::from([40]));
-        let (g, common) = sample_groups(&heads, 100);
+        let (g, common) = sample_groups(heads.clone(), 100);
         assert_eq!(groups_of(&g), [vec![0, 1, 3], vec![0, 1, 3, 4]]);
         assert!(common.is_empty());
-        let (g, common) = sample_groups(&heads, 0);
+        let (g, common) = sample_groups(heads, 0);
         assert!(g.ends.is_empty());
         assert_eq!(common, HashSet::from([1, 5, 9, 40, 77]));
     }
