@@ -859,7 +859,7 @@ fn partition(
 }
 
 /// What the partition reads of the live contents' records ([`heads`]).
-#[derive(Debug, Default, PartialEq)]
+#[derive(Default)]
 struct Heads {
     /// Each content's id, by place (None when it has no record, an
     /// inconsistency `simd check` reports).
@@ -986,7 +986,6 @@ fn read_in_order<'s, V, W: Default>(
 fn sample_groups(mut held: Vec<u64>, cap: u64) -> (Groups, HashSet<u32>) {
     held.sort_unstable();
     let (mut groups, mut common) = (Groups::default(), HashSet::new());
-    let mut run: Vec<u32> = Vec::new();
     let mut k = 0;
     while k < held.len() {
         let sample = (held[k] >> 32) as u32;
@@ -994,9 +993,8 @@ fn sample_groups(mut held: Vec<u64>, cap: u64) -> (Groups, HashSet<u32>) {
         if n as u64 > cap {
             common.insert(sample);
         } else if n > 1 {
-            run.clear();
-            run.extend(held[k..k + n].iter().map(|&x| x as u32));
-            groups.push(&mut run);
+            // Sorted by sample, then by place.
+            groups.push(held[k..k + n].iter().map(|&x| x as u32));
         }
         k += n;
     }
@@ -1013,9 +1011,11 @@ struct Groups {
 }
 
 impl Groups {
-    fn push(&mut self, group: &mut [u32]) {
-        group.sort_unstable();
-        self.members.extend_from_slice(group);
+    /// Adds a group of members in increasing order.
+    fn push(&mut self, group: impl IntoIterator<Item = u32>) {
+        let start = self.members.len();
+        self.members.extend(group);
+        debug_assert!(self.members[start..].windows(2).all(|w| w[0] < w[1]));
         self.ends.push(u32::try_from(self.members.len()).expect("fewer than 2^32 postings in groups"));
     }
 
@@ -1123,16 +1123,7 @@ fn join_candidates(groups: &Groups, briefs: &[Brief], threads: usize) -> Vec<(u3
     let find = |k: usize| {
         let mut pairs = Vec::new();
         let mut tally = Tally::default();
-        let mut touched = 0u32;
         for a in (k..briefs.len()).step_by(workers) {
-            // The next place's groups are read now, while this place's are
-            // counted: each is a cache miss of its own (most of this
-            // function's time when they were read as they came).
-            if let Some(next) = Some(a + workers).filter(|&n| n < briefs.len()) {
-                for run in runs_of(next) {
-                    touched = touched.wrapping_add(run.first().map_or(0, |e| e.0));
-                }
-            }
             let me = briefs[a];
             let runs = runs_of(a);
             tally.reset(runs.clone().map(<[_]>::len).sum());
@@ -1144,7 +1135,6 @@ fn join_candidates(groups: &Groups, briefs: &[Brief], threads: usize) -> Vec<(u3
                 }
             }
         }
-        std::hint::black_box(touched);
         pairs
     };
     if workers == 1 {
@@ -2288,10 +2278,10 @@ mod tests {
                 .collect();
             let mut groups = Groups::default();
             for sample in 1u32..40 {
-                let mut holders: Vec<u32> =
-                    (0..feats.len() as u32).rev().filter(|&i| feats[i as usize].posted().contains(&sample)).collect();
+                let holders: Vec<u32> =
+                    (0..feats.len() as u32).filter(|&i| feats[i as usize].posted().contains(&sample)).collect();
                 if holders.len() > 1 && !common.contains(&sample) {
-                    groups.push(&mut holders);
+                    groups.push(holders);
                 }
             }
             let briefs: Vec<Brief> = feats.iter().map(Brief::of).collect();
