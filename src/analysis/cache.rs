@@ -136,9 +136,13 @@ fn save(store: &Store, analysis: &Analysis, basis: &Basis) -> std::io::Result<()
         out.write_all(&maker())?;
         let header = (basis.sequence, basis.params, store.format().created);
         let mut out = postcard::to_io(&header, out).map_err(std::io::Error::other)?;
-        let encoded = postcard::to_stdvec(basis).map_err(std::io::Error::other)?;
-        out.write_all(&(encoded.len() as u64).to_le_bytes())?;
-        out.write_all(&encoded)?;
+        // The basis's length first, so that a load can find the analysis
+        // after it: counted by a first pass that writes nothing, where
+        // encoding it into a buffer first held it twice over (~44 MB at
+        // the peak of a fresh report of 341k contents, `heaptrack`).
+        let len = postcard::experimental::serialized_size(basis).map_err(std::io::Error::other)?;
+        out.write_all(&(len as u64).to_le_bytes())?;
+        let out = postcard::to_io(basis, out).map_err(std::io::Error::other)?;
         let mut out = postcard::to_io(analysis, out).map_err(std::io::Error::other)?;
         out.flush()
     };

@@ -1886,6 +1886,15 @@ fn name_clusters(
             Ok(Cluster { id: cluster_id(&members), members, links: Vec::new() })
         })
         .collect::<Result<_, StoreError>>()?;
+    // Each cluster's list sized first: grown by doubling, 28k of them
+    // held ~16 MB spare at the end of a report (`heaptrack`).
+    let mut counts = vec![0usize; clusters.len()];
+    for &(a, _, _, _) in links {
+        counts[place[a as usize].0] += 1;
+    }
+    for (c, n) in clusters.iter_mut().zip(counts) {
+        c.links.reserve_exact(n);
+    }
     for &(a, b, measures, kind) in links {
         let ((g, la), (_, lb)) = (place[a as usize], place[b as usize]);
         clusters[g].links.push(Link { a: la, b: lb, measures, kind });
@@ -1994,6 +2003,9 @@ pub(crate) fn analyse(
         return Err(e);
     }
     let (mut links, info) = results.into_inner().expect("threads joined");
+    // Grown by doubling as the components' links came, and kept in the
+    // basis to the end of the report: ~20 MB spare on 231k links.
+    links.shrink_to_fit();
     tracing::debug!("{} links after {:?}", links.len(), started.elapsed());
     let files = files.take()?;
     let sizes = files.sizes(&ids);
