@@ -1019,9 +1019,14 @@ impl Groups {
         self.ends.push(u32::try_from(self.members.len()).expect("fewer than 2^32 postings in groups"));
     }
 
-    fn get(&self, k: usize) -> &[u32] {
+    /// Where group k lies in `members` (and in any array beside it).
+    fn range(&self, k: usize) -> std::ops::Range<usize> {
         let start = if k == 0 { 0 } else { self.ends[k - 1] as usize };
-        &self.members[start..self.ends[k] as usize]
+        start..self.ends[k] as usize
+    }
+
+    fn get(&self, k: usize) -> &[u32] {
+        &self.members[self.range(k)]
     }
 
     /// The groups of each place among `n`, as groups of group indices.
@@ -1113,13 +1118,7 @@ fn join_candidates(groups: &Groups, briefs: &[Brief], threads: usize) -> Vec<(u3
     let of = groups.by_member(briefs.len());
     let held: Vec<(u32, Brief)> = groups.members.iter().map(|&m| (m, briefs[m as usize])).collect();
     let workers = threads.max(1);
-    let runs_of = |a: usize| {
-        of.get(a).iter().map(|&g| {
-            let g = g as usize;
-            let start = if g == 0 { 0 } else { groups.ends[g - 1] as usize };
-            &held[start..groups.ends[g] as usize]
-        })
-    };
+    let runs_of = |a: usize| of.get(a).iter().map(|&g| &held[groups.range(g as usize)]);
     let find = |k: usize| {
         let mut pairs = Vec::new();
         let mut tally = Tally::default();
