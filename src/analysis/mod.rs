@@ -922,8 +922,7 @@ fn heads_in_order(
             let id = Some(rec.id);
             let (sketch, n) = without_samples(rec.sketch, &templates.samples);
             post(place, &sketch.samples[..usize::from(n)]);
-            let samples = u32::try_from(sketch.samples.len()).expect("a sketch holds at most a few thousand samples");
-            (id, Brief { posted: n, level: sketch.level, samples })
+            (id, Brief::of_sketch(&sketch, n))
         };
         read_in_order(
             contents,
@@ -1318,8 +1317,14 @@ struct Brief {
 
 impl Brief {
     fn of(f: &Features) -> Brief {
-        let samples = u32::try_from(f.sketch.samples.len()).expect("a sketch holds at most a few thousand samples");
-        Brief { posted: f.posted_len, level: f.sketch.level, samples }
+        Brief::of_sketch(&f.sketch, f.posted_len)
+    }
+
+    /// The brief of a content whose sketch is `sketch` and that posted
+    /// `posted` of its samples.
+    fn of_sketch(sketch: &Sketch, posted: u8) -> Brief {
+        let samples = u32::try_from(sketch.samples.len()).expect("a sketch holds at most a few thousand samples");
+        Brief { posted, level: sketch.level, samples }
     }
 
     /// The content's number of distinct shingles, estimated from its sketch.
