@@ -25,7 +25,11 @@
 //! bytes arrived.
 
 use fearless_simd::{dispatch, u8x32, Level, Simd, SimdBase};
+#[cfg(target_arch = "x86_64")]
+use fearless_simd::{u64x8, u8x64, Avx512, SimdInto};
 use serde::{Deserialize, Serialize};
+#[cfg(target_arch = "x86_64")]
+use std::arch::x86_64::*;
 
 pub mod segments;
 
@@ -1019,6 +1023,96 @@ fn space_mask32<S: Simd>(simd: S, bytes: &[u8]) -> u64 {
     simd.to_bitmask_mask8x32(simd.or_mask8x32(space, control))
 }
 
+/// Byte k is k: the positions of a block's bytes.
+#[cfg(target_arch = "x86_64")]
+const IOTA: [u8; 64] = {
+    let mut a = [0u8; 64];
+    let mut i = 0;
+    while i < 64 {
+        a[i] = i as u8;
+        i += 1;
+    }
+    a
+};
+
+/// Byte k is k / 8: each of 8 words' bytes spread over its 8-byte lane.
+#[cfg(target_arch = "x86_64")]
+const SPREAD: [u8; 64] = {
+    let mut a = [0u8; 64];
+    let mut i = 0;
+    while i < 64 {
+        a[i] = (i / 8) as u8;
+        i += 1;
+    }
+    a
+};
+
+/// Byte k is k % 8: a byte's place in its 8-byte lane.
+#[cfg(target_arch = "x86_64")]
+const LANE_OFFSET: [u8; 64] = {
+    let mut a = [0u8; 64];
+    let mut i = 0;
+    while i < 64 {
+        a[i] = (i % 8) as u8;
+        i += 1;
+    }
+    a
+};
+
+#[cfg(target_arch = "x86_64")]
+fearless_simd::kernel!(
+    /// The keys of the words of a block (`window[..64]`, the 64 bytes
+    /// after it in `window[64..]`) that start at the bits of `starts` and
+    /// end at those of `ends` (the k-th start pairs with the k-th end; a
+    /// start after the last end is left alone), written to `out` in order:
+    /// [`short_word_hash`] of eight words at a time, each word's 16 bytes
+    /// gathered from the window by a byte permutation, and [`word_hash`]
+    /// for a word of 16 bytes or more. On text this took the word keys'
+    /// ~30 instructions a word to ~4; `docs/performance.md`, session 63.
+    #[inline(always)]
+    fn block_word_keys(token: Avx512, window: &[u8; 128], starts: u64, ends: u64, out: &mut [u64; 32]) {
+        let lo: __m512i = u8x64::from_slice(token, &window[..64]).into();
+        let hi: __m512i = u8x64::from_slice(token, &window[64..]).into();
+        let iota: __m512i = u8x64::from_slice(token, &IOTA).into();
+        let spread: __m512i = u8x64::from_slice(token, &SPREAD).into();
+        let lane_offset: __m512i = u8x64::from_slice(token, &LANE_OFFSET).into();
+        // Byte k of `s` and `e`: where the k-th word starts and ends.
+        let s = _mm512_maskz_compress_epi8(starts, iota);
+        let e = _mm512_maskz_compress_epi8(ends, iota);
+        let len = _mm512_sub_epi8(e, s);
+        let k = ends.count_ones() as usize;
+        for g in 0..k.div_ceil(8) {
+            let pick = _mm512_add_epi8(spread, _mm512_set1_epi8(8 * g as i8));
+            // Each of the eight words' first 16 bytes, as two u64 lanes.
+            let at = _mm512_add_epi8(_mm512_permutexvar_epi8(pick, s), lane_offset);
+            let b0 = _mm512_permutex2var_epi8(lo, at, hi);
+            let b1 = _mm512_permutex2var_epi8(lo, _mm512_add_epi8(at, _mm512_set1_epi8(8)), hi);
+            // Each word's length, in the low byte of its lane.
+            let n = _mm512_maskz_permutexvar_epi8(0x0101_0101_0101_0101, pick, len);
+            // As `short_word_hash`, lane by lane.
+            let long = _mm512_cmpge_epu64_mask(n, _mm512_set1_epi64(8));
+            let mixed = _mm512_rol_epi64::<29>(_mm512_mullo_epi64(b0, _mm512_set1_epi64(M as i64)));
+            let acc = _mm512_maskz_mov_epi64(long, mixed);
+            let last = _mm512_mask_blend_epi64(long, b0, b1);
+            let bits = _mm512_slli_epi64::<3>(_mm512_and_si512(n, _mm512_set1_epi64(7)));
+            let keep = _mm512_sub_epi64(_mm512_sllv_epi64(_mm512_set1_epi64(1), bits), _mm512_set1_epi64(1));
+            let key = _mm512_xor_si512(_mm512_xor_si512(acc, _mm512_and_si512(last, keep)), _mm512_slli_epi64::<56>(n));
+            let key: u64x8<Avx512> = key.simd_into(token);
+            out[8 * g..8 * g + 8].copy_from_slice(&<[u64; 8]>::from(key));
+        }
+        // Words of 16 bytes or more (rare in text, most of them in binary
+        // data) are hashed whole.
+        let mut long = _mm512_cmpge_epu8_mask(len, _mm512_set1_epi8(16)) & (u64::MAX >> (64 - k));
+        while long != 0 {
+            let i = long.trailing_zeros();
+            long &= long - 1;
+            let s = _pdep_u64(1 << i, starts).trailing_zeros() as usize;
+            let e = _pdep_u64(1 << i, ends).trailing_zeros() as usize;
+            out[i as usize] = word_hash(window, s, e);
+        }
+    }
+);
+
 /// The CPU's vector instructions, detected once.
 fn simd_level() -> Level {
     static LEVEL: std::sync::OnceLock<Level> = std::sync::OnceLock::new();
@@ -1124,6 +1218,10 @@ impl Shingler {
         let mut hashes = [0u64; WORDS - 1 + 2 * WORD_BATCH];
         hashes[..WORDS - 1].copy_from_slice(&self.window[1..]);
         let mut n = WORDS - 1;
+        // Where the CPU has AVX-512 (with VBMI2), the words of a block
+        // with 64 more bytes after it are hashed eight at a time.
+        #[cfg(target_arch = "x86_64")]
+        let avx512 = simd.level().as_avx512();
         for block in data.chunks(64) {
             let len = block.len();
             let space = match <&[u8; 64]>::try_from(block) {
@@ -1158,6 +1256,19 @@ impl Shingler {
             }
             // Every other end closes a word begun in this block, and
             // starts and ends alternate: the k-th of each pair up.
+            // (A block of a few words, as binary data has, is left to the
+            // loop below: most of its words are long.)
+            #[cfg(target_arch = "x86_64")]
+            if let (Some(t), Some(window), 4..) = (avx512, data.get(base..base + 128), ends.count_ones()) {
+                let window: &[u8; 128] = window.try_into().expect("128 bytes");
+                let out: &mut [u64; 32] = (&mut hashes[n..n + 32]).try_into().expect("room for a block's words");
+                block_word_keys(t, window, starts, ends, out);
+                n += ends.count_ones() as usize;
+                // Starts and ends alternate: what is left is the start of
+                // a word that runs on past the block, after the last end.
+                starts &= (u64::MAX << (63 - ends.leading_zeros())) << 1;
+                ends = 0;
+            }
             while ends != 0 {
                 let s = base + starts.trailing_zeros() as usize;
                 let e = base + ends.trailing_zeros() as usize;
@@ -1722,6 +1833,20 @@ mod tests {
     /// Every instruction set the loops are compiled for that this CPU
     /// has, the baseline included, gives the defined sketch: bytes of every
     /// value (those over 127 test that whitespace is compared unsigned).
+    /// Every set of vector instructions this CPU has.
+    fn cpu_levels() -> Vec<Level> {
+        #[allow(unused_mut)]
+        let mut levels = vec![Level::baseline()];
+        #[cfg(target_arch = "x86_64")]
+        {
+            let detected = Level::new();
+            levels.extend(detected.as_sse4_2().map(Level::Sse4_2));
+            levels.extend(detected.as_avx2().map(Level::Avx2));
+            levels.extend(detected.as_avx512().map(Level::Avx512));
+        }
+        levels
+    }
+
     #[test]
     fn every_instruction_set_the_cpu_has_sketches_as_defined() {
         let data: Vec<u8> = (0..200_000u64)
@@ -1732,16 +1857,7 @@ mod tests {
             })
             .collect();
         let expected = sketch_by_definition(&data);
-        #[allow(unused_mut)]
-        let mut levels = vec![Level::baseline()];
-        #[cfg(target_arch = "x86_64")]
-        {
-            let detected = Level::new();
-            levels.extend(detected.as_sse4_2().map(Level::Sse4_2));
-            levels.extend(detected.as_avx2().map(Level::Avx2));
-            levels.extend(detected.as_avx512().map(Level::Avx512));
-        }
-        for level in levels {
+        for level in cpu_levels() {
             let mut s = Shingler::new();
             for p in data.chunks(1000) {
                 s.feed_at(level, p);
@@ -2086,6 +2202,27 @@ mod tests {
         #[test]
         fn any_split_gives_the_same_sketch(data in proptest::collection::vec(prop_oneof![Just(b' '), Just(b'\n'), 97u8..100, any::<u8>()], 0..3000), cuts in proptest::collection::vec(0usize..3000, 0..8)) {
             prop_assert_eq!(fed_in_pieces(&data, cuts), sketch_bytes(&data));
+        }
+
+        /// Words of every length, in blocks of a few or of many (AVX-512
+        /// hashes those of a block of four or more eight at a time, and
+        /// hashes whole those of 16 bytes or more), fed in pieces, with
+        /// every set of vector instructions this CPU has.
+        #[test]
+        fn every_instruction_set_hashes_words_of_any_length_as_defined(data in ragged_text(), cuts in proptest::collection::vec(0usize..40_000, 0..8)) {
+            let expected = sketch_by_definition(&data);
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(data.len())).collect();
+            cuts.sort_unstable();
+            for level in cpu_levels() {
+                let mut s = Shingler::new();
+                let mut at = 0;
+                for &c in &cuts {
+                    s.feed_at(level, &data[at..c]);
+                    at = c;
+                }
+                s.feed_at(level, &data[at..]);
+                prop_assert_eq!(s.finish(), expected.clone(), "{:?}", level);
+            }
         }
 
         /// Long words (a zero-filled file is one) cut by the pieces at
