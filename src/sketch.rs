@@ -1061,10 +1061,12 @@ const LANE_OFFSET: [u8; 64] = {
 
 #[cfg(target_arch = "x86_64")]
 fearless_simd::kernel!(
-    /// The keys of the words of a block (`window[..64]`, the 64 bytes
-    /// after it in `window[64..]`) that start at the bits of `starts` and
-    /// end at those of `ends` (the k-th start pairs with the k-th end; a
-    /// start after the last end is left alone), written to `out` in order:
+    /// The keys of the words of a block (`window[48..112]`, with the 48
+    /// bytes before it and the 16 after) that start at the bits of
+    /// `starts` and end at those of `ends` (the k-th start pairs with the
+    /// k-th end; a start after the last end is left alone), after a word
+    /// begun at `carried` in the window and ending at the first end, if
+    /// there is one; written to `out` in order:
     /// [`short_word_hash`] of eight words at a time, each word's 16 bytes
     /// gathered from the window by a byte permutation, and [`word_hash`]
     /// for a word of 16 bytes or more. Where one word took ~30 scalar
@@ -1072,15 +1074,26 @@ fearless_simd::kernel!(
     /// generated corpus took 9 % less CPU (`docs/performance.md`, session
     /// 63).
     #[inline(always)]
-    fn block_word_keys(token: Avx512, window: &[u8; 128], starts: u64, ends: u64, out: &mut [u64; 32]) {
+    fn block_word_keys(
+        token: Avx512,
+        window: &[u8; 128],
+        carried: Option<u8>,
+        starts: u64,
+        ends: u64,
+        out: &mut [u64; 32],
+    ) {
         let lo: __m512i = u8x64::from_slice(token, &window[..64]).into();
         let hi: __m512i = u8x64::from_slice(token, &window[64..]).into();
-        let iota: __m512i = u8x64::from_slice(token, &IOTA).into();
+        let at_block: __m512i = u8x64::from_slice(token, &IOTA).into();
+        let at_block = _mm512_add_epi8(at_block, _mm512_set1_epi8(48));
         let spread: __m512i = u8x64::from_slice(token, &SPREAD).into();
         let lane_offset: __m512i = u8x64::from_slice(token, &LANE_OFFSET).into();
         // Byte k of `s` and `e`: where the k-th word starts and ends.
-        let s = _mm512_maskz_compress_epi8(starts, iota);
-        let e = _mm512_maskz_compress_epi8(ends, iota);
+        let mut s = _mm512_maskz_compress_epi8(starts, at_block);
+        if let Some(c) = carried {
+            s = _mm512_mask_set1_epi8(_mm512_maskz_expand_epi8(!1, s), 1, c as i8);
+        }
+        let e = _mm512_maskz_compress_epi8(ends, at_block);
         let len = _mm512_sub_epi8(e, s);
         let k = ends.count_ones() as usize;
         for g in 0..k.div_ceil(8) {
@@ -1105,12 +1118,15 @@ fearless_simd::kernel!(
         // Words of 16 bytes or more (rare in text, most of them in binary
         // data) are hashed whole.
         let mut long = _mm512_cmpge_epu8_mask(len, _mm512_set1_epi8(16)) & (u64::MAX >> (64 - k));
-        while long != 0 {
-            let i = long.trailing_zeros();
-            long &= long - 1;
-            let s = _pdep_u64(1 << i, starts).trailing_zeros() as usize;
-            let e = _pdep_u64(1 << i, ends).trailing_zeros() as usize;
-            out[i as usize] = word_hash(window, s, e);
+        if long != 0 {
+            let s: u8x64<Avx512> = s.simd_into(token);
+            let e: u8x64<Avx512> = e.simd_into(token);
+            let (s, e) = (<[u8; 64]>::from(s), <[u8; 64]>::from(e));
+            while long != 0 {
+                let i = long.trailing_zeros() as usize;
+                long &= long - 1;
+                out[i] = word_hash(window, usize::from(s[i]), usize::from(e[i]));
+            }
         }
     }
 );
@@ -1258,7 +1274,7 @@ impl Shingler {
         // carried in `partial`, or there is no current word).
         let mut open: Option<usize> = None;
         let mut in_word = self.partial.is_some();
-        let mut base = 0;
+        let mut base: usize = 0;
         // The batch's word keys, after the last WORDS − 1 before it.
         let mut hashes = [0u64; WORDS - 1 + 2 * WORD_BATCH];
         hashes[..WORDS - 1].copy_from_slice(&self.window[1..]);
@@ -1285,7 +1301,26 @@ impl Shingler {
             let prev = (space << 1) | u64::from(!in_word);
             let mut starts = !space & prev & valid;
             let mut ends = space & !prev & valid;
-            if in_word && ends != 0 {
+            // Where the CPU has AVX-512, the words of a block of four or
+            // more are hashed together from a window of the block, the 48
+            // bytes before it (a word begun there and ending here is one
+            // of them) and the 16 after. (A block of fewer, as binary data
+            // has, is left to the loop below: most of its words are long.)
+            #[cfg(target_arch = "x86_64")]
+            let window = match avx512 {
+                Some(t) if ends.count_ones() >= 4 => {
+                    base.checked_sub(48).and_then(|w| data.get(w..base + 80)).map(|w| (t, w))
+                }
+                _ => None,
+            };
+            #[cfg(target_arch = "x86_64")]
+            let carried = match (window, open) {
+                (Some(_), Some(s)) if in_word && s + 48 >= base => Some((s + 48 - base) as u8),
+                _ => None,
+            };
+            #[cfg(not(target_arch = "x86_64"))]
+            let carried: Option<u8> = None;
+            if in_word && ends != 0 && carried.is_none() {
                 // The first end closes a word begun before this block.
                 let at = base + ends.trailing_zeros() as usize;
                 ends &= ends - 1;
@@ -1301,14 +1336,15 @@ impl Shingler {
             }
             // Every other end closes a word begun in this block, and
             // starts and ends alternate: the k-th of each pair up.
-            // (A block of a few words, as binary data has, is left to the
-            // loop below: most of its words are long.)
             #[cfg(target_arch = "x86_64")]
-            if let (Some(t), Some(window), 4..) = (avx512, data.get(base..base + 128), ends.count_ones()) {
+            if let (Some((t, window)), true) = (window, ends != 0) {
                 let window: &[u8; 128] = window.try_into().expect("128 bytes");
                 let out: &mut [u64; 32] = (&mut hashes[n..n + 32]).try_into().expect("room for a block's words");
-                block_word_keys(t, window, starts, ends, out);
+                block_word_keys(t, window, carried, starts, ends, out);
                 n += ends.count_ones() as usize;
+                if carried.is_some() {
+                    open = None;
+                }
                 // Starts and ends alternate: what is left is the start of
                 // a word that runs on past the block, after the last end.
                 starts &= (u64::MAX << (63 - ends.leading_zeros())) << 1;
