@@ -1279,8 +1279,8 @@ impl Shingler {
         let mut hashes = [0u64; WORDS - 1 + 2 * WORD_BATCH];
         hashes[..WORDS - 1].copy_from_slice(&self.window[1..]);
         let mut n = WORDS - 1;
-        // Where the CPU has AVX-512 (with VBMI2), the words of a block
-        // with 64 more bytes after it are hashed eight at a time.
+        // Where the CPU has AVX-512 (with VBMI2), most blocks' words are
+        // hashed eight at a time (`block_word_keys`, below).
         #[cfg(target_arch = "x86_64")]
         let avx512 = simd.level().as_avx512();
         for block in data.chunks(64) {
@@ -1921,9 +1921,6 @@ mod tests {
         }
     }
 
-    /// Every instruction set the loops are compiled for that this CPU
-    /// has, the baseline included, gives the defined sketch: bytes of every
-    /// value (those over 127 test that whitespace is compared unsigned).
     /// Every set of vector instructions this CPU has.
     fn cpu_levels() -> Vec<Level> {
         #[allow(unused_mut)]
@@ -1938,6 +1935,9 @@ mod tests {
         levels
     }
 
+    /// Every instruction set the loops are compiled for that this CPU
+    /// has, the baseline included, gives the defined sketch: bytes of every
+    /// value (those over 127 test that whitespace is compared unsigned).
     #[test]
     fn every_instruction_set_the_cpu_has_sketches_as_defined() {
         let data: Vec<u8> = (0..200_000u64)
