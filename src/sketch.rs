@@ -1023,41 +1023,30 @@ fn space_mask32<S: Simd>(simd: S, bytes: &[u8]) -> u64 {
     simd.to_bitmask_mask8x32(simd.or_mask8x32(space, control))
 }
 
-/// Byte k is k: the positions of a block's bytes.
+/// Byte k is (k / `div`) % `modulo`: a table of 64 bytes for the vectors
+/// of [`block_word_keys`].
 #[cfg(target_arch = "x86_64")]
-const IOTA: [u8; 64] = {
+const fn byte_table(div: usize, modulo: usize) -> [u8; 64] {
     let mut a = [0u8; 64];
     let mut i = 0;
     while i < 64 {
-        a[i] = i as u8;
+        a[i] = (i / div % modulo) as u8;
         i += 1;
     }
     a
-};
+}
+
+/// Byte k is k: the positions of a block's bytes.
+#[cfg(target_arch = "x86_64")]
+const IOTA: [u8; 64] = byte_table(1, 64);
 
 /// Byte k is k / 8: each of 8 words' bytes spread over its 8-byte lane.
 #[cfg(target_arch = "x86_64")]
-const SPREAD: [u8; 64] = {
-    let mut a = [0u8; 64];
-    let mut i = 0;
-    while i < 64 {
-        a[i] = (i / 8) as u8;
-        i += 1;
-    }
-    a
-};
+const SPREAD: [u8; 64] = byte_table(8, 64);
 
 /// Byte k is k % 8: a byte's place in its 8-byte lane.
 #[cfg(target_arch = "x86_64")]
-const LANE_OFFSET: [u8; 64] = {
-    let mut a = [0u8; 64];
-    let mut i = 0;
-    while i < 64 {
-        a[i] = (i % 8) as u8;
-        i += 1;
-    }
-    a
-};
+const LANE_OFFSET: [u8; 64] = byte_table(1, 8);
 
 #[cfg(target_arch = "x86_64")]
 fearless_simd::kernel!(
