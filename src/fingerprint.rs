@@ -762,10 +762,10 @@ impl Builder {
         }
     }
 
+    /// (The chunk's bytes are not shingled here: a streamed file's
+    /// shingler is fed each buffer's chunks at once, where a piece a chunk
+    /// left the vector loops ~1 KB at a time.)
     fn push(&mut self, chunk: &[u8], id: ChunkId) {
-        if let Some(s) = &mut self.shingles {
-            s.feed(chunk);
-        }
         let len = chunk.len() as u32;
         if let Some(c) = &mut self.content {
             c.update(id.0);
@@ -998,6 +998,9 @@ fn fingerprint_reader_sized<R: Read>(
         let hint = cursor.as_mut().and_then(|(c, shifted)| c.at(offset).or_else(|| shifted.as_mut()?.at(offset)));
         let (chunks, ids, _) = chunk_all(&[&buf[..filled]], &[hint], params, eof);
         let start: usize = chunks.iter().map(|c| c.len()).sum();
+        if let Some(s) = &mut b.shingles {
+            s.feed(&buf[..start]);
+        }
         b.push_hashed(&chunks, &ids);
         if let Some(g) = &mut growing {
             let keys = ids.iter().zip(&chunks).map(|(id, c)| (ChunkId(*id).key(), c.len() as u32));
