@@ -763,8 +763,8 @@ impl Builder {
     }
 
     /// (The chunk's bytes are not shingled here: a streamed file's
-    /// shingler is fed each buffer's chunks at once, where a piece a chunk
-    /// left the vector loops ~1 KB at a time.)
+    /// shingler is fed all of a buffer's chunks in one piece, where fed a
+    /// chunk at a time its vector loops ran ~1 KB at a time.)
     fn push(&mut self, chunk: &[u8], id: ChunkId) {
         let len = chunk.len() as u32;
         if let Some(c) = &mut self.content {
