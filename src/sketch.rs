@@ -2216,15 +2216,20 @@ mod tests {
 
     /// The sketch of `data` fed in pieces cut at `cuts` (any order, clamped).
     fn fed_in_pieces(data: &[u8], cuts: Vec<usize>) -> Sketch {
+        fed_in_pieces_at(simd_level(), data, cuts)
+    }
+
+    /// [`fed_in_pieces`] with the vector instructions of `level`.
+    fn fed_in_pieces_at(level: Level, data: &[u8], cuts: Vec<usize>) -> Sketch {
         let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(data.len())).collect();
         cuts.sort_unstable();
         let mut s = Shingler::new();
         let mut at = 0;
         for c in cuts {
-            s.feed(&data[at..c]);
+            s.feed_at(level, &data[at..c]);
             at = c;
         }
-        s.feed(&data[at..]);
+        s.feed_at(level, &data[at..]);
         s.finish()
     }
 
@@ -2295,17 +2300,8 @@ mod tests {
         #[test]
         fn every_instruction_set_hashes_words_of_any_length_as_defined(data in ragged_text(), cuts in proptest::collection::vec(0usize..40_000, 0..8)) {
             let expected = sketch_by_definition(&data);
-            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(data.len())).collect();
-            cuts.sort_unstable();
             for level in cpu_levels() {
-                let mut s = Shingler::new();
-                let mut at = 0;
-                for &c in &cuts {
-                    s.feed_at(level, &data[at..c]);
-                    at = c;
-                }
-                s.feed_at(level, &data[at..]);
-                prop_assert_eq!(s.finish(), expected.clone(), "{:?}", level);
+                prop_assert_eq!(fed_in_pieces_at(level, &data, cuts.clone()), expected.clone(), "{:?}", level);
             }
         }
 
