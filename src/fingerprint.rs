@@ -835,15 +835,30 @@ fn md5_each(inputs: &[&[u8]], outputs: &mut [[u8; 16]]) {
         return;
     }
     // MD5 pads a message with at least 9 bytes to whole 64-byte blocks.
-    // Inputs of one block count are kept in their order, for locality.
-    let mut order: Vec<u64> =
-        inputs.iter().enumerate().map(|(k, input)| ((input.len() as u64 + 8) / 64) << 32 | k as u64).collect();
-    order.sort_unstable();
-    let sorted: Vec<&[u8]> = order.iter().map(|&o| inputs[o as u32 as usize]).collect();
+    // A counting sort by block count (past 255 blocks, ~16 KB, inputs share
+    // the last bucket), inputs of one count kept in their order for
+    // locality: sorted by `sort_unstable`, the order cost ~0.7 % of a
+    // first index.
+    const BUCKETS: usize = 256;
+    let bucket = |input: &[u8]| ((input.len() + 8) / 64).min(BUCKETS - 1);
+    let mut next = [0usize; BUCKETS + 1];
+    for &input in inputs {
+        next[bucket(input) + 1] += 1;
+    }
+    for b in 1..=BUCKETS {
+        next[b] += next[b - 1];
+    }
+    let mut order = vec![0usize; inputs.len()];
+    for (k, &input) in inputs.iter().enumerate() {
+        let at = &mut next[bucket(input)];
+        order[*at] = k;
+        *at += 1;
+    }
+    let sorted: Vec<&[u8]> = order.iter().map(|&k| inputs[k]).collect();
     let mut hashed = vec![[0u8; 16]; inputs.len()];
     hasher().hash_many(&sorted, &mut hashed);
-    for (&o, id) in order.iter().zip(hashed) {
-        outputs[o as u32 as usize] = id;
+    for (&k, id) in order.iter().zip(hashed) {
+        outputs[k] = id;
     }
 }
 
