@@ -553,6 +553,7 @@ fn rice_decode_into(
     // (the two ways interleaved in one process, 200 rounds each, three
     // runs: 11.5, 10.3 and 12.4 against 8.8, 8.2 and 9.3 ns a sample;
     // session 64).
+    //
     // While 8 bytes are left, a refill loads them whole and leaves the
     // bits past `have` as they are (they are the stream's next bits, and
     // the next load puts the same ones there); the reader takes over, with
