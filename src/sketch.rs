@@ -2188,6 +2188,13 @@ mod tests {
         assert!(rice_decode(&high).is_err(), "level over 32");
         assert!(rice_decode(&[0]).is_err() && rice_decode(&[]).is_err(), "no header");
         assert_eq!(rice_decode(&[0, 0, 0]).unwrap(), Sketch::default());
+        // A sample of a level below the sketch's, first or after others
+        // (the decoder checks a code's level where its bit length changes).
+        let below = |samples: &[u32]| encode_bit_by_bit(&Sketch { level: 4, samples: samples.to_vec() });
+        let later = below(&[round(0x0100_0000), round(0x0800_0000), round(0xf000_0000)]);
+        assert_eq!(rice_decode(&later), Err("sketch sample below its level"));
+        assert_eq!(rice_decode(&below(&[round(0x1000_0000)])), Err("sketch sample below its level"));
+        assert!(rice_decode(&below(&[round(0x0100_0000), round(0x0800_0000)])).is_ok());
     }
 
     #[test]
