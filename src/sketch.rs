@@ -742,22 +742,11 @@ impl<'a> BitReader<'a> {
     }
 
     /// A Rice-coded number with `k` (≤ 24) low bits, or None past the end
-    /// or over `u32::MAX`. Most are read from the buffer at once.
-    /// [`rice_decode_into`] reads most gaps itself and calls this for its
-    /// last bytes and for long gaps.
+    /// or over `u32::MAX`: the ones up to the next zero, then the low bits.
+    /// [`rice_decode_into`] reads most gaps itself, from the bits it holds,
+    /// and calls this for the last bytes and for gaps longer than those.
     #[inline(always)]
     fn rice(&mut self, k: u32) -> Option<u32> {
-        if self.n < 57 {
-            self.refill();
-        }
-        let ones = self.acc.trailing_ones();
-        let used = ones + 1 + k;
-        if used <= self.n {
-            let low = self.acc.checked_shr(ones + 1).unwrap_or(0) & ((1u64 << k) - 1);
-            self.acc = self.acc.checked_shr(used).unwrap_or(0);
-            self.n -= used;
-            return u32::try_from((u64::from(ones) << k) | low).ok();
-        }
         let q = self.unary()?;
         let low = self.get(k)?;
         q.checked_shl(k).filter(|&x| x >> k == q).map(|x| x | low)
