@@ -22,11 +22,13 @@
 #   c  stat-only walk           find T -type f -printf '%s %T@\n'
 #   d  simd re-index, no change  (c, d and e alternately, 4 x RUNS rounds, >= 20)
 #   e  simd re-index, one file changed (a line appended, then the run: an
-#      echo, timed with it)
+#      echo, timed with it); its baseline, that file's chunking: `simd
+#      similar FILE` on an index of nothing less `simd similar` of an empty
+#      file (alternately, 4 x RUNS rounds, >= 20, paired by round)
 #   f  exact-duplicate finders (jdupes, rdfind, fclones when installed; fclones
 #      is not packaged by Debian: `cargo install fclones`)
 #   g  peak RSS of a full index, index size on disk / content bytes
-# Targets: b/a <= 1.5, b2/a <= 2 (issue 3, on a real tree of ~60k files), d/c <= 1.5, peak RSS <= 150 MB, index <= 6 % of content.
+# Targets: b/a <= 1.5, b2/a <= 2 (issue 3, on a real tree of ~60k files), d/c <= 1.5, (e-d)/chunking <= 1, peak RSS <= 150 MB, index <= 6 % of content.
 set -euo pipefail
 
 usage() { echo "usage: $0 DIR [RUNS]" >&2; exit 2; }
@@ -188,6 +190,14 @@ if [[ $HAVE_SIMD == 1 ]]; then
     # e appends a line, then indexes: the d after it finds nothing changed.
     bench_alternately find "$FIND_CMD" simd_noop "$SIMD_IDX" \
         simd_1file "echo 'simd bench: appended line' >> $qCHANGE && $SIMD_IDX"
+    # e's baseline: that file's chunking (read, cut, MD5s, sketch), as
+    # `simd similar` does it on an index of nothing, less the same run on
+    # an empty file (the process, the index's open), paired by round.
+    mkdir "$TMP/nothing" && : > "$TMP/empty"
+    "$SIMD_BIN" --db "$TMP/index-of-nothing" --quiet index "$TMP/nothing"
+    SIMD_SIMILAR="$qBIN --db $(printf %q "$TMP/index-of-nothing") similar"
+    bench_alternately similar_empty "$SIMD_SIMILAR $(printf %q "$TMP/empty") > /dev/null" \
+        similar_file "$SIMD_SIMILAR $qCHANGE > /dev/null"
 fi
 
 # f: exact-duplicate finders
@@ -264,7 +274,12 @@ if [[ $HAVE_SIMD == 1 ]]; then
     else d="-"; fi
     row "e  simd re-index, 1 file changed" "${MED[simd_1file]:--}" "e-d $d" "(${CHANGE_FILE#"$T"/})"
     if num "${MED[simd_1file_paired]:-}"; then
-        row "   e-d, median of each round's own" "${MED[simd_1file_paired]}" "" "target: that file's chunking"
+        row "   e-d, median of each round's own" "${MED[simd_1file_paired]}" "" "target: that file's chunking, below"
+    fi
+    if num "${MED[similar_file_paired]:-}"; then
+        r=$(awk -v a="${MED[simd_1file_paired]:-x}" -v b="${MED[similar_file_paired]}" \
+            'BEGIN {if (a ~ /^[0-9.-]+$/ && b > 0) printf "%.2f", a / b; else print "-"}')
+        row "   that file's chunking" "${MED[similar_file_paired]}" "$r" "(e-d)/chunking <= 1 $(verdict "$r" 1)"
     fi
 fi
 for f in "${FINDERS[@]}"; do
