@@ -261,6 +261,9 @@ fn shared_at_least_with<S: Simd>(simd: S, a: &[u32], b: &[u32], need: usize) -> 
     }
     // Then each half to its end: the one with less left first, whole, and
     // the other as far as `need` can still be met.
+    if n + m1.most() + m2.most() < need {
+        return None;
+    }
     let (first, second) = if m1.most() <= m2.most() { (m1, m2) } else { (m2, m1) };
     n += first.rest(simd, 0)?;
     n += second.rest(simd, need.saturating_sub(n))?;
