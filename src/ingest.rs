@@ -363,7 +363,7 @@ fn index_with(
     walked.unreadable_dirs.extend(spared);
     let walked_or_missing = [roots, missing].concat();
     let unread_ids = unread.iter().filter_map(|d| d.0.old.as_ref().map(|(id, _)| *id)).collect();
-    let ended = RunEnd { unread: unread_ids, known: None };
+    let ended = RunEnd { unread: unread_ids, known: Unseen::Scan };
     end_run(&mut writer, &mut summary, walked, ended, &walked_or_missing, opts.retention, start)?;
     progress.finish();
     store.settle_compactions(opts.interrupt.as_deref());
@@ -374,10 +374,20 @@ fn index_with(
 struct RunEnd {
     /// Files left unread for later: seen, not gone.
     unread: Vec<FileId>,
-    /// Every record, by path, when the run read them all before it began
-    /// and wrote none it did not see ([`prewalk`]): the removal pass looks
-    /// among these rather than scanning `files`.
-    known: Option<scan::RecordsByPath>,
+    /// Where the removal pass looks for the files the run did not see.
+    known: Unseen,
+}
+
+/// Where [`Writer::remove_unseen`] looks for the files a run did not see.
+enum Unseen {
+    /// Among every record of `files`.
+    Scan,
+    /// Among these records (their ids, in id order): those under the
+    /// roots, when the run loaded them all before it began and wrote
+    /// none it did not see ([`prewalk`]). Each not seen is read; none
+    /// when the walk found every one (most runs), where the pass read all
+    /// of `files` before.
+    Ids(Vec<FileId>),
 }
 
 /// The end of an index run, once every new or changed file is written
@@ -568,35 +578,21 @@ pub struct Prewalked {
     roots: Vec<PathBuf>,
     walked: scan::WalkOutcome,
     candidates: Vec<Candidate>,
-    /// Every record as the walk knew it, by path, for the removal pass:
-    /// it then need not read them all from `files` again, which was ~30
-    /// ms of a run that changed one file of the Django tree (66.5k
-    /// records).
-    records: RemovalRecords,
+    /// The records the removal pass looks among ([`Unseen::Ids`]): it
+    /// then need not read all of `files` again, which was ~30 ms of a run
+    /// that changed one file of the Django tree (66.5k records).
+    records: Unseen,
 }
 
-/// The walk's records, and what decides whether the removal pass needs
-/// them ([`removal_records`]).
-struct RemovalRecords {
-    /// None when the walk kept only stats ([`scan::Known::Stats`]).
-    records: Option<scan::RecordsByPath>,
-    /// Records the walk found under their paths, unchanged or changed.
-    found: usize,
-    /// Records under the roots.
-    under_roots: usize,
-}
-
-/// The records the removal pass must look through for files gone: none
-/// when every record under the roots was found (a binary search of the
-/// files seen for each record: the pass took ~7 ms on the Django tree, ~2
-/// ms without). Dropping them then (~2–3 ms for the Django tree's 66.5k)
-/// is done beside the writer's open ([`index_prewalked`]). None: the pass
-/// reads them from `files`.
-fn removal_records(r: RemovalRecords) -> Option<scan::RecordsByPath> {
-    if r.under_roots == r.found {
-        return Some(scan::RecordsByPath::default());
+/// The ids of the records under the roots as the walk loaded them, of
+/// which the removal pass looks for those the run did not see: none when
+/// the walk found every one (a binary search of the files seen for each
+/// record: the pass took ~7 ms on the Django tree, ~2 ms without).
+fn removal_records(ids: Vec<FileId>, found: usize) -> Unseen {
+    if ids.len() == found {
+        return Unseen::Ids(Vec::new());
     }
-    r.records
+    Unseen::Ids(ids)
 }
 
 /// Walks `opts.roots` against the index without a writer: `store` is a
@@ -622,9 +618,9 @@ pub fn prewalk(
     if !missing.is_empty() || !spared.is_empty() || root_bytes.iter().any(|r| !remembered.contains(r)) {
         return Ok(Prewalk::Unknown);
     }
-    // Only an index whose records (or their stats) fit in memory is walked
-    // here (an empty one, or a larger one, goes the usual way); they load
-    // on another thread while the walk starts (`scan::Records::Loading`).
+    // Only an index whose records' stats fit in memory is walked here (an
+    // empty one, or a larger one, goes the usual way); they load on
+    // another thread while the walk starts (`scan::Records::Loading`).
     let files = store.counts()?.files;
     if files == 0 || files > scan::Known::STATS_MAX {
         return Ok(Prewalk::Unknown);
@@ -634,19 +630,14 @@ pub fn prewalk(
     // is dropped, and the walk stops.
     let (tx, rx) = bounded::<Vec<Candidate>>(QUEUE / scan::WALK_BATCH);
     let (walked, candidates, loaded) = std::thread::scope(|s| {
+        // The ids of the records under the roots come with them: whether
+        // the walk found them all tells whether the run writes anything,
+        // and the removal pass looks among them.
         let loader = s.spawn(|| {
             let under = |p: &[u8]| root_bytes.iter().any(|r| is_under(p, r));
-            let (known, counted) = scan::Known::load_counting(store, files, &under)?;
+            let (known, under_roots) = scan::Known::load_stats(store, files, &under)?;
             tracing::debug!("prewalk: records loaded after {:?}", start.elapsed());
             let _ = cell.set(known);
-            // The records under the roots, counted beside the walk (~3 ms
-            // of Django's 66.5k), once the walk has them: whether the walk
-            // found them all tells whether the run writes anything, and
-            // whether its removal pass has records to look through.
-            let under_roots = match cell.get() {
-                Some(scan::Known::Loaded(records)) => records.keys().filter(|p| under(p)).count(),
-                _ => counted,
-            };
             Ok::<_, StoreError>(under_roots)
         });
         let collect = s.spawn(move || {
@@ -678,7 +669,7 @@ pub fn prewalk(
         walked.pending.len()
     );
     let known = cell.into_inner().expect("set once loaded");
-    if !matches!(known, scan::Known::Loaded(_) | scan::Known::Stats(_)) {
+    if !matches!(known, scan::Known::Stats(_)) {
         return Ok(Prewalk::Unknown);
     }
     let Some(mut candidates) = candidates else { return Ok(Prewalk::Unknown) };
@@ -696,7 +687,7 @@ pub fn prewalk(
     // the index, it is gone).
     if candidates.is_empty()
         && walked.unreadable_dirs.is_empty()
-        && under_roots == walked.unchanged.len()
+        && under_roots.len() == walked.unchanged.len()
         && walked.devices.is_empty()
     {
         let mut summary = Summary {
@@ -711,12 +702,8 @@ pub fn prewalk(
         summary.elapsed = start.elapsed();
         return Ok(Prewalk::Unchanged(summary));
     }
-    let records = match known {
-        scan::Known::Loaded(records) => Some(records),
-        _ => None,
-    };
     let found = walked.unchanged.len() + candidates.iter().filter(|c| c.old.is_some()).count();
-    let records = RemovalRecords { records, found, under_roots };
+    let records = removal_records(under_roots, found);
     Ok(Prewalk::Changed(Prewalked { start, roots, walked, candidates, records }))
 }
 
@@ -750,7 +737,6 @@ pub fn index_prewalked(
         let mut summary = Summary { roots: roots.clone(), ..Summary::default() };
         let workers = if opts.workers == 0 { available_cores() } else { opts.workers };
         ingest_candidates(&mut writer, candidates, workers, &mut summary, &|| opts.stopping())?;
-        let records = removal_records(records);
         return end_prewalked(writer, opts, summary, PrewalkEnd { start, roots, walked, records });
     }
     let Prewalked { start, roots, walked, candidates, records } = pre;
@@ -767,7 +753,6 @@ pub fn index_prewalked(
     std::thread::scope(|s| {
         let rules = ReaderRules { stop: None, defer_from: None, defer_new: true, whole_from: opts.whole_from };
         spawn_readers(s, reader, &held, workers, cand_rx, out_tx, rules);
-        let records = s.spawn(move || removal_records(records));
         // An error here drops `out_rx`: the readers stop at their next file.
         let store = open_writer()?;
         tracing::debug!("writer opened after {:?}", start.elapsed());
@@ -783,7 +768,6 @@ pub fn index_prewalked(
         };
         drain(&mut writer, &mut f, Ok(()))?;
         debug_assert!(f.recheck.is_empty() && f.deferred.is_empty(), "the walk stats every candidate");
-        let records = records.join().expect("dropping records does not panic");
         end_prewalked(writer, opts, summary, PrewalkEnd { start, roots, walked, records })
     })
 }
@@ -860,7 +844,7 @@ struct PrewalkEnd {
     start: Instant,
     roots: Vec<PathBuf>,
     walked: scan::WalkOutcome,
-    records: Option<scan::RecordsByPath>,
+    records: Unseen,
 }
 
 /// Commits what [`index_prewalked`] read and ends its run: the removal
@@ -3499,7 +3483,7 @@ impl<'s> Writer<'s> {
         seen: &[FileId],
         roots: &[Vec<u8>],
         kept: &[Vec<u8>],
-        known: Option<scan::RecordsByPath>,
+        known: Unseen,
     ) -> Result<(u64, u64, u64), StoreError> {
         // Files given an id in this pass were written in it, so seen
         // ([`Writer::touch`]).
@@ -3511,19 +3495,22 @@ impl<'s> Writer<'s> {
         };
         let mut gone = Vec::new();
         match known {
-            Some(known) => {
-                gone.extend(
-                    known
-                        .into_iter()
-                        .map(|(path, (id, rec))| (id, FileRecord { path, ..rec }))
-                        .filter(|(id, rec)| is_gone(id, rec)),
-                );
-                // In id order, as the scan below finds them.
-                gone.sort_unstable_by_key(|(id, _)| *id);
+            // In id order, as the scan below finds them.
+            Unseen::Ids(ids) => {
+                let unseen = ids.into_iter().filter(|id| id.0 < self.pass_start && seen.binary_search(id).is_err());
+                for id in unseen {
+                    // Read from the store the walk loaded them from (under
+                    // the same lock): as the walk knew it, or as this
+                    // pass wrote it, or gone.
+                    match self.store.get::<Files>(&id)? {
+                        Some(rec) if is_gone(&id, &rec) => gone.push((id, rec)),
+                        _ => {}
+                    }
+                }
             }
             // Files given an id in this pass were written in it, so seen:
             // only older ids can be gone (a first index scans nothing).
-            None => {
+            Unseen::Scan => {
                 for item in self.store.scan_before::<Files>(&FileId(self.pass_start)) {
                     let (id, rec) = item?;
                     if is_gone(&id, &rec) {

@@ -156,27 +156,39 @@ impl Known {
 
     /// What the walk needs for an index holding `files` files.
     pub fn load(store: &Store, files: u64) -> Result<Known, StoreError> {
-        Ok(Known::load_counting(store, files, &|_| false)?.0)
-    }
-
-    /// [`Known::load`], and for [`Known::Stats`] how many of the records'
-    /// paths pass `count` (0 for the other kinds).
-    pub fn load_counting(
-        store: &Store,
-        files: u64,
-        count: &dyn Fn(&[u8]) -> bool,
-    ) -> Result<(Known, usize), StoreError> {
         if files == 0 {
-            return Ok((Known::Nothing, 0));
+            return Ok(Known::Nothing);
         }
         if files > Self::STATS_MAX {
-            return Ok((Known::Lookups, 0));
+            return Ok(Known::Lookups);
         }
         if files > Self::load_max() {
-            let (stats, counted) = StatsByPath::load(store, files, count)?;
-            return Ok((Known::Stats(stats), counted));
+            return Ok(Known::Stats(StatsByPath::load(store, files, &|_| false)?.0));
         }
         Known::load_records(store, files)
+    }
+
+    /// [`Known::Stats`] of every record (or [`Known::Lookups`] past
+    /// [`Known::STATS_MAX`], [`Known::Nothing`] for an empty index), and
+    /// the ids of the records whose paths pass `under`, in id order (none
+    /// for lookups): what a walk that writes nothing needs
+    /// ([`crate::ingest::prewalk`]). Stats take less to load than records
+    /// by path: no path is copied, no map built (~10 against ~15 ms for
+    /// the generated corpus's 24.8k records, ~43 against ~64 ms for the
+    /// Django tree's 66.5k).
+    pub fn load_stats(
+        store: &Store,
+        files: u64,
+        under: &dyn Fn(&[u8]) -> bool,
+    ) -> Result<(Known, Vec<FileId>), StoreError> {
+        if files == 0 {
+            return Ok((Known::Nothing, Vec::new()));
+        }
+        if files > Self::STATS_MAX {
+            return Ok((Known::Lookups, Vec::new()));
+        }
+        let (stats, ids) = StatsByPath::load(store, files, under)?;
+        Ok((Known::Stats(stats), ids))
     }
 
     /// [`Known::Stats`] of every record, whatever their number.
@@ -184,14 +196,14 @@ impl Known {
         Ok(Known::Stats(StatsByPath::load(store, files, &|_| false)?.0))
     }
 
-    fn load_records(store: &Store, files: u64) -> Result<(Known, usize), StoreError> {
+    fn load_records(store: &Store, files: u64) -> Result<Known, StoreError> {
         let mut map = HashMap::with_capacity_and_hasher(files as usize, Default::default());
         for item in store.scan::<Files>() {
             let (id, mut rec) = item?;
             let path = std::mem::take(&mut rec.path);
             map.insert(path, (id, rec));
         }
-        Ok((Known::Loaded(map), 0))
+        Ok(Known::Loaded(map))
     }
 
     /// Every record, for a writer that keeps them up to date with
@@ -210,7 +222,7 @@ impl Known {
             return Ok(Known::Hashed(hashed));
         }
         // An empty index gives an empty map, where a walk's is Nothing.
-        Ok(Known::load_records(store, files)?.0)
+        Known::load_records(store, files)
     }
 
     /// Records `path`'s new record (None: gone). A map that grows past
@@ -323,18 +335,23 @@ enum Brief<'a> {
 
 impl StatsByPath {
     /// Reads every record of `store` (which holds about `files`), and
-    /// counts those whose paths pass `count`.
-    fn load(store: &Store, files: u64, count: &dyn Fn(&[u8]) -> bool) -> Result<(StatsByPath, usize), StoreError> {
+    /// the ids of those whose paths pass `under`, in id order.
+    fn load(
+        store: &Store,
+        files: u64,
+        under: &dyn Fn(&[u8]) -> bool,
+    ) -> Result<(StatsByPath, Vec<FileId>), StoreError> {
         let hasher = foldhash::quality::RandomState::default();
         let mut briefs = Vec::with_capacity(files as usize);
-        let mut counted = 0;
-        for item in store.scan::<Files>() {
-            let (id, r) = item?;
-            counted += usize::from(count(&r.path));
-            let hash = std::hash::BuildHasher::hash_one(&hasher, r.path.as_slice());
+        let mut ids = Vec::new();
+        store.for_each_file_stat(|id, r| {
+            if under(r.path) {
+                ids.push(id);
+            }
+            let hash = std::hash::BuildHasher::hash_one(&hasher, r.path);
             briefs.push(StatBrief { hash, id, size: r.size, mtime: r.mtime, inode: r.inode, dev: r.dev });
-        }
-        Ok((StatsByPath::from_briefs(briefs, hasher), counted))
+        })?;
+        Ok((StatsByPath::from_briefs(briefs, hasher), ids))
     }
 
     fn from_briefs(mut briefs: Vec<StatBrief>, hasher: foldhash::quality::RandomState) -> StatsByPath {

@@ -676,6 +676,27 @@ impl Store {
         self.scan_prefix_raw::<T>(Vec::new())
     }
 
+    /// Calls `each` with every file record's id and stats, in id order,
+    /// each path read in place ([`Files::decode_stat`]; a record of an
+    /// older version is decoded whole). Not kept in the block cache, as
+    /// a whole scan.
+    pub fn for_each_file_stat(&self, mut each: impl FnMut(FileId, FileStat<'_>)) -> Result<()> {
+        let mut ro = ReadOptions::default();
+        ro.set_total_order_seek(true);
+        ro.fill_cache(false);
+        let mut inner = self.db.raw_iterator_cf_opt(self.cf(Files::NAME), ro);
+        inner.seek_to_first();
+        while let (Some(k), Some(v)) = (inner.key(), inner.value()) {
+            let id = Files::decode_key(k).map_err(|e| self.corrupt_raw::<Files>(k, e))?;
+            match Files::decode_stat(v) {
+                Some(stat) => each(id, stat),
+                None => each(id, FileStat::of(&Files::decode_value(v).map_err(|e| self.corrupt_raw::<Files>(k, e))?)),
+            }
+            inner.next();
+        }
+        inner.status().map_err(|e| self.rocks(e))
+    }
+
     /// Iterates a CF in key order up to `end` (excluded).
     pub fn scan_before<T: Table>(&self, end: &T::Key) -> TableIter<'_, T> {
         self.scan_raw::<T>(Vec::new(), Some(T::encode_key(end)), false)

@@ -362,9 +362,16 @@ impl Table for Files {
 /// value cut short), which postcard then decodes or refuses; what this
 /// reads, postcard reads alike (`tests::file_records_decode_as_postcard_does`).
 fn file_record(bytes: &[u8]) -> Option<FileRecord> {
+    let (stat, content) = file_fields(bytes)?;
+    let FileStat { path, size, mtime, inode, dev } = stat;
+    Some(FileRecord { path: path.to_vec(), size, mtime, inode, content, dev })
+}
+
+/// [`file_record`]'s fields, the path borrowed from `bytes`.
+fn file_fields(bytes: &[u8]) -> Option<(FileStat<'_>, ContentHash)> {
     let mut b = Bytes(bytes);
     let len = usize::try_from(b.varint()?).ok()?;
-    let path = b.take(len)?.to_vec();
+    let path = b.take(len)?;
     let size = b.varint()?;
     let z = b.varint()?;
     // postcard's zigzag for signed integers.
@@ -372,7 +379,40 @@ fn file_record(bytes: &[u8]) -> Option<FileRecord> {
     let inode = b.varint()?;
     let content = ContentHash(b.take(16)?.try_into().ok()?);
     let dev = b.varint()?;
-    Some(FileRecord { path, size, mtime, inode, content, dev })
+    Some((FileStat { path, size, mtime, inode, dev }, content))
+}
+
+/// What a walk compares of a file's record ([`FileRecord`] without its
+/// content), its path borrowed from the stored value: loading every
+/// record's stats copied each path only to hash it and drop it
+/// ([`Files::decode_stat`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileStat<'a> {
+    pub path: &'a [u8],
+    pub size: u64,
+    pub mtime: TimeNs,
+    pub inode: u64,
+    pub dev: u64,
+}
+
+impl FileStat<'_> {
+    /// The stats of `rec`, borrowing its path.
+    pub fn of(rec: &FileRecord) -> FileStat<'_> {
+        FileStat { path: &rec.path, size: rec.size, mtime: rec.mtime, inode: rec.inode, dev: rec.dev }
+    }
+}
+
+impl Files {
+    /// The path and stats of a `files` value of the current version, read
+    /// in place; None for anything else (a record of an older version, a
+    /// number of over 63 bits, bytes that are no record), which
+    /// [`Table::decode_value`] then reads or refuses.
+    pub fn decode_stat(bytes: &[u8]) -> Option<FileStat<'_>> {
+        match bytes.split_first() {
+            Some((&Self::VALUE_VERSION, rest)) => Some(file_fields(rest)?.0),
+            _ => None,
+        }
+    }
 }
 
 /// What is left of a value being read ([`file_record`]).
@@ -1153,6 +1193,16 @@ mod tests {
             let rec = FileRecord { path, size, mtime, inode, content: ContentHash(content), dev };
             let bytes = Files::encode_value(&rec);
             prop_assert_eq!(Files::decode_value(&bytes).unwrap(), rec.clone());
+            // The stats read in place are the record's, when read at all.
+            if let Some(stat) = Files::decode_stat(&bytes) {
+                prop_assert_eq!(stat, FileStat::of(&rec));
+            }
+            for b in [&noise[..], &bytes[..bytes.len() - 1]] {
+                if let Some(stat) = Files::decode_stat(b) {
+                    let rec = Files::decode_value(b).unwrap();
+                    prop_assert_eq!(stat, FileStat::of(&rec));
+                }
+            }
             // What the fast path reads at all, it reads as postcard does:
             // whole values, values cut short, and arbitrary bytes.
             let cut = &bytes[1..1 + cut.index(bytes.len())];
@@ -1165,6 +1215,7 @@ mod tests {
             let fits = |v: u64| v < 1 << 63;
             let zigzag = ((rec.mtime << 1) ^ (rec.mtime >> 63)) as u64;
             if fits(rec.size) && fits(zigzag) && fits(rec.inode) && fits(rec.dev) {
+                prop_assert_eq!(Files::decode_stat(&bytes), Some(FileStat::of(&rec)));
                 prop_assert_eq!(file_record(&bytes[1..]), Some(rec));
             }
         }
