@@ -786,6 +786,56 @@ fn a_run_that_changes_nothing_leaves_the_index_as_it_was() {
     env.check();
 }
 
+/// A run over some of the remembered roots looks for files gone under
+/// those alone: with nothing changed under them it writes nothing, though
+/// a file went under another root meanwhile; a file gone under them goes
+/// (with its ghost) and one changed is read again, while the other root's
+/// gone file stays until that root is walked.
+#[test]
+fn a_run_over_some_roots_looks_for_files_gone_under_those_alone() {
+    let env = Env::new();
+    let (a, b) = (env.root.join("a"), env.root.join("b"));
+    for (i, name) in ["a/one.txt", "a/two.txt", "a/sub/three.txt", "b/four.txt", "b/five.txt"].iter().enumerate() {
+        env.write(name, text(i as u64 + 1, 300));
+    }
+    env.simd().args(["--quiet", "index"]).arg(&a).arg(&b).assert().success();
+    let listing = || -> Vec<(String, u64)> {
+        let mut v: Vec<(String, u64)> = std::fs::read_dir(env.db.join("db"))
+            .unwrap()
+            .map(|e| e.unwrap())
+            .map(|e| (e.file_name().to_string_lossy().into_owned(), e.metadata().unwrap().len()))
+            .collect();
+        v.sort();
+        v
+    };
+    let run_a = || env.json(&["index", a.to_str().unwrap()]);
+    let counts = |s: &serde_json::Value| {
+        ["new", "changed", "unchanged", "removed"].map(|k| s[k].as_u64().unwrap_or_else(|| panic!("{k}: {s}")))
+    };
+    let names =
+        || -> Vec<String> { env.files().iter().map(|(p, _)| String::from_utf8_lossy(p).into_owned()).collect() };
+
+    std::fs::remove_file(b.join("four.txt")).unwrap();
+    let before = listing();
+    assert_eq!(counts(&run_a()), [0, 0, 3, 0]);
+    assert_eq!(listing(), before, "a run that changed nothing under its root wrote to the index");
+
+    std::fs::remove_file(a.join("one.txt")).unwrap();
+    env.write("a/sub/three.txt", text(30, 300));
+    assert_eq!(counts(&run_a()), [0, 1, 1, 1]);
+    let held = names();
+    assert_eq!(held.len(), 4, "{held:?}");
+    assert!(held.iter().any(|n| n.ends_with("b/four.txt")), "b was not walked: {held:?}");
+    assert!(!held.iter().any(|n| n.ends_with("a/one.txt")), "{held:?}");
+    let lost = env.json(&["lost", a.join("one.txt").to_str().unwrap()]);
+    assert_eq!(lost["state"].as_str(), Some("lost"), "{lost}");
+
+    // Every root remembered: b's file goes now.
+    assert_eq!(counts(&env.json(&["index"])), [0, 0, 3, 1]);
+    assert!(!names().iter().any(|n| n.ends_with("b/four.txt")));
+    env.check();
+}
+
 /// Readers open the index while a writer changes it, flushes and compacts
 /// all the time (`simd index` runs back to back, each ending with a flush
 /// of every column family, over 64 KB memtables): every open succeeds and
