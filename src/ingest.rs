@@ -384,9 +384,8 @@ enum Unseen {
     Scan,
     /// Among these records (their ids, in id order): those under the
     /// roots, when the run loaded them all before it began and wrote
-    /// none it did not see ([`prewalk`]). Each not seen is read; none
-    /// when the walk found every one (most runs), where the pass read all
-    /// of `files` before.
+    /// none it did not see ([`prewalk`]). Each one the run did not see
+    /// is read by its id.
     Ids(Vec<FileId>),
 }
 
@@ -581,18 +580,7 @@ pub struct Prewalked {
     /// The records the removal pass looks among ([`Unseen::Ids`]): it
     /// then need not read all of `files` again, which was ~30 ms of a run
     /// that changed one file of the Django tree (66.5k records).
-    records: Unseen,
-}
-
-/// The ids of the records under the roots as the walk loaded them, of
-/// which the removal pass looks for those the run did not see: none when
-/// the walk found every one (a binary search of the files seen for each
-/// record: the pass took ~7 ms on the Django tree, ~2 ms without).
-fn removal_records(ids: Vec<FileId>, found: usize) -> Unseen {
-    if ids.len() == found {
-        return Unseen::Ids(Vec::new());
-    }
-    Unseen::Ids(ids)
+    unseen: Unseen,
 }
 
 /// Walks `opts.roots` against the index without a writer: `store` is a
@@ -702,9 +690,13 @@ pub fn prewalk(
         summary.elapsed = start.elapsed();
         return Ok(Prewalk::Unchanged(summary));
     }
+    // The removal pass looks among the records under the roots for those
+    // the run did not see: none when the walk found every one (a binary
+    // search of the files seen for each record took the pass ~7 ms on the
+    // Django tree, ~2 ms without).
     let found = walked.unchanged.len() + candidates.iter().filter(|c| c.old.is_some()).count();
-    let records = removal_records(under_roots, found);
-    Ok(Prewalk::Changed(Prewalked { start, roots, walked, candidates, records }))
+    let unseen = Unseen::Ids(if under_roots.len() == found { Vec::new() } else { under_roots });
+    Ok(Prewalk::Changed(Prewalked { start, roots, walked, candidates, unseen }))
 }
 
 /// Applies what [`prewalk`] found on `reader` (the read-only open it
@@ -731,15 +723,15 @@ pub fn index_prewalked(
 ) -> Result<Summary, IngestError> {
     if reader.format().schema_version != SCHEMA_VERSION {
         let store = open_writer()?;
-        let Prewalked { start, roots, walked, candidates, records } = pre;
+        let Prewalked { start, roots, walked, candidates, unseen } = pre;
         tracing::debug!("writer opened after {:?}", start.elapsed());
         let mut writer = Writer::new(&store)?.whole_from(opts.whole_from);
         let mut summary = Summary { roots: roots.clone(), ..Summary::default() };
         let workers = if opts.workers == 0 { available_cores() } else { opts.workers };
         ingest_candidates(&mut writer, candidates, workers, &mut summary, &|| opts.stopping())?;
-        return end_prewalked(writer, opts, summary, PrewalkEnd { start, roots, walked, records });
+        return end_prewalked(writer, opts, summary, PrewalkEnd { start, roots, walked, unseen });
     }
-    let Prewalked { start, roots, walked, candidates, records } = pre;
+    let Prewalked { start, roots, walked, candidates, unseen } = pre;
     let workers = if opts.workers == 0 { available_cores() } else { opts.workers };
     let workers = workers.clamp(1, candidates.len().max(1));
     // Every candidate is queued at once: the walk holds them all already.
@@ -768,7 +760,7 @@ pub fn index_prewalked(
         };
         drain(&mut writer, &mut f, Ok(()))?;
         debug_assert!(f.recheck.is_empty() && f.deferred.is_empty(), "the walk stats every candidate");
-        end_prewalked(writer, opts, summary, PrewalkEnd { start, roots, walked, records })
+        end_prewalked(writer, opts, summary, PrewalkEnd { start, roots, walked, unseen })
     })
 }
 
@@ -844,7 +836,7 @@ struct PrewalkEnd {
     start: Instant,
     roots: Vec<PathBuf>,
     walked: scan::WalkOutcome,
-    records: Unseen,
+    unseen: Unseen,
 }
 
 /// Commits what [`index_prewalked`] read and ends its run: the removal
@@ -855,14 +847,14 @@ fn end_prewalked(
     mut summary: Summary,
     end: PrewalkEnd,
 ) -> Result<Summary, IngestError> {
-    let PrewalkEnd { start, roots, walked, records } = end;
+    let PrewalkEnd { start, roots, walked, unseen } = end;
     writer.commit()?;
     tracing::debug!("candidates written after {:?}", start.elapsed());
     if opts.stopping() {
         end_stopped(&mut summary, &walked, start);
         return Ok(summary);
     }
-    let ended = RunEnd { unread: Vec::new(), known: records };
+    let ended = RunEnd { unread: Vec::new(), known: unseen };
     end_run(&mut writer, &mut summary, walked, ended, &roots, opts.retention, start)?;
     writer.store.settle_compactions(opts.interrupt.as_deref());
     Ok(summary)

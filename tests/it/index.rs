@@ -755,21 +755,10 @@ fn a_run_that_changes_nothing_leaves_the_index_as_it_was() {
     env.write("link-target.txt", text(50, 300));
     std::os::unix::fs::symlink("link-target.txt", env.root.join("a-link")).unwrap();
     env.index();
-    // What RocksDB keeps on disk: a writer's open would add a new options
-    // file, log and write-ahead log, and bump the manifest.
-    let listing = || -> Vec<(String, u64)> {
-        let mut v: Vec<(String, u64)> = std::fs::read_dir(env.db.join("db"))
-            .unwrap()
-            .map(|e| e.unwrap())
-            .map(|e| (e.file_name().to_string_lossy().into_owned(), e.metadata().unwrap().len()))
-            .collect();
-        v.sort();
-        v
-    };
-    let before = listing();
+    let before = env.db_listing();
     let s = env.index();
     assert_eq!((s["unchanged"].as_u64(), s["new"].as_u64(), s["removed"].as_u64()), (Some(21), Some(0), Some(0)));
-    assert_eq!(listing(), before, "a run that changed nothing wrote to the index");
+    assert_eq!(env.db_listing(), before, "a run that changed nothing wrote to the index");
 
     // Each kind of change still reaches the writer: a file gone, a file
     // turned into a symlink, a new root.
@@ -799,15 +788,6 @@ fn a_run_over_some_roots_looks_for_files_gone_under_those_alone() {
         env.write(name, text(i as u64 + 1, 300));
     }
     env.simd().args(["--quiet", "index"]).arg(&a).arg(&b).assert().success();
-    let listing = || -> Vec<(String, u64)> {
-        let mut v: Vec<(String, u64)> = std::fs::read_dir(env.db.join("db"))
-            .unwrap()
-            .map(|e| e.unwrap())
-            .map(|e| (e.file_name().to_string_lossy().into_owned(), e.metadata().unwrap().len()))
-            .collect();
-        v.sort();
-        v
-    };
     let run_a = || env.json(&["index", a.to_str().unwrap()]);
     let counts = |s: &serde_json::Value| {
         ["new", "changed", "unchanged", "removed"].map(|k| s[k].as_u64().unwrap_or_else(|| panic!("{k}: {s}")))
@@ -816,9 +796,9 @@ fn a_run_over_some_roots_looks_for_files_gone_under_those_alone() {
         || -> Vec<String> { env.files().iter().map(|(p, _)| String::from_utf8_lossy(p).into_owned()).collect() };
 
     std::fs::remove_file(b.join("four.txt")).unwrap();
-    let before = listing();
+    let before = env.db_listing();
     assert_eq!(counts(&run_a()), [0, 0, 3, 0]);
-    assert_eq!(listing(), before, "a run that changed nothing under its root wrote to the index");
+    assert_eq!(env.db_listing(), before, "a run that changed nothing under its root wrote to the index");
 
     std::fs::remove_file(a.join("one.txt")).unwrap();
     env.write("a/sub/three.txt", text(30, 300));

@@ -91,6 +91,19 @@ impl Env {
         Store::open(&self.db, Access::Read, None).unwrap()
     }
 
+    /// The names and sizes of what RocksDB keeps on disk, sorted: a
+    /// writer's open would add a new options file, log and write-ahead
+    /// log, and bump the manifest.
+    pub fn db_listing(&self) -> Vec<(String, u64)> {
+        let mut v: Vec<(String, u64)> = std::fs::read_dir(self.db.join("db"))
+            .unwrap()
+            .map(|e| e.unwrap())
+            .map(|e| (e.file_name().to_string_lossy().into_owned(), e.metadata().unwrap().len()))
+            .collect();
+        v.sort();
+        v
+    }
+
     /// (path, content hash) of every file in the index, sorted.
     pub fn files(&self) -> Vec<(Vec<u8>, String)> {
         files_of(&self.open())
