@@ -259,7 +259,11 @@ fn index_with(
 
     let mut writer = Writer::new(store)?.whole_from(opts.whole_from);
     remember_beside(store, &roots, remembered)?;
-    let known = scan::Known::load(store, writer.counts.files)?;
+    // With the ids of the records under the roots, walked or missing (a
+    // missing root's files are gone), for the removal pass.
+    let under: Vec<Vec<u8>> = roots.iter().chain(&missing).map(|r| path_bytes(r)).collect();
+    let (known, under_roots) =
+        scan::Known::load(store, writer.counts.files, &|p| under.iter().any(|r| is_under(p, r)))?;
 
     let progress = Progress::new(opts.progress);
     let workers = if opts.workers == 0 { available_cores() } else { opts.workers };
@@ -363,7 +367,10 @@ fn index_with(
     walked.unreadable_dirs.extend(spared);
     let walked_or_missing = [roots, missing].concat();
     let unread_ids = unread.iter().filter_map(|d| d.0.old.as_ref().map(|(id, _)| *id)).collect();
-    let ended = RunEnd { unread: unread_ids, known: Unseen::Scan };
+    // Records written in this pass have newer ids than those loaded, and
+    // nothing else wrote under the writer's lock: the records loaded are
+    // every record the pass can find gone.
+    let ended = RunEnd { unread: unread_ids, known: under_roots.map_or(Unseen::Scan, Unseen::Ids) };
     end_run(&mut writer, &mut summary, walked, ended, &walked_or_missing, opts.retention, start)?;
     progress.finish();
     store.settle_compactions(opts.interrupt.as_deref());
@@ -384,8 +391,8 @@ enum Unseen {
     Scan,
     /// Among these records (their ids, in id order): those under the
     /// roots, when the run loaded them all before it began and wrote
-    /// none it did not see ([`prewalk`]). Each one the run did not see
-    /// is read by its id.
+    /// none it did not see ([`prewalk`], [`index`]). Each one the run did
+    /// not see is read by its id.
     Ids(Vec<FileId>),
 }
 

@@ -675,7 +675,8 @@ fn records_loaded_for_the_walk_answer_as_point_lookups_do() {
     env.write("sub/c.txt", text(1, 500));
     env.index();
     let store = Store::open(&env.db, Access::Read, None).unwrap();
-    let loaded = Known::load(&store, 3).unwrap();
+    let (loaded, ids) = Known::load(&store, 3, &|p| !p.ends_with(b"c.txt")).unwrap();
+    assert_eq!(ids.map(|v| v.len()), Some(2), "the ids of the records that pass");
     assert!(matches!(loaded, Known::Loaded(_)));
     for rel in ["a.txt", "sub/b.txt", "sub/c.txt", "sub/missing.txt"] {
         let path = env.root.join(rel);
