@@ -19,7 +19,9 @@ use crossbeam_channel::bounded;
 use crate::fingerprint::{
     fingerprint_file, fingerprint_many, ContentHash, Earlier, Fingerprint, Lookup, Prior, PriorRecord, WholeFrom,
 };
-use crate::scan::{self, is_under, path_bytes, Candidate, HashMap, HashSet, SkipReason, Stat, WalkOptions};
+use crate::scan::{
+    self, is_under, is_under_any, path_bytes, Candidate, HashMap, HashSet, SkipReason, Stat, WalkOptions,
+};
 use crate::store::{
     Batch, ChunkContents, ContentById, ContentChunks, ContentId, ContentNames, ContentPostings, ContentRecord, Counts,
     Expiry, FileId, FileRecord, Files, History, HistoryRecord, Meta, MetaKey, MetaValue, NameProbe, Paths, Posting,
@@ -262,8 +264,7 @@ fn index_with(
     // With the ids of the records under the roots, walked or missing (a
     // missing root's files are gone), for the removal pass.
     let under: Vec<Vec<u8>> = roots.iter().chain(&missing).map(|r| path_bytes(r)).collect();
-    let (known, under_roots) =
-        scan::Known::load(store, writer.counts.files, &|p| under.iter().any(|r| is_under(p, r)))?;
+    let (known, under_roots) = scan::Known::load(store, writer.counts.files, &|p| is_under_any(p, &under))?;
 
     let progress = Progress::new(opts.progress);
     let workers = if opts.workers == 0 { available_cores() } else { opts.workers };
@@ -629,7 +630,7 @@ pub fn prewalk(
         // the walk found them all tells whether the run writes anything,
         // and the removal pass looks among them.
         let loader = s.spawn(|| {
-            let under = |p: &[u8]| root_bytes.iter().any(|r| is_under(p, r));
+            let under = |p: &[u8]| is_under_any(p, &root_bytes);
             let (known, under_roots) = scan::Known::load_stats(store, files, &under)?;
             tracing::debug!("prewalk: records loaded after {:?}", start.elapsed());
             let _ = cell.set(known);
@@ -1879,7 +1880,7 @@ pub fn forget(store: &Store, roots: &[PathBuf]) -> Result<Forgotten, IngestError
     // The scan reads a snapshot: the groups written meanwhile do not disturb it.
     for item in store.scan::<Files>() {
         let (id, rec) = item?;
-        if forgotten.iter().any(|f| is_under(&rec.path, f)) && !remaining.iter().any(|r| is_under(&rec.path, r)) {
+        if is_under_any(&rec.path, &forgotten) && !is_under_any(&rec.path, &remaining) {
             writer.forget_file(id, &rec, &ghosts)?;
             files += 1;
         }
@@ -3489,8 +3490,8 @@ impl<'s> Writer<'s> {
         let is_gone = |id: &FileId, rec: &FileRecord| {
             id.0 < self.pass_start
                 && seen.binary_search(id).is_err()
-                && roots.iter().any(|r| is_under(&rec.path, r))
-                && !kept.iter().any(|d| is_under(&rec.path, d))
+                && is_under_any(&rec.path, roots)
+                && !is_under_any(&rec.path, kept)
         };
         let mut gone = Vec::new();
         match known {

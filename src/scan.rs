@@ -1018,6 +1018,11 @@ pub fn is_under(path: &[u8], dir: &[u8]) -> bool {
     path.starts_with(dir) && (path.len() == dir.len() || path[dir.len()] == b'/' || dir.is_empty())
 }
 
+/// Whether `path` is one of `dirs` or lies under one ([`is_under`]).
+pub fn is_under_any(path: &[u8], dirs: &[Vec<u8>]) -> bool {
+    dirs.iter().any(|d| is_under(path, d))
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
