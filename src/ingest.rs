@@ -371,7 +371,7 @@ fn index_with(
     // Records written in this pass have newer ids than those loaded, and
     // nothing else wrote under the writer's lock: the records loaded are
     // every record the pass can find gone.
-    let ended = RunEnd { unread: unread_ids, known: under_roots.map_or(Unseen::Scan, Unseen::Ids) };
+    let ended = RunEnd { unread: unread_ids, unseen: under_roots.map_or(Unseen::Scan, Unseen::Ids) };
     end_run(&mut writer, &mut summary, walked, ended, &walked_or_missing, opts.retention, start)?;
     progress.finish();
     store.settle_compactions(opts.interrupt.as_deref());
@@ -383,7 +383,7 @@ struct RunEnd {
     /// Files left unread for later: seen, not gone.
     unread: Vec<FileId>,
     /// Where the removal pass looks for the files the run did not see.
-    known: Unseen,
+    unseen: Unseen,
 }
 
 /// Where [`Writer::remove_unseen`] looks for the files a run did not see.
@@ -405,7 +405,7 @@ fn end_run(
     writer: &mut Writer<'_>,
     summary: &mut Summary,
     walked: scan::WalkOutcome,
-    RunEnd { unread, known }: RunEnd,
+    RunEnd { unread, unseen }: RunEnd,
     roots: &[PathBuf],
     retention: Retention,
     start: Instant,
@@ -424,7 +424,8 @@ fn end_run(
     seen.sort_unstable();
     let root_bytes: Vec<Vec<u8>> = roots.iter().map(|r| path_bytes(r)).collect();
     let kept_dirs: Vec<Vec<u8>> = walked.unreadable_dirs.iter().map(|d| path_bytes(d)).collect();
-    (summary.removed, summary.moved, summary.left_out) = writer.remove_unseen(&seen, &root_bytes, &kept_dirs, known)?;
+    (summary.removed, summary.moved, summary.left_out) =
+        writer.remove_unseen(&seen, &root_bytes, &kept_dirs, unseen)?;
     // A moved file was read as a new path first: it is not a new file.
     summary.new = summary.new.saturating_sub(summary.moved);
     tracing::debug!("removal pass done after {:?}", start.elapsed());
@@ -665,9 +666,11 @@ pub fn prewalk(
         walked.pending.len()
     );
     let known = cell.into_inner().expect("set once loaded");
-    if !matches!(known, scan::Known::Stats(_)) {
+    // Stats come with the ids of the records under the roots (lookups,
+    // past `STATS_MAX`, were turned away above).
+    let (scan::Known::Stats(_), Some(under_roots)) = (&known, under_roots) else {
         return Ok(Prewalk::Unknown);
-    }
+    };
     let Some(mut candidates) = candidates else { return Ok(Prewalk::Unknown) };
     if let Some(e) = std::mem::take(&mut walked.store_errors).into_iter().next() {
         return Err(e.into());
@@ -862,7 +865,7 @@ fn end_prewalked(
         end_stopped(&mut summary, &walked, start);
         return Ok(summary);
     }
-    let ended = RunEnd { unread: Vec::new(), known: unseen };
+    let ended = RunEnd { unread: Vec::new(), unseen };
     end_run(&mut writer, &mut summary, walked, ended, &roots, opts.retention, start)?;
     writer.store.settle_compactions(opts.interrupt.as_deref());
     Ok(summary)
@@ -3483,7 +3486,7 @@ impl<'s> Writer<'s> {
         seen: &[FileId],
         roots: &[Vec<u8>],
         kept: &[Vec<u8>],
-        known: Unseen,
+        unseen: Unseen,
     ) -> Result<(u64, u64, u64), StoreError> {
         // Files given an id in this pass were written in it, so seen
         // ([`Writer::touch`]).
@@ -3494,11 +3497,11 @@ impl<'s> Writer<'s> {
                 && !is_under_any(&rec.path, kept)
         };
         let mut gone = Vec::new();
-        match known {
+        match unseen {
             // In id order, as the scan below finds them.
             Unseen::Ids(ids) => {
-                let unseen = ids.into_iter().filter(|id| id.0 < self.pass_start && seen.binary_search(id).is_err());
-                for id in unseen {
+                let not_seen = ids.into_iter().filter(|id| id.0 < self.pass_start && seen.binary_search(id).is_err());
+                for id in not_seen {
                     // Read from the store the walk loaded them from (under
                     // the same lock): as the walk knew it, or as this
                     // pass wrote it, or gone.
