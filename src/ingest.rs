@@ -3500,7 +3500,14 @@ impl<'s> Writer<'s> {
         match unseen {
             // In id order, as the scan below finds them.
             Unseen::Ids(ids) => {
-                let not_seen = ids.into_iter().filter(|id| id.0 < self.pass_start && seen.binary_search(id).is_err());
+                // Both in id order: the ids not seen come out of one merge,
+                // where a binary search of `seen` for each took ~4 ms of a
+                // daemon's start on the Django tree (66.5k records).
+                let mut seen_ids = seen.iter().peekable();
+                let not_seen = ids.into_iter().filter(|id| id.0 < self.pass_start).filter(|id| {
+                    while seen_ids.next_if(|s| *s < id).is_some() {}
+                    seen_ids.peek() != Some(&id)
+                });
                 for id in not_seen {
                     // Read from the store the walk loaded them from (under
                     // the same lock): as the walk knew it, or as this
