@@ -681,11 +681,8 @@ impl Store {
     /// older version is decoded whole). Not kept in the block cache, as
     /// a whole scan.
     pub fn for_each_file_stat(&self, mut each: impl FnMut(FileId, FileStat<'_>)) -> Result<()> {
-        let mut ro = ReadOptions::default();
-        ro.set_total_order_seek(true);
-        ro.fill_cache(false);
-        let mut inner = self.db.raw_iterator_cf_opt(self.cf(Files::NAME), ro);
-        inner.seek_to_first();
+        // The whole scan's iterator, read here without its decoder.
+        let TableIter { mut inner, .. } = self.scan::<Files>();
         while let (Some(k), Some(v)) = (inner.key(), inner.value()) {
             let id = Files::decode_key(k).map_err(|e| self.corrupt_raw::<Files>(k, e))?;
             match Files::decode_stat(v) {
