@@ -1565,22 +1565,6 @@ fn cf_options(base: &Options, name: &str, cache: &Cache, access: Access, bulk: b
         cf.set_compression_options(-14, 1, 0, 0);
     }
     cf.set_level_compaction_dynamic_level_bytes(true);
-    // The postings are keyed by MD5 bits, so every flushed table file
-    // spans all their keys, and each compaction of level 0 rewrites the
-    // whole column family below it (~16 bytes a posting, a posting a
-    // chunk of every content). RocksDB compacts at 4 files by default:
-    // over a run of bursts of changes (a daemon flushes after each quiet
-    // second), compactions were 47 % of the daemon's CPU, and the
-    // postings' 85 % of those (`docs/performance.md`, session 67). At 8
-    // they come half as often, each merging a larger level 0:
-    // compactions' CPU over 5 append bursts to the generated corpus and
-    // the files put back between them, 1.78 → 1.25 s. A reader may check
-    // up to 4 more table files per column family, each behind a prefix
-    // Bloom filter (session 46: ~0.06 ms a table file to a query).
-    // RocksDB slows writes at 20.
-    if POSTINGS_CFS.contains(&name) {
-        cf.set_level_zero_file_num_compaction_trigger(8);
-    }
     cf
 }
 
