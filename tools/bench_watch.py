@@ -19,7 +19,10 @@ that many changed files (daemon.json's changed_files), and prints the
 throughput (bytes of the rewritten files per second, from the first write to
 the last file handled) beside `simd index`'s first-run throughput (median of
 3 runs, warm page cache) on the whole tree and on a copy of just the files
-the burst rewrites, measured just before (bar: churn >= 80 % of it). It
+the burst rewrites, measured just before (bar: churn >= 80 % of it), and
+once the daemon has stopped and the tree is put back, the whole tree's
+first index again: the last line sets the bursts against the mean of the
+two (this VM's speed drifts within a run's minutes). It
 also prints the daemon's CPU time over the burst (from /proc) against the
 first index's CPU time for as many bytes: on a shared VM the CPU a burst
 costs drifts less than its wall-clock time. Each run appends a line naming
@@ -186,6 +189,11 @@ def main():
     # real change costs.
     run = f"{os.getpid()} {time.time_ns()}"
 
+    # Each burst's throughput (bytes a second), set against the first
+    # index measured again once the daemon has stopped and the tree is
+    # put back.
+    rates = []
+
     def restore():
         for f, size in appended.items():
             os.truncate(f, size)
@@ -349,6 +357,7 @@ def main():
             print(f"the daemon's minor page faults over the burst: {burst_faults}")
             print("the daemon's CPU by thread over the burst: "
                   + ", ".join(f"{n} {cpu:.3f} s" for n, cpu in split if cpu >= 0.001))
+            rates.append(nbytes / took)
             return 100 * (nbytes / took) / (total / first), burst_cpu
 
         if a.churn:
@@ -487,6 +496,18 @@ def main():
             shutil.rmtree(work)
         if appended or inserted:
             print(f"restored {len(appended) + len(inserted)} edited files of {tree}", file=sys.stderr)
+        if a.churn and len(rates) == a.bursts:
+            # This VM's speed drifts within the minutes a run takes, and a
+            # baseline measured before the bursts alone moves a run's
+            # median with it (session 67: 50-93 % from run to run, the
+            # same binary). The whole tree's first index again, the daemon
+            # stopped and the tree as it was:
+            again, _ = first_index(tree)
+            mean = (total / first + total / again) / 2
+            shares = sorted(100 * r / mean for r in rates)
+            print(f"simd index, first run again after the bursts: {total/1e6/again:.0f} MB/s "
+                  f"(before them {total/1e6/first:.0f} MB/s); the bursts against the mean of the two: "
+                  f"{shares[0]:.0f}-{shares[-1]:.0f} %, median {statistics.median(shares):.0f} %")
 
 
 if __name__ == "__main__":
