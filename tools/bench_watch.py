@@ -496,7 +496,8 @@ def main():
             shutil.rmtree(work)
         if appended or inserted:
             print(f"restored {len(appended) + len(inserted)} edited files of {tree}", file=sys.stderr)
-        if a.churn and len(rates) == a.bursts:
+        # Not on the way out of an error or an interrupt.
+        if a.churn and len(rates) == a.bursts and sys.exc_info()[0] is None:
             # This VM's speed drifts within the minutes a run takes, and a
             # baseline measured before the bursts alone moves a run's
             # median with it (session 67: 50-93 % from run to run, the
@@ -504,10 +505,10 @@ def main():
             # stopped and the tree as it was:
             again, _ = first_index(tree)
             mean = (total / first + total / again) / 2
-            shares = sorted(100 * r / mean for r in rates)
+            against = sorted(100 * r / mean for r in rates)
             print(f"simd index, first run again after the bursts: {total/1e6/again:.0f} MB/s "
                   f"(before them {total/1e6/first:.0f} MB/s); the bursts against the mean of the two: "
-                  f"{shares[0]:.0f}-{shares[-1]:.0f} %, median {statistics.median(shares):.0f} %")
+                  f"{against[0]:.0f}-{against[-1]:.0f} %, median {statistics.median(against):.0f} %")
 
 
 if __name__ == "__main__":
