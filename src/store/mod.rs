@@ -2305,12 +2305,17 @@ mod tests {
             s.write(b).unwrap();
             s.flush().unwrap();
         };
+        // `tidy` leaves the files alone while RocksDB compacts (it waits
+        // 100 ms for it), which it may still do under a loaded test run
+        // (CI once found 7 files left): the test waits for RocksDB first.
+        let idle = |s: &Store| s.db.wait_for_compact(&rocksdb::WaitForCompactOptions::default()).unwrap();
         for i in 0..12 {
             run(i);
         }
         // RocksDB keeps each flush's file as it is (the hazard `tidy` is
         // for): the latest ones in level 0 until four are there, then in
         // the last level, each on its own.
+        idle(&s);
         assert!(tables(&s).2 >= 10, "{:?}", tables(&s));
         let bytes = tables(&s).1;
         assert!(s.tidy().unwrap() >= 6);
@@ -2318,9 +2323,11 @@ mod tests {
         assert!(tables(&s).2 <= 4, "{:?}", tables(&s));
         assert!(tables(&s).1 < bytes, "{} then {:?}", bytes, tables(&s));
         // Nothing more to merge until more than four small files are back.
+        idle(&s);
         assert_eq!(s.tidy().unwrap(), 0);
         for i in 12..40 {
             run(i);
+            idle(&s);
             s.tidy().unwrap();
             assert!(tables(&s).2 <= 8, "{:?}", tables(&s));
         }
