@@ -197,7 +197,7 @@ pub fn with_analysis<R>(
     let prev = match prev {
         Some(c) if c.sequence == store.sequence() => match c.analysis() {
             Some(a) => {
-                // Nor is the cache file kept open while the report is made.
+                // The cache file is closed before the report is made.
                 drop(c);
                 let r = use_it(&a, Provenance::Cached);
                 free_aside(a);
