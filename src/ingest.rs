@@ -257,7 +257,10 @@ fn index_with(
     defer_from: Option<u64>,
 ) -> Result<(Summary, Vec<Deferred>), IngestError> {
     let start = Instant::now();
-    let RunRoots { roots, missing, spared, remembered, walk: walk_opts } = run_roots(store, opts)?;
+    let RunRoots { roots, missing, spared, remembered, walk: walk_opts, warnings } = run_roots(store, opts)?;
+    for w in warnings {
+        tracing::warn!("{w}");
+    }
 
     let mut writer = Writer::new(store)?.whole_from(opts.whole_from);
     remember_beside(store, &roots, remembered)?;
@@ -461,6 +464,10 @@ struct RunRoots {
     remembered: Vec<Vec<u8>>,
     /// The walk's options, which keep out the index directory itself.
     walk: WalkOptions,
+    /// What the run that writes says about its roots (a missing one): left
+    /// to it, so that a read-only walk first ([`prewalk`]), which hands
+    /// such a run over, does not say it twice.
+    warnings: Vec<String>,
 }
 
 /// The roots a run with `opts` walks (canonical), and the remembered ones
@@ -503,6 +510,7 @@ fn run_roots(store: &Store, opts: &IndexOptions) -> Result<RunRoots, IngestError
     // empty the index). A root given on the command line must exist.
     let tolerate = opts.roots.is_empty() || opts.tolerate_missing;
     let (mut present, mut missing, mut spared) = (Vec::new(), Vec::new(), Vec::new());
+    let mut warnings = Vec::new();
     for r in roots {
         let result = canonical_roots(std::slice::from_ref(&r));
         if opts.spared.contains(&r) {
@@ -518,7 +526,7 @@ fn run_roots(store: &Store, opts: &IndexOptions) -> Result<RunRoots, IngestError
         match result {
             Ok(_) => present.push(r),
             Err(e @ IngestError::RootNotDir { .. }) if tolerate => {
-                tracing::warn!("{e}: this root is no longer a directory; its files are recorded as removed");
+                warnings.push(format!("{e}: this root is no longer a directory; its files are recorded as removed"));
                 missing.push(std::path::absolute(&r).unwrap_or(r));
             }
             Err(IngestError::Root { path, source }) if tolerate && source.kind() == std::io::ErrorKind::NotFound => {
@@ -527,10 +535,10 @@ fn run_roots(store: &Store, opts: &IndexOptions) -> Result<RunRoots, IngestError
                 if opts.tolerate_missing {
                     tracing::debug!("{e}: a root is missing; walked as an empty one");
                 } else {
-                    tracing::warn!(
+                    warnings.push(format!(
                         "{e}: this root is missing (deleted, moved away or not mounted); its files are recorded \
                          as removed, and it is indexed again once it is back"
-                    );
+                    ));
                 }
                 missing.push(std::path::absolute(&r).unwrap_or(r));
             }
@@ -559,7 +567,7 @@ fn run_roots(store: &Store, opts: &IndexOptions) -> Result<RunRoots, IngestError
             walk_opts.kernel_dirs.extend(inside.into_iter().map(|(point, _)| point));
         }
     }
-    Ok(RunRoots { roots, missing, spared, remembered, walk: walk_opts })
+    Ok(RunRoots { roots, missing, spared, remembered, walk: walk_opts, warnings })
 }
 
 /// At most this many changed files are collected by [`prewalk`]; past it,
@@ -608,7 +616,7 @@ pub fn prewalk(
     found_one: Option<crossbeam_channel::Sender<()>>,
 ) -> Result<Prewalk, IngestError> {
     let start = Instant::now();
-    let RunRoots { roots, missing, spared, remembered, walk: walk_opts } = run_roots(store, opts)?;
+    let RunRoots { roots, missing, spared, remembered, walk: walk_opts, .. } = run_roots(store, opts)?;
     let root_bytes: Vec<Vec<u8>> = roots.iter().map(|r| path_bytes(r)).collect();
     // A missing root's files are removed by a writer's run, which keeps a
     // spared root's.
