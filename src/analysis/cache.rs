@@ -42,9 +42,10 @@ use crate::store::{ContentId, FileId, Store, StoreError};
 // as one byte string, its links by place. 11: the header names the
 // database (its creation time), and the basis holds each content's size.
 // 12: the basis holds each content's names (ids) and content id.
+// 13: a trailer holds a checksum of the basis and of the analysis.
 // (Bump it whenever what an analysis finds changes: a cache made by an
 // older binary would otherwise be served.)
-const VERSION: u8 = 12;
+const VERSION: u8 = 13;
 
 /// Where an analysis came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,9 +62,10 @@ pub enum Provenance {
 
 /// The cache file: the version byte, the maker, the sequence number,
 /// thresholds and database the analysis was made at, the basis's length
-/// (u64 LE), then the basis and the analysis, each postcard-encoded. A
-/// repeated report decodes only the analysis, an update the basis (and
-/// the analysis too, for its names).
+/// (u64 LE), then the basis and the analysis, each postcard-encoded, and
+/// last the XXH3 checksums of the two (u64 LE each). A repeated report
+/// decodes only the analysis, an update the basis (and the analysis too,
+/// for its names).
 struct Cached {
     sequence: u64,
     /// The database's creation time ([`crate::store::Format::created`]):
@@ -74,9 +76,10 @@ struct Cached {
     /// meanwhile renames its file over this one's name, and this one
     /// stays readable.
     file: std::fs::File,
-    /// Where the basis and the analysis lie in `file`.
-    basis: std::ops::Range<u64>,
-    analysis: std::ops::Range<u64>,
+    /// Where the basis and the analysis lie in `file`, with the checksum
+    /// of each.
+    basis: (std::ops::Range<u64>, u64),
+    analysis: (std::ops::Range<u64>, u64),
 }
 
 impl Cached {
@@ -88,14 +91,20 @@ impl Cached {
         self.decode(self.basis.clone())
     }
 
-    /// Reads the bytes of `range` alone and decodes them. The whole file
-    /// was read, and held while the analysis was decoded from it: a
-    /// repeated report of a 400k-file tree read 162 MB, of which its
-    /// analysis is 85 (`docs/performance.md`, session 67).
-    fn decode<T: serde::de::DeserializeOwned>(&self, range: std::ops::Range<u64>) -> Option<T> {
+    /// Reads the bytes of `range` alone and decodes them, if they are
+    /// those written (`sum`). The whole file was read, and held while the
+    /// analysis was decoded from it: a repeated report of a 400k-file tree
+    /// read 162 MB, of which its analysis is 85 (`docs/performance.md`,
+    /// session 67). A byte changed on the disk decoded to another
+    /// analysis as often as not, served as the index's (session 68).
+    fn decode<T: serde::de::DeserializeOwned>(&self, (range, sum): (std::ops::Range<u64>, u64)) -> Option<T> {
         use std::os::unix::fs::FileExt;
         let mut bytes = vec![0; usize::try_from(range.end.checked_sub(range.start)?).ok()?];
         self.file.read_exact_at(&mut bytes, range.start).ok()?;
+        if xxhash_rust::xxh3::xxh3_64(&bytes) != sum {
+            tracing::debug!("analysis cache: bytes {range:?} are not those written; not used");
+            return None;
+        }
         postcard::from_bytes(&bytes).ok()
     }
 }
@@ -139,9 +148,47 @@ fn load(store: &Store, params: &AnalysisParams) -> Option<Cached> {
         postcard::take_from_bytes(&rest[16..]).ok()?;
     let len = u64::from_le_bytes(rest.get(..8)?.try_into().ok()?);
     let start = (head.len() - rest.len() + 8) as u64;
-    let basis = start..start.checked_add(len).filter(|&end| end <= size)?;
-    let analysis = basis.end..size;
+    let end = size.checked_sub(TRAILER)?;
+    let basis = start..start.checked_add(len).filter(|&e| e <= end)?;
+    let analysis = basis.end..end;
+    let mut trailer = [0u8; TRAILER as usize];
+    file.read_exact_at(&mut trailer, end).ok()?;
+    let sum = |at: usize| u64::from_le_bytes(trailer[at..at + 8].try_into().expect("8 bytes"));
+    let (basis, analysis) = ((basis, sum(0)), (analysis, sum(8)));
     (made_with == *params).then_some(Cached { sequence, created, file, basis, analysis })
+}
+
+/// The checksums after the analysis.
+const TRAILER: u64 = 16;
+
+/// A writer that hashes what goes through it: the cache's checksums, made
+/// as it is written.
+struct Summing<W> {
+    inner: W,
+    sum: xxhash_rust::xxh3::Xxh3,
+}
+
+impl<W: std::io::Write> Summing<W> {
+    fn new(inner: W) -> Self {
+        Summing { inner, sum: xxhash_rust::xxh3::Xxh3::new() }
+    }
+
+    /// The writer back, and the checksum of what went through.
+    fn finish(self) -> (W, u64) {
+        (self.inner, self.sum.digest())
+    }
+}
+
+impl<W: std::io::Write> std::io::Write for Summing<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.sum.update(&buf[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
 }
 
 fn save(store: &Store, analysis: &Analysis, basis: &Basis) -> std::io::Result<()> {
@@ -164,8 +211,12 @@ fn save(store: &Store, analysis: &Analysis, basis: &Basis) -> std::io::Result<()
         // the peak of a fresh report of 341k contents, `heaptrack`).
         let len = postcard::experimental::serialized_size(basis).map_err(std::io::Error::other)?;
         out.write_all(&(len as u64).to_le_bytes())?;
-        let out = postcard::to_io(basis, out).map_err(std::io::Error::other)?;
-        let mut out = postcard::to_io(analysis, out).map_err(std::io::Error::other)?;
+        let out = postcard::to_io(basis, Summing::new(out)).map_err(std::io::Error::other)?;
+        let (out, basis_sum) = out.finish();
+        let out = postcard::to_io(analysis, Summing::new(out)).map_err(std::io::Error::other)?;
+        let (mut out, analysis_sum) = out.finish();
+        out.write_all(&basis_sum.to_le_bytes())?;
+        out.write_all(&analysis_sum.to_le_bytes())?;
         out.flush()
     };
     // A cache half written (a full disk) is never left behind, nor renamed in.

@@ -290,6 +290,41 @@ fn a_repeated_report_reuses_the_analysis_until_the_index_changes() {
     assert!(run(&env).contains("analysis reused from the cache"));
 }
 
+/// A cache whose bytes changed on the disk (a bit rotted, a write torn by
+/// a crash) is not served: every report, repeated or brought up to date,
+/// equals a fresh one. Without checksums, one byte changed in the analysis
+/// decoded to another one as often as not.
+#[test]
+fn a_cache_changed_on_disk_is_never_served() {
+    let env = Env::new();
+    corpus(&env);
+    env.index();
+    let report = |env: &Env| -> serde_json::Value { json(env, &["report"]) };
+    let want = report(&env);
+    let cache = env.db.join("analysis.cache");
+    let good = std::fs::read(&cache).unwrap();
+    // Sixty bytes spread over the header, the basis, the analysis and the
+    // checksums, and the last.
+    let offsets: Vec<usize> = (0..good.len()).step_by(good.len() / 60).chain([good.len() - 1]).collect();
+    assert!(offsets.len() > 40, "{} bytes", good.len());
+    for &at in &offsets {
+        let mut bad = good.clone();
+        bad[at] ^= 0x5a;
+        std::fs::write(&cache, &bad).unwrap();
+        assert_eq!(report(&env), want, "byte {at} of {} changed", good.len());
+    }
+    // Brought up to date from a changed cache: its basis is read then.
+    env.write("a/doc-v4.txt", edited(&text(1, 6000), 2, 5));
+    env.index();
+    let want = fresh_report(&env, &[]);
+    for &at in offsets.iter().step_by(3) {
+        let mut bad = good.clone();
+        bad[at] ^= 0x5a;
+        std::fs::write(&cache, &bad).unwrap();
+        assert_eq!(report(&env), want, "byte {at} of {} changed, then a file added", good.len());
+    }
+}
+
 /// The report of an index as a fresh analysis finds it, from a copy of the
 /// index without its analysis cache (so the original's cache, and the
 /// chain of updates it stands for, are left alone).
