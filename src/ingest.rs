@@ -537,7 +537,7 @@ fn run_roots(store: &Store, opts: &IndexOptions) -> Result<RunRoots, IngestError
                 } else {
                     warnings.push(format!(
                         "{e}: this root is missing (deleted, moved away or not mounted); its files are recorded \
-                         as removed, and it is indexed again once it is back"
+                         as removed, and it is indexed again once it is back (`simd forget` it if it is gone for good)"
                     ));
                 }
                 missing.push(std::path::absolute(&r).unwrap_or(r));

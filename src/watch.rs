@@ -1192,7 +1192,7 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
         for r in &missing {
             tracing::warn!(
                 "{}: this root is missing (deleted, moved away or not mounted): its files are recorded as removed, \
-                 and it is indexed again once it is back",
+                 and it is indexed again once it is back (`simd forget` it if it is gone for good)",
                 crate::show_path(r)
             );
         }

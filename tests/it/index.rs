@@ -209,8 +209,10 @@ fn a_missing_remembered_root_is_walked_as_empty_but_not_every_root() {
     assert_eq!((s["new"].as_u64(), s["removed"].as_u64()), (Some(1), Some(2)), "{s}");
     assert_eq!(s["missing_roots"], serde_json::json!([b.to_str().unwrap()]), "{s}");
     assert!(err.contains(&format!("{}: No such file", b.display())) && err.contains("root is missing"), "{err}");
-    // Said once, though a read-only walk looked first and handed over.
+    // Said once, though a read-only walk looked first and handed over,
+    // with the way to stop indexing it.
     assert_eq!(err.matches("root is missing").count(), 1, "{err}");
+    assert!(err.contains("`simd forget` it if it is gone for good"), "{err}");
     let names: Vec<String> = env.files().iter().map(|(p, _)| String::from_utf8_lossy(p).into_owned()).collect();
     assert_eq!(names.len(), 2, "{names:?}");
     assert!(names.iter().all(|n| n.starts_with(a.to_str().unwrap())), "{names:?}");
