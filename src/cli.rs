@@ -208,9 +208,10 @@ pub enum Command {
         /// At most this many identical sets and this many clusters
         #[arg(long, value_name = "N")]
         limit: Option<usize>,
-        /// In text, at most this many links per cluster, strongest first (0: all; json and csv list every link)
-        #[arg(long, value_name = "N", default_value_t = crate::report::TEXT_LINKS)]
-        links: usize,
+        /// At most this many links per cluster, strongest first (0: all). Text shows 10 unless told, html
+        /// every link unless told (a large tree's page can be too large for a browser); json and csv list every link
+        #[arg(long, value_name = "N")]
+        links: Option<usize>,
         /// With --format csv: a row per file name of every identical set and cluster, or per link
         #[arg(long, value_enum, value_name = "TABLE")]
         table: Option<report::CsvTable>,
@@ -420,7 +421,12 @@ pub fn run(cli: Cli) -> Result<Exit> {
                 Some(p) => Some(crate::scan::path_bytes(&p.canonicalize().with_context(|| crate::show_path(&p))?)),
                 None => None,
             };
-            let view = View { under, limit, links: (links > 0).then_some(links) };
+            let links = match (cli.format, links) {
+                (_, Some(0)) => None,
+                (Format::Text, None) => Some(report::TEXT_LINKS),
+                (_, n) => n,
+            };
+            let view = View { under, limit, links };
             let mut file;
             let sink: &mut dyn Write = match &out_file {
                 Some(p) => {

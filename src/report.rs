@@ -23,8 +23,8 @@ pub struct View {
     pub under: Option<Vec<u8>>,
     /// At most this many identical sets and this many clusters.
     pub limit: Option<usize>,
-    /// Text only: at most this many links per cluster, strongest first
-    /// (None: all of them). JSON and CSV always hold every link.
+    /// Text and HTML: at most this many links per cluster, strongest
+    /// first (None: all of them). JSON and CSV always hold every link.
     pub links: Option<usize>,
 }
 
@@ -603,9 +603,10 @@ th,td{border:1px solid #ccc;padding:.15em .5em;text-align:right}td.kind{text-ali
 summary{cursor:pointer}li{margin:.1em 0}.copy{color:#555}";
 
 /// One standalone page (no scripts, nothing fetched): the totals, the
-/// identical sets, and each cluster with its members and every link,
-/// strongest first, in a table that folds away. The same view as the text
-/// report (`--under`, `--limit`); paths are shown as text shows them.
+/// identical sets, and each cluster with its members and its links
+/// (every one unless `view.links` says how many), strongest first, in a
+/// table that folds away. The same view as the text report (`--under`,
+/// `--limit`); paths are shown as text shows them.
 pub fn write_html(out: &mut dyn Write, a: &Analysis, view: &View) -> io::Result<()> {
     let (sets, clusters) = view.select(a);
     let p = |path: &[u8]| html_escape(&crate::report_path(path));
@@ -655,15 +656,20 @@ pub fn write_html(out: &mut dyn Write, a: &Analysis, view: &View) -> io::Result<
             writeln!(out, "</li>")?;
         }
         writeln!(out, "</ol>")?;
+        let shown = view.links.unwrap_or(usize::MAX).min(c.links.len());
+        let heading = if shown < c.links.len() {
+            format!("the {shown} strongest of its {} links", c.links.len())
+        } else {
+            format!("{} links, strongest first", c.links.len())
+        };
         writeln!(
             out,
-            "<details><summary>{} links, strongest first</summary><table><thead>\
+            "<details><summary>{heading}</summary><table><thead>\
              <tr><th colspan=\"3\"></th><th colspan=\"4\">in chunks</th><th colspan=\"3\">in words</th></tr>\
              <tr><th>a</th><th>b</th><th>kind</th><th>in common</th><th>resemblance</th><th>a in b</th>\
-             <th>b in a</th><th>resemblance</th><th>a in b</th><th>b in a</th></tr></thead><tbody>",
-            c.links.len()
+             <th>b in a</th><th>resemblance</th><th>a in b</th><th>b in a</th></tr></thead><tbody>"
         )?;
-        for l in strongest_first(c) {
+        for l in strongest_first(c).into_iter().take(shown) {
             let (m, w) = (&l.measures, &l.measures.words);
             writeln!(
                 out,
@@ -681,7 +687,11 @@ pub fn write_html(out: &mut dyn Write, a: &Analysis, view: &View) -> io::Result<
                 pct(w.b_in_a)
             )?;
         }
-        writeln!(out, "</tbody></table></details></section>")?;
+        writeln!(out, "</tbody></table>")?;
+        if shown < c.links.len() {
+            writeln!(out, "<p>… {} more (<code>--links 0</code> shows them all)</p>", c.links.len() - shown)?;
+        }
+        writeln!(out, "</details></section>")?;
     }
     writeln!(out, "</body></html>")
 }

@@ -263,6 +263,16 @@ fn an_html_report_is_one_page_with_every_link_and_its_paths_escaped() {
     // The same view as text: `--limit 1` keeps one set and one cluster.
     let one = html(&["--limit", "1"]);
     assert_eq!((one.matches("<section id=").count(), one.matches("copies of").count()), (1, 1), "{one}");
+    // `--links 1`: each cluster's strongest link, and how many more; 0, all.
+    let counts: Vec<usize> = clusters.iter().map(|c| c["links"].as_array().unwrap().len()).collect();
+    assert!(counts.iter().any(|&n| n > 1), "a cluster with more than one link: {counts:?}");
+    let strongest = html(&["--links", "1"]);
+    assert_eq!(strongest.matches("<tr><td>").count(), counts.iter().filter(|&&n| n > 0).count(), "{strongest}");
+    for &n in counts.iter().filter(|&&n| n > 1) {
+        let more = format!("<p>… {} more (<code>--links 0</code> shows them all)</p>", n - 1);
+        assert!(strongest.contains(&format!("the 1 strongest of its {n} links")) && strongest.contains(&more));
+    }
+    assert_eq!(html(&["--links", "0"]), page);
 }
 
 #[test]
