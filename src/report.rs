@@ -34,6 +34,11 @@ pub struct View {
 pub const TEXT_LINKS: usize = 10;
 
 impl View {
+    /// How many of `c`'s links a text or HTML report shows (`--links`).
+    fn links_shown(&self, c: &Cluster) -> usize {
+        self.links.unwrap_or(usize::MAX).min(c.links.len())
+    }
+
     fn keeps_names<'a>(&self, mut names: impl Iterator<Item = &'a Name>) -> bool {
         match &self.under {
             None => true,
@@ -541,7 +546,7 @@ pub fn write_text(out: &mut dyn Write, a: &Analysis, view: &View) -> io::Result<
                 writeln!(out, "        = {}", p(&n.path))?;
             }
         }
-        let shown = view.links.unwrap_or(usize::MAX).min(c.links.len());
+        let shown = view.links_shown(c);
         let links = if shown < c.links.len() {
             writeln!(out, "    the {shown} strongest of its {} links:", c.links.len())?;
             strongest_first(c).into_iter().take(shown).collect()
@@ -656,7 +661,7 @@ pub fn write_html(out: &mut dyn Write, a: &Analysis, view: &View) -> io::Result<
             writeln!(out, "</li>")?;
         }
         writeln!(out, "</ol>")?;
-        let shown = view.links.unwrap_or(usize::MAX).min(c.links.len());
+        let shown = view.links_shown(c);
         let heading = if shown < c.links.len() {
             format!("the {shown} strongest of its {} links", c.links.len())
         } else {
