@@ -222,6 +222,10 @@ pub enum Command {
         /// when the index did not change, else brought up to date)
         #[arg(long)]
         fresh: bool,
+        /// Read every file of the identical sets shown and compare them byte for byte: a name
+        /// changed since indexed, gone, or holding other bytes (an MD5 collision) is marked
+        #[arg(long)]
+        verify: bool,
     },
     /// Files in the index similar to FILE (which need not be indexed; - for stdin)
     Similar {
@@ -409,9 +413,12 @@ pub fn run(cli: Cli) -> Result<Exit> {
                 return Ok(Exit::Interrupted);
             }
         }
-        Command::Report { thresholds, under, limit, links, table, out: out_file, fresh } => {
+        Command::Report { thresholds, under, limit, links, table, out: out_file, fresh, verify } => {
             if table.is_some() && cli.format != Format::Csv {
                 anyhow::bail!("--table chooses the rows of a csv report; add --format csv");
+            }
+            if verify && table == Some(report::CsvTable::Links) {
+                anyhow::bail!("--verify reads the files of identical sets, which --table links does not list");
             }
             let table = table.unwrap_or_default();
             let store = Store::open(&db, Access::Read, None)?;
@@ -426,7 +433,8 @@ pub fn run(cli: Cli) -> Result<Exit> {
                 (Format::Text, None) => Some(report::TEXT_LINKS),
                 (_, n) => n,
             };
-            let view = View { under, limit, links };
+            let view = View { under, limit, links, verified: None };
+            let progress = !cli.quiet && std::io::stderr().is_terminal();
             let mut file;
             let sink: &mut dyn Write = match &out_file {
                 Some(p) => {
@@ -453,6 +461,10 @@ pub fn run(cli: Cli) -> Result<Exit> {
                         tracing::info!("analysis brought up to date: links of {relinked} contents found again, {names}")
                     }
                     cache::Provenance::Computed => tracing::info!("analysis computed"),
+                }
+                let mut view = view.clone();
+                if verify {
+                    view.verified = Some(verify_shown(&store, analysis, &view, progress));
                 }
                 match format {
                     Format::Text => report::write_text(sink, analysis, &view)?,
@@ -960,6 +972,43 @@ fn template(db: &std::path::Path, cmd: TemplateCommand, format: Format, out: &mu
 /// A query answered while the daemon holding the index is still on its
 /// first scan answers from part of the tree: said, so that nobody takes a
 /// partial report for the whole.
+/// `simd report --verify`: reads the files of the identical sets `view`
+/// shows, with a progress bar of the bytes on a terminal.
+fn verify_shown(
+    store: &Store,
+    analysis: &crate::analysis::Analysis,
+    view: &View,
+    progress: bool,
+) -> crate::verify::Verification {
+    let (sets, _) = view.select(analysis);
+    let bar = progress.then(|| {
+        let total = sets.iter().map(|s| s.size * s.names.len() as u64).sum();
+        let bar = indicatif::ProgressBar::new(total);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("verifying {bar:30} {bytes}/{total_bytes} [{elapsed}]")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        bar
+    });
+    let on_bytes = |n: u64| {
+        if let Some(bar) = &bar {
+            bar.inc(n);
+        }
+    };
+    let v = crate::verify::verify_sets(store, &sets, ingest::available_cores(), &on_bytes);
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    tracing::info!(
+        "verified {} sets: {} files, {} bytes read in {:.3} s",
+        v.totals().0,
+        v.files_read,
+        v.bytes_read,
+        v.elapsed.as_secs_f64()
+    );
+    v
+}
+
 fn warn_if_first_scan(db: &std::path::Path, store: &Store) {
     // A first index writes its postings at its end (`store::PostingSpill`).
     if store.postings_pending().unwrap_or(false) {

@@ -1946,7 +1946,7 @@ static NOATIME_REFUSED: AtomicBool = AtomicBool::new(false);
 /// `rsync --open-noatime` and borg do): on a `relatime` mount the first
 /// read of a file not read since it changed writes its inode, so a first
 /// index would touch every file of the tree.
-fn open_regular(path: &Path, root: Option<&scan::RootDir>) -> std::io::Result<File> {
+pub(crate) fn open_regular(path: &Path, root: Option<&scan::RootDir>) -> std::io::Result<File> {
     use rustix::fs::OFlags;
     let open = |flags| {
         let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | flags;

@@ -20,6 +20,7 @@ pub mod scan;
 pub mod sketch;
 pub mod status;
 pub mod store;
+pub mod verify;
 pub mod watch;
 
 /// A number the tests set through the environment (`SIMD_TEST_…`) to make

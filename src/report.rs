@@ -15,6 +15,7 @@ use crate::analysis::{Analysis, Cluster, IdenticalSet, Link, Member, Name};
 use crate::cli::{count, human_bytes};
 use crate::fingerprint::{hex16, ContentHash};
 use crate::scan::is_under;
+use crate::verify::{SetCheck, Verification};
 
 /// What to show of an analysis.
 #[derive(Clone, Debug, Default)]
@@ -26,6 +27,8 @@ pub struct View {
     /// Text and HTML: at most this many links per cluster, strongest
     /// first (None: all of them). JSON and CSV always hold every link.
     pub links: Option<usize>,
+    /// `--verify`: what reading the shown sets' files found.
+    pub verified: Option<Verification>,
 }
 
 /// Links a text report shows per cluster unless told otherwise: a cluster
@@ -67,6 +70,11 @@ impl View {
             (clusters, cluster_files) = (clusters + 1, cluster_files + c.files());
         }
         Totals { sets, set_files, wasted, clusters, cluster_files }
+    }
+
+    /// What `--verify` found for `s`.
+    fn check(&self, s: &IdenticalSet) -> Option<&SetCheck> {
+        self.verified.as_ref().and_then(|v| v.of(s))
     }
 
     /// The identical sets and clusters this view shows.
@@ -119,25 +127,37 @@ impl Serialize for JsonPaths<'_> {
     }
 }
 
-/// An identical set's names as a JSON array: each path, and for a name
-/// that is a hard link of an earlier one, `hard_link_of`, its index.
-struct JsonSetFiles<'a>(&'a IdenticalSet);
+/// An identical set's names as a JSON array: each path, for a name that
+/// is a hard link of an earlier one `hard_link_of`, its index, and with
+/// `--verify` the name's verdict (`verify`, and `error` for one gone).
+struct JsonSetFiles<'a>(&'a IdenticalSet, Option<&'a SetCheck>);
 
 impl Serialize for JsonSetFiles<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        struct File<'a>(&'a [u8], Option<usize>);
+        struct File<'a>(&'a [u8], Option<usize>, Option<&'a crate::verify::Verdict>);
         impl Serialize for File<'_> {
             fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                let mut m = s.serialize_map(Some(1 + usize::from(self.1.is_some())))?;
+                let mut m = s.serialize_map(None)?;
                 JsonPath(self.0).entry(&mut m)?;
                 if let Some(of) = self.1 {
                     m.serialize_entry("hard_link_of", &of)?;
                 }
+                if let Some(v) = self.2 {
+                    m.serialize_entry("verify", v.as_str())?;
+                    if let crate::verify::Verdict::Gone(e) = v {
+                        m.serialize_entry("error", e)?;
+                    }
+                }
                 m.end()
             }
         }
-        let set = self.0;
-        s.collect_seq(set.names.iter().enumerate().map(|(k, n)| File(&n.path, set.link_of(k))))
+        let (set, check) = (self.0, self.1);
+        s.collect_seq(
+            set.names
+                .iter()
+                .enumerate()
+                .map(|(k, n)| File(&n.path, set.link_of(k), check.and_then(|c| c.verdicts.get(k)))),
+        )
     }
 }
 
@@ -160,6 +180,9 @@ struct JsonReport<'a> {
     /// With `--under` or `--limit`: what they kept.
     #[serde(skip_serializing_if = "Option::is_none")]
     selected: Option<Value>,
+    /// With `--verify`: what reading the shown sets found.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    verify: Option<Value>,
     identical: Vec<JsonSet<'a>>,
     clusters: Vec<JsonCluster<'a>>,
 }
@@ -170,6 +193,9 @@ struct JsonSet<'a> {
     size: u64,
     copies: usize,
     wasted: u64,
+    /// With `--verify`: whether every name holds the set's bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    verified: Option<bool>,
     files: JsonSetFiles<'a>,
 }
 
@@ -291,6 +317,17 @@ pub fn write_json(out: &mut dyn Write, a: &Analysis, view: &View, pretty: bool) 
             }
             v
         }),
+        verify: view.verified.as_ref().map(|v| {
+            let (sets, changed, gone, differs) = v.totals();
+            json!({
+                "sets": sets,
+                "files_read": v.files_read,
+                "bytes_read": v.bytes_read,
+                "changed": changed,
+                "gone": gone,
+                "differs": differs,
+            })
+        }),
         identical: sets
             .iter()
             .map(|s| JsonSet {
@@ -298,7 +335,8 @@ pub fn write_json(out: &mut dyn Write, a: &Analysis, view: &View, pretty: bool) 
                 size: s.size,
                 copies: s.copies(),
                 wasted: s.wasted(),
-                files: JsonSetFiles(s),
+                verified: view.check(s).map(SetCheck::all_same),
+                files: JsonSetFiles(s, view.check(s)),
             })
             .collect(),
         clusters: clusters
@@ -358,20 +396,30 @@ pub fn write_csv(out: &mut dyn Write, a: &Analysis, view: &View, table: CsvTable
 fn write_csv_files(out: &mut dyn Write, a: &Analysis, view: &View) -> io::Result<()> {
     let (sets, clusters) = view.select(a);
     let p = |n: &Name| csv_field(&crate::report_path(&n.path));
-    writeln!(out, "kind,group,content,size,names,path,hard_link_of")?;
+    // With --verify, a last column: each name's verdict (empty for a
+    // cluster's names, which are not read).
+    let verify = view.verified.is_some();
+    writeln!(out, "kind,group,content,size,names,path,hard_link_of{}", if verify { ",verify" } else { "" })?;
     for s in sets {
         let (group, content) = (short_hash(&s.content), s.content.to_string());
+        let check = view.check(s);
         for (k, n) in s.names.iter().enumerate() {
             let link = s.link_of(k).map(|j| p(&s.names[j])).unwrap_or_default();
-            writeln!(out, "identical,{group},{content},{},{},{},{link}", s.size, s.names.len(), p(n))?;
+            let verdict = match check.and_then(|c| c.verdicts.get(k)) {
+                Some(v) => format!(",{}", v.as_str()),
+                None if verify => ",".to_string(),
+                None => String::new(),
+            };
+            writeln!(out, "identical,{group},{content},{},{},{},{link}{verdict}", s.size, s.names.len(), p(n))?;
         }
     }
+    let empty = if verify { "," } else { "" };
     for c in clusters {
         let group = c.id_str();
         for m in &c.members {
             let content = m.content.to_string();
             for n in &m.names {
-                writeln!(out, "similar,{group},{content},{},{},{},", m.size, m.names.len(), p(n))?;
+                writeln!(out, "similar,{group},{content},{},{},{},{empty}", m.size, m.names.len(), p(n))?;
             }
         }
     }
@@ -447,6 +495,9 @@ fn summary_lines(a: &Analysis, view: &View, shown: (usize, usize)) -> Vec<String
             pct(a.params.min_containment)
         ),
     ];
+    if let Some(v) = &view.verified {
+        lines.push(verify_line(v));
+    }
     if view.under.is_none() && view.limit.is_none() {
         return lines;
     }
@@ -475,6 +526,52 @@ fn summary_lines(a: &Analysis, view: &View, shown: (usize, usize)) -> Vec<String
 }
 
 /// An identical set's heading (text and HTML).
+/// What `--verify` found, in a line.
+fn verify_line(v: &Verification) -> String {
+    let (sets, changed, gone, differs) = v.totals();
+    let read = format!(
+        "verified byte for byte: {} shown, {} read ({}) in {:.1} s",
+        count(sets, "set"),
+        count(v.files_read as usize, "file"),
+        human_bytes(v.bytes_read),
+        v.elapsed.as_secs_f64()
+    );
+    if changed + gone + differs == 0 {
+        return format!("{read}: every name holds its set's bytes");
+    }
+    let mut not = Vec::new();
+    for (n, what) in [(changed, "changed since indexed"), (gone, "gone"), (differs, "with other bytes")] {
+        if n > 0 {
+            not.push(format!("{n} {what}"));
+        }
+    }
+    let mut hint = String::new();
+    if changed + gone > 0 {
+        hint.push_str("; `simd index` brings the index up to date");
+    }
+    if differs > 0 {
+        hint.push_str("; a file with other bytes but the recorded size and mtime is read again once its mtime changes");
+    }
+    let n = changed + gone + differs;
+    let (is, copies) = if n == 1 { ("is", "a copy") } else { ("are", "copies") };
+    format!("{read}: {} {is} not {copies} now ({}){hint}", count(n, "name"), not.join(", "))
+}
+
+/// A set's verification after its heading: nothing without `--verify`.
+fn check_note(check: Option<&SetCheck>) -> String {
+    let Some(c) = check else { return String::new() };
+    if c.all_same() {
+        return "  verified".to_string();
+    }
+    let same = c.verdicts.iter().filter(|v| **v == crate::verify::Verdict::Same).count();
+    format!("  not verified: {same} of {} names hold the set's bytes", c.verdicts.len())
+}
+
+/// What `--verify` says of a set's name `k`.
+fn name_note(check: Option<&SetCheck>, k: usize) -> String {
+    check.and_then(|c| c.verdicts.get(k)).map(crate::verify::Verdict::note).unwrap_or_default()
+}
+
 fn set_heading(s: &IdenticalSet) -> String {
     let copies = s.copies();
     let links = match s.names.len() - copies {
@@ -527,9 +624,10 @@ pub fn write_text(out: &mut dyn Write, a: &Analysis, view: &View) -> io::Result<
         writeln!(out, "  none")?;
     }
     for (i, s) in sets.iter().enumerate() {
-        writeln!(out, "  {:>4}. {}  [{}]", i + 1, set_heading(s), short_hash(&s.content))?;
+        let check = view.check(s);
+        writeln!(out, "  {:>4}. {}  [{}]{}", i + 1, set_heading(s), short_hash(&s.content), check_note(check))?;
         for (k, n) in s.names.iter().enumerate() {
-            writeln!(out, "        {}{}", p(&n.path), link_note(s, k, &p))?;
+            writeln!(out, "        {}{}{}", p(&n.path), link_note(s, k, &p), name_note(check, k))?;
         }
     }
 
@@ -629,14 +727,17 @@ pub fn write_html(out: &mut dyn Write, a: &Analysis, view: &View) -> io::Result<
     } else {
         writeln!(out, "<ol>")?;
         for s in sets {
+            let check = view.check(s);
             writeln!(
                 out,
-                "<li><details><summary>{} <code>{}</code></summary><ul>",
+                "<li><details><summary>{} <code>{}</code>{}</summary><ul>",
                 set_heading(s),
-                short_hash(&s.content)
+                short_hash(&s.content),
+                html_escape(&check_note(check))
             )?;
             for (k, n) in s.names.iter().enumerate() {
-                writeln!(out, "<li class=\"path\">{}{}</li>", p(&n.path), link_note(s, k, &p))?;
+                let note = html_escape(&name_note(check, k));
+                writeln!(out, "<li class=\"path\">{}{}{note}</li>", p(&n.path), link_note(s, k, &p))?;
             }
             writeln!(out, "</ul></details></li>")?;
         }

@@ -1039,3 +1039,171 @@ fn hard_links_are_one_copy_not_waste() {
     one_set("devices added by a walk");
     env.check();
 }
+
+/// The verdict `--verify` gave each name of each set shown, by its path
+/// under the tree; and each set's `verified`, by its first name's.
+fn verdicts(env: &Env, r: &serde_json::Value) -> (Vec<(String, String)>, Vec<(String, bool)>) {
+    let rel = |f: &serde_json::Value| {
+        let p = std::path::PathBuf::from(f["path"].as_str().unwrap());
+        p.strip_prefix(env.root.canonicalize().unwrap()).unwrap().to_string_lossy().into_owned()
+    };
+    let (mut names, mut sets) = (Vec::new(), Vec::new());
+    for s in r["identical"].as_array().unwrap() {
+        let files = s["files"].as_array().unwrap();
+        for f in files {
+            let mut v = f["verify"].as_str().unwrap().to_string();
+            if v == "gone" {
+                v = format!("gone: {}", f["error"].as_str().unwrap());
+            }
+            names.push((rel(f), v));
+        }
+        sets.push((rel(&files[0]), s["verified"].as_bool().unwrap()));
+    }
+    names.sort();
+    sets.sort();
+    (names, sets)
+}
+
+/// `--verify` reads the names of each set shown and compares their bytes:
+/// a copy holds the set's bytes; a name changed since indexed, gone, now a
+/// symlink or a FIFO is said to be so; one whose bytes changed under the
+/// size and mtime the index recorded holds other bytes, also when it is
+/// its set's first name (the one the others would be compared with). Hard
+/// links are one file. The files are left as they were.
+#[test]
+fn report_verify_compares_each_sets_names_byte_for_byte() {
+    use std::io::Write;
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let env = Env::new();
+    // Three blocks of comparison, and a hard link.
+    let big = noise(7, 300_000);
+    for rel in ["a/big", "b/big", "b/big-2", "b/big-to-fifo"] {
+        env.write(rel, &big);
+    }
+    std::fs::hard_link(env.root.join("a/big"), env.root.join("a/big-hard-link")).unwrap();
+    let small = text(3, 300);
+    for rel in ["c/1", "c/2", "c/3"] {
+        env.write(rel, &small);
+    }
+    for rel in ["d/s", "d/s-appended", "d/s-removed", "d/s-symlink"] {
+        env.write(rel, b"hello world\n");
+    }
+    let intact = text(4, 400);
+    for rel in ["e/x", "e/y"] {
+        env.write(rel, &intact);
+    }
+    env.index();
+    let plain = json(&env, &["report"]);
+    assert_eq!(plain["identical"].as_array().unwrap().len(), 4, "{plain:#}");
+    assert!(plain.get("verify").is_none() && !plain.to_string().contains("\"verify"), "{plain:#}");
+    let csv = |args: &[&str]| {
+        let out = env.simd().args(["--format", "csv", "report"]).args(args).assert().success();
+        String::from_utf8(out.get_output().stdout.clone()).unwrap()
+    };
+    assert!(csv(&[]).starts_with("kind,group,content,size,names,path,hard_link_of\n"));
+
+    // What the index has not seen. The big set's last name and the small
+    // set's first get other bytes under the same size and mtime (as an
+    // MD5 collision would look, or a write that kept the mtime).
+    let set_of = |dir: &str| -> Vec<String> {
+        let set = plain["identical"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["files"][0]["path"].as_str().unwrap().contains(&format!("/{dir}/")))
+            .unwrap();
+        set["files"].as_array().unwrap().iter().map(|f| f["path"].as_str().unwrap().to_string()).collect()
+    };
+    let keep_mtime_write = |path: &str, at: u64| {
+        let before = std::fs::metadata(path).unwrap();
+        let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+        std::os::unix::fs::FileExt::write_all_at(&f, b"\xff", at).unwrap();
+        f.set_modified(before.modified().unwrap()).unwrap();
+        let after = std::fs::metadata(path).unwrap();
+        assert_eq!(
+            (after.len(), after.mtime(), after.mtime_nsec()),
+            (before.len(), before.mtime(), before.mtime_nsec())
+        );
+    };
+    // Of the big set, a name compared with another (not its first, nor
+    // the hard link or the name about to become a FIFO).
+    let big_set = set_of("a");
+    assert!(big_set[0].ends_with("/a/big"), "{big_set:?}");
+    let big_last =
+        big_set[1..].iter().rev().find(|p| p.ends_with("/b/big") || p.ends_with("/b/big-2")).unwrap().clone();
+    keep_mtime_write(&big_last, 200_000);
+    let small_first = set_of("c")[0].clone();
+    keep_mtime_write(&small_first, 5);
+    std::fs::OpenOptions::new().append(true).open(env.root.join("d/s-appended")).unwrap().write_all(b"!").unwrap();
+    std::fs::remove_file(env.root.join("d/s-removed")).unwrap();
+    std::fs::remove_file(env.root.join("d/s-symlink")).unwrap();
+    std::os::unix::fs::symlink(env.root.join("d/s"), env.root.join("d/s-symlink")).unwrap();
+    std::fs::remove_file(env.root.join("b/big-to-fifo")).unwrap();
+    assert!(std::process::Command::new("mkfifo").arg(env.root.join("b/big-to-fifo")).status().unwrap().success());
+    let stat = |p: &str| {
+        let m = std::fs::symlink_metadata(p).unwrap();
+        (m.len(), m.mtime(), m.mtime_nsec(), m.ino(), std::fs::read(p).unwrap())
+    };
+    let before = (stat(&big_last), stat(&small_first));
+
+    let r = json(&env, &["report", "--verify"]);
+    let rel = |p: &str| p.rsplit_once("/tree/").unwrap().1.to_string();
+    let (names, sets) = verdicts(&env, &r);
+    let mut want: Vec<(String, String)> = [
+        ("a/big", "same"),
+        ("a/big-hard-link", "same"),
+        ("b/big", "same"),
+        ("b/big-2", "same"),
+        ("b/big-to-fifo", "changed"),
+        ("c/1", "same"),
+        ("c/2", "same"),
+        ("c/3", "same"),
+        ("d/s", "same"),
+        ("d/s-appended", "changed"),
+        ("d/s-removed", "gone: No such file or directory (os error 2)"),
+        ("d/s-symlink", "changed"),
+        ("e/x", "same"),
+        ("e/y", "same"),
+    ]
+    .iter()
+    .map(|&(p, v)| (p.to_string(), v.to_string()))
+    .collect();
+    for p in [rel(&big_last), rel(&small_first)] {
+        want.iter_mut().find(|(q, _)| *q == p).unwrap().1 = "differs".to_string();
+    }
+    assert_eq!(names, want, "{r:#}");
+    let sets: Vec<bool> = sets.iter().map(|s| s.1).collect();
+    assert_eq!(sets, [false, false, false, true], "{r:#}");
+    let v = &r["verify"];
+    assert_eq!(
+        (v["sets"].as_u64(), v["changed"].as_u64(), v["gone"].as_u64(), v["differs"].as_u64()),
+        (Some(4), Some(3), Some(1), Some(2)),
+        "{v}"
+    );
+    assert!(v["bytes_read"].as_u64().unwrap() >= 3 * 300_000, "{v}");
+    // Nothing the verification read was changed by it.
+    assert_eq!((stat(&big_last), stat(&small_first)), before);
+    assert!(std::fs::symlink_metadata(env.root.join("b/big-to-fifo")).unwrap().file_type().is_fifo());
+
+    // The same in text and CSV; `--limit` verifies only the sets shown.
+    let out = env.simd().args(["report", "--verify"]).assert().success();
+    let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    assert!(text.contains("verified byte for byte: 4 sets shown, "), "{text}");
+    assert!(
+        text.contains("6 names are not copies now (3 changed since indexed, 1 gone, 2 with other bytes)"),
+        "{text}"
+    );
+    assert_eq!(text.matches("  verified\n").count(), 1, "{text}");
+    assert!(text.contains("not verified: 1 of 4 names hold the set's bytes"), "{text}");
+    assert!(text.contains(&format!("{small_first}  [other bytes than the set's")), "{text}");
+    assert!(text.contains("/d/s-removed  [gone: No such file or directory"), "{text}");
+    let rows = csv(&["--verify"]);
+    assert!(rows.starts_with("kind,group,content,size,names,path,hard_link_of,verify\n"), "{rows}");
+    assert!(rows.lines().any(|l| l.ends_with("/d/s-removed,,gone")), "{rows}");
+    assert_eq!(rows.lines().filter(|l| l.ends_with(",same")).count(), 8, "{rows}");
+    let one = json(&env, &["report", "--verify", "--limit", "1"]);
+    assert_eq!(one["verify"]["sets"], 1, "{one:#}");
+    let out = env.simd().args(["--format", "csv", "report", "--verify", "--table", "links"]).assert().failure();
+    let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(err.contains("--verify reads the files of identical sets"), "{err}");
+}

@@ -1,0 +1,408 @@
+//! Byte-for-byte verification of identical sets (`simd report --verify`).
+//!
+//! A set is identical by its content hash, MD5 over its chunks' MD5s. Two
+//! things can make a name of a set not a copy of the others when the
+//! report is read: the file changed since the index last saw it (no daemon
+//! runs, or its event is not handled yet), or two different contents share
+//! an MD5 (collisions can be made on purpose). Before copies are deleted on
+//! the strength of a report, `--verify` reads every name of each set shown
+//! and compares the bytes, as jdupes does by default.
+//!
+//! Each name gets a [`Verdict`]: the same bytes as the set's reference,
+//! changed since the index recorded it (its size, mtime or inode is not the
+//! record's: the index is behind, and its bytes are not compared), gone (it
+//! could not be opened or read), or other bytes despite a stat as indexed
+//! (a write that kept the file's mtime, or an MD5 collision). The reference
+//! is the set's first name found as indexed whose bytes hash to the set's
+//! content again (chunked and hashed as the indexer does): the others are
+//! compared with bytes known to be the indexed content, so a set whose
+//! first name is the odd one out is not reported the other way round. The files are opened as the indexer opens them
+//! (never following a symlink, never blocking on a FIFO, leaving the access
+//! time alone), only read, and the index is only read.
+
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, VecDeque};
+use std::ffi::OsStr;
+use std::fs::File;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::analysis::{IdenticalSet, Name};
+use crate::fingerprint::{fingerprint_file, ContentHash, Lookup, WholeFrom};
+use crate::scan::Stat;
+use crate::store::{Files, Store};
+
+/// What reading a name of an identical set found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// The same bytes as the set's reference, or the reference itself.
+    Same,
+    /// Its stat is not the one the index recorded, or it is no longer a
+    /// regular file, or it changed while it was read: the index is behind.
+    Changed,
+    /// It could not be opened or read: why.
+    Gone(String),
+    /// As indexed by its stat, yet other bytes than the set's content
+    /// (the reference's, or for a would-be reference, other than those
+    /// the index hashed).
+    Differs,
+}
+
+impl Verdict {
+    /// The verdict's name in JSON and CSV.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Verdict::Same => "same",
+            Verdict::Changed => "changed",
+            Verdict::Gone(_) => "gone",
+            Verdict::Differs => "differs",
+        }
+    }
+
+    /// What a text or HTML report says after such a name (empty for one
+    /// that is a copy).
+    pub fn note(&self) -> String {
+        match self {
+            Verdict::Same => String::new(),
+            Verdict::Changed => "  [changed since indexed: not compared]".to_string(),
+            Verdict::Gone(e) => format!("  [gone: {e}]"),
+            Verdict::Differs => {
+                "  [other bytes than the set's, with the size and mtime the index recorded]".to_string()
+            }
+        }
+    }
+}
+
+/// An identical set's verdicts, one per name in the set's order.
+#[derive(Clone, Debug, Default)]
+pub struct SetCheck {
+    pub verdicts: Vec<Verdict>,
+}
+
+impl SetCheck {
+    /// Whether every name holds the set's bytes.
+    pub fn all_same(&self) -> bool {
+        self.verdicts.iter().all(|v| *v == Verdict::Same)
+    }
+
+    /// How many names got each verdict other than `Same`: (changed, gone,
+    /// differs).
+    pub fn tally(&self) -> (usize, usize, usize) {
+        let mut t = (0, 0, 0);
+        for v in &self.verdicts {
+            match v {
+                Verdict::Same => {}
+                Verdict::Changed => t.0 += 1,
+                Verdict::Gone(_) => t.1 += 1,
+                Verdict::Differs => t.2 += 1,
+            }
+        }
+        t
+    }
+}
+
+/// What `--verify` found for the sets a report shows.
+#[derive(Clone, Debug, Default)]
+pub struct Verification {
+    sets: HashMap<ContentHash, SetCheck>,
+    /// Bytes read, files read (each file once, whatever its hard links).
+    pub bytes_read: u64,
+    pub files_read: u64,
+    pub elapsed: Duration,
+}
+
+impl Verification {
+    /// The verdicts of `set`, when it was verified.
+    pub fn of(&self, set: &IdenticalSet) -> Option<&SetCheck> {
+        self.sets.get(&set.content)
+    }
+
+    /// Sets verified, and how many names got each verdict other than
+    /// `Same`: (sets, changed, gone, differs).
+    pub fn totals(&self) -> (usize, usize, usize, usize) {
+        self.sets.values().fold((self.sets.len(), 0, 0, 0), |(n, c, g, d), s| {
+            let (sc, sg, sd) = s.tally();
+            (n, c + sc, g + sg, d + sd)
+        })
+    }
+}
+
+/// Bytes read from each file at a time.
+const BLOCK: usize = 128 << 10;
+
+/// Files held open beside a set's reference while they are compared with
+/// it: a set of thousands of copies is compared a batch at a time, within
+/// the usual limit of 1,024 open files.
+const BATCH: usize = 64;
+
+/// Verifies `sets` on `threads` threads, each set by one thread; `on_bytes`
+/// hears of the bytes read as they are (a progress bar).
+pub fn verify_sets(
+    store: &Store,
+    sets: &[&IdenticalSet],
+    threads: usize,
+    on_bytes: &(dyn Fn(u64) + Sync),
+) -> Verification {
+    let start = Instant::now();
+    let next = AtomicUsize::new(0);
+    let (bytes, files) = (AtomicU64::new(0), AtomicU64::new(0));
+    let found = Mutex::new(HashMap::with_capacity(sets.len()));
+    std::thread::scope(|scope| {
+        for _ in 0..threads.clamp(1, sets.len().max(1)) {
+            scope.spawn(|| {
+                let mut reader = Reader::new(on_bytes);
+                while let Some(set) = sets.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    let check = reader.check(store, set);
+                    found.lock().unwrap_or_else(|e| e.into_inner()).insert(set.content, check);
+                }
+                bytes.fetch_add(reader.bytes, Ordering::Relaxed);
+                files.fetch_add(reader.files, Ordering::Relaxed);
+            });
+        }
+    });
+    Verification {
+        sets: found.into_inner().unwrap_or_else(|e| e.into_inner()),
+        bytes_read: bytes.into_inner(),
+        files_read: files.into_inner(),
+        elapsed: start.elapsed(),
+    }
+}
+
+/// A name opened as the index recorded it.
+struct Opened {
+    /// The name's place in its set.
+    k: usize,
+    file: File,
+    stat: Stat,
+}
+
+/// One thread's buffers and counts.
+struct Reader<'a> {
+    /// The fingerprinter's buffer, for the references.
+    hashing: Vec<u8>,
+    ours: Vec<u8>,
+    theirs: Vec<u8>,
+    bytes: u64,
+    files: u64,
+    on_bytes: &'a (dyn Fn(u64) + Sync),
+}
+
+impl<'a> Reader<'a> {
+    fn new(on_bytes: &'a (dyn Fn(u64) + Sync)) -> Reader<'a> {
+        Reader { hashing: Vec::new(), ours: vec![0; BLOCK], theirs: vec![0; BLOCK], bytes: 0, files: 0, on_bytes }
+    }
+
+    /// The verdict of each name of `set`, compared with the first of them
+    /// that opens as indexed and hashes to the set's content.
+    fn check(&mut self, store: &Store, set: &IdenticalSet) -> SetCheck {
+        let names = &set.names;
+        let mut verdicts: Vec<Option<Verdict>> = vec![None; names.len()];
+        // The name each file is compared as, by (device, inode): its other
+        // names (hard links) get that name's verdict, without a read.
+        let mut files: HashMap<(u64, u64), usize> = HashMap::new();
+        let mut links: Vec<(usize, (u64, u64))> = Vec::new();
+        let mut undecided: VecDeque<usize> = (0..names.len()).collect();
+        while let Some(k) = undecided.pop_front() {
+            let opened = match open_as_indexed(store, &names[k], k) {
+                Ok(o) => o,
+                Err(v) => {
+                    verdicts[k] = Some(v);
+                    continue;
+                }
+            };
+            let ref_file = (opened.stat.dev, opened.stat.inode);
+            match files.entry(ref_file) {
+                Entry::Occupied(_) => {
+                    links.push((k, ref_file));
+                    continue;
+                }
+                Entry::Vacant(e) => {
+                    e.insert(k);
+                }
+            }
+            let reference = match self.holds(store, opened, &set.content) {
+                Ok(o) => o,
+                Err(v) => {
+                    verdicts[k] = Some(v);
+                    continue;
+                }
+            };
+            // The others, a batch at a time.
+            let failed = loop {
+                if undecided.is_empty() {
+                    break None;
+                }
+                let mut batch = Vec::with_capacity(BATCH);
+                while batch.len() < BATCH {
+                    let Some(j) = undecided.pop_front() else { break };
+                    match open_as_indexed(store, &names[j], j) {
+                        Ok(o) => {
+                            let file = (o.stat.dev, o.stat.inode);
+                            match files.entry(file) {
+                                Entry::Occupied(_) => links.push((j, file)),
+                                Entry::Vacant(e) => {
+                                    e.insert(j);
+                                    batch.push(o);
+                                }
+                            }
+                        }
+                        Err(v) => verdicts[j] = Some(v),
+                    }
+                }
+                if batch.is_empty() {
+                    continue;
+                }
+                if let Err(v) = self.compare(&reference, &mut batch, &mut verdicts) {
+                    break Some((v, batch));
+                }
+            };
+            verdicts[k] = Some(Verdict::Same);
+            if let Some((v, batch)) = failed {
+                // The reference changed or went while read: what was
+                // compared with it is compared with the next one.
+                verdicts[k] = Some(v);
+                for o in batch.into_iter().rev() {
+                    if matches!(verdicts[o.k], None | Some(Verdict::Differs)) {
+                        verdicts[o.k] = None;
+                        files.remove(&(o.stat.dev, o.stat.inode));
+                        undecided.push_front(o.k);
+                    }
+                }
+            }
+        }
+        for (j, file) in links {
+            verdicts[j] = files.get(&file).and_then(|&f| verdicts[f].clone());
+        }
+        SetCheck { verdicts: verdicts.into_iter().map(|v| v.unwrap_or(Verdict::Changed)).collect() }
+    }
+
+    /// `o` when its bytes hash to `content` as the indexer hashes them,
+    /// else its verdict.
+    fn holds(&mut self, store: &Store, o: Opened, content: &ContentHash) -> Result<Opened, Verdict> {
+        // No chunk list is kept (`WholeFrom(0)`), and a content that fits
+        // in the buffer is not sketched (the index "holds" every content).
+        let lookup = Lookup { known: &|_| true, prior: &|_| None };
+        let fp = fingerprint_file(&o.file, o.stat.size, None, store.params(), WholeFrom(0), &mut self.hashing, lookup)
+            .map_err(gone)?;
+        self.count(fp.size);
+        self.files += 1;
+        match fp.content == *content && fp.size == o.stat.size {
+            true => Ok(o),
+            false if still(&o) => Err(Verdict::Differs),
+            false => Err(Verdict::Changed),
+        }
+    }
+
+    /// Reads `reference` and each of `batch` in step, deciding the batch's
+    /// verdicts; Err with the reference's own verdict when it could not be
+    /// read whole as indexed.
+    fn compare(
+        &mut self,
+        reference: &Opened,
+        batch: &mut Vec<Opened>,
+        verdicts: &mut [Option<Verdict>],
+    ) -> Result<(), Verdict> {
+        let size = reference.stat.size;
+        let mut live: Vec<&Opened> = batch.iter().collect();
+        let mut at = 0u64;
+        loop {
+            let len = usize::try_from((size - at).min(BLOCK as u64)).expect("a block fits in memory");
+            // One byte past the end too: a file grown while read is changed.
+            let want = if len < BLOCK { len + 1 } else { len };
+            let got = read_full_at(&reference.file, &mut self.ours[..want], at).map_err(gone)?;
+            self.count(got as u64);
+            if got != len {
+                return Err(Verdict::Changed);
+            }
+            live.retain(|o| match read_full_at(&o.file, &mut self.theirs[..want], at) {
+                Ok(n) => {
+                    self.bytes += n as u64;
+                    (self.on_bytes)(n as u64);
+                    let verdict = if n != len {
+                        Some(Verdict::Changed)
+                    } else if self.theirs[..n] != self.ours[..n] {
+                        Some(Verdict::Differs)
+                    } else {
+                        None
+                    };
+                    verdicts[o.k] = verdict.clone();
+                    verdict.is_none()
+                }
+                Err(e) => {
+                    verdicts[o.k] = Some(gone(e));
+                    false
+                }
+            });
+            at += len as u64;
+            if len < BLOCK {
+                break;
+            }
+        }
+        // Each file read whole: the same unless it changed meanwhile.
+        self.files += batch.len() as u64;
+        if !still(reference) {
+            return Err(Verdict::Changed);
+        }
+        for o in live {
+            verdicts[o.k] = Some(if still(o) { Verdict::Same } else { Verdict::Changed });
+        }
+        batch.clear();
+        Ok(())
+    }
+
+    fn count(&mut self, n: u64) {
+        self.bytes += n;
+        (self.on_bytes)(n);
+    }
+}
+
+/// Whether an opened file's stat is still what it was when opened.
+fn still(o: &Opened) -> bool {
+    o.file.metadata().is_ok_and(|m| {
+        let now = Stat::of(&m);
+        (now.size, now.mtime, now.inode) == (o.stat.size, o.stat.mtime, o.stat.inode)
+    })
+}
+
+fn gone(e: std::io::Error) -> Verdict {
+    Verdict::Gone(e.to_string())
+}
+
+/// Reads into `buf` from `at` until it is full or the file ends; the bytes
+/// read.
+fn read_full_at(file: &File, buf: &mut [u8], at: u64) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match file.read_at(&mut buf[n..], at + n as u64) {
+            Ok(0) => break,
+            Ok(m) => n += m,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+/// Opens `name` and checks it is the regular file the index recorded
+/// (size, mtime, inode), or says what it is instead.
+fn open_as_indexed(store: &Store, name: &Name, k: usize) -> Result<Opened, Verdict> {
+    let path = Path::new(OsStr::from_bytes(&name.path));
+    let file = crate::ingest::open_regular(path, None).map_err(|e| match e.raw_os_error() {
+        // ELOOP: a symlink now; ENXIO: a socket. Neither is the file indexed.
+        Some(libc::ELOOP) | Some(libc::ENXIO) => Verdict::Changed,
+        _ => gone(e),
+    })?;
+    let meta = file.metadata().map_err(gone)?;
+    let stat = Stat::of(&meta);
+    let record = store.get::<Files>(&name.id).map_err(|e| Verdict::Gone(e.to_string()))?;
+    match record {
+        Some(rec) if meta.is_file() && rec.path[..] == name.path[..] && stat.matches(&rec) => {
+            Ok(Opened { k, file, stat })
+        }
+        _ => Err(Verdict::Changed),
+    }
+}
