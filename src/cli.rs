@@ -982,7 +982,9 @@ fn verify_shown(
 ) -> crate::verify::Verification {
     let (sets, _) = view.select(analysis);
     let bar = progress.then(|| {
-        let total = sets.iter().map(|s| s.size * s.names.len() as u64).sum();
+        // Each name read once, and each set's reference once more as it
+        // is hashed (hard links are read once: the bar may end short).
+        let total = sets.iter().map(|s| s.size * (s.names.len() as u64 + 1)).sum();
         let bar = indicatif::ProgressBar::new(total);
         bar.set_style(
             indicatif::ProgressStyle::with_template("verifying {bar:30} {bytes}/{total_bytes} [{elapsed}]")
