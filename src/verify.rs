@@ -13,10 +13,13 @@
 //! record's: the index is behind, and its bytes are not compared), gone (it
 //! could not be opened or read), or other bytes despite a stat as indexed
 //! (a write that kept the file's mtime, or an MD5 collision). The reference
-//! is the set's first name found as indexed whose bytes hash to the set's
-//! content again (chunked and hashed as the indexer does): the others are
-//! compared with bytes known to be the indexed content, so a set whose
-//! first name is the odd one out is not reported the other way round. The files are opened as the indexer opens them
+//! is the set's first name found as indexed. Names that all agree with it
+//! are copies of each other. Where one disagrees, the reference is hashed
+//! again as the indexer hashes it, and must give the set's content; if
+//! not, it is the odd one, and the names compared with it are compared
+//! with the next. So a set whose first name is the odd one out is not
+//! reported the other way round, and each byte is read once when no name
+//! disagrees. The files are opened as the indexer opens them
 //! (never following a symlink, never blocking on a FIFO, leaving the access
 //! time alone), only read, and the index is only read.
 
@@ -24,6 +27,7 @@ use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
 use std::ffi::OsStr;
 use std::fs::File;
+use std::io::{Seek, SeekFrom};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
@@ -197,7 +201,8 @@ impl<'a> Reader<'a> {
     }
 
     /// The verdict of each name of `set`, compared with the first of them
-    /// that opens as indexed and hashes to the set's content.
+    /// that opens as indexed (and, when some name disagrees with it, hashes
+    /// to the set's content).
     fn check(&mut self, store: &Store, set: &IdenticalSet) -> SetCheck {
         let names = &set.names;
         let mut verdicts: Vec<Option<Verdict>> = vec![None; names.len()];
@@ -207,14 +212,14 @@ impl<'a> Reader<'a> {
         let mut links: Vec<(usize, (u64, u64))> = Vec::new();
         let mut undecided: VecDeque<usize> = (0..names.len()).collect();
         while let Some(k) = undecided.pop_front() {
-            let opened = match open_as_indexed(store, &names[k], k) {
+            let reference = match open_as_indexed(store, &names[k], k) {
                 Ok(o) => o,
                 Err(v) => {
                     verdicts[k] = Some(v);
                     continue;
                 }
             };
-            let ref_file = (opened.stat.dev, opened.stat.inode);
+            let ref_file = (reference.stat.dev, reference.stat.inode);
             match files.entry(ref_file) {
                 Entry::Occupied(_) => {
                     links.push((k, ref_file));
@@ -224,16 +229,21 @@ impl<'a> Reader<'a> {
                     e.insert(k);
                 }
             }
-            let reference = match self.holds(store, opened, &set.content) {
-                Ok(o) => o,
-                Err(v) => {
-                    verdicts[k] = Some(v);
-                    continue;
-                }
-            };
-            // The others, a batch at a time.
+            // The others, a batch at a time. Names that all agree are
+            // copies of each other; where one disagrees, the reference's
+            // bytes must hash to the set's content, or it is the odd one.
+            let mut compared: Vec<(usize, (u64, u64))> = Vec::new();
+            let mut hashed = false;
+            self.files += 1;
             let failed = loop {
                 if undecided.is_empty() {
+                    // Alone (every other name gone or changed): hashed, so
+                    // that it is said to hold the set's bytes only if it does.
+                    if compared.is_empty() && !hashed {
+                        if let Err(v) = self.holds(store, &reference, &set.content) {
+                            break Some(v);
+                        }
+                    }
                     break None;
                 }
                 let mut batch = Vec::with_capacity(BATCH);
@@ -256,20 +266,27 @@ impl<'a> Reader<'a> {
                 if batch.is_empty() {
                     continue;
                 }
+                compared.extend(batch.iter().map(|o| (o.k, (o.stat.dev, o.stat.inode))));
                 if let Err(v) = self.compare(&reference, &mut batch, &mut verdicts) {
-                    break Some((v, batch));
+                    break Some(v);
+                }
+                let disagree = compared.iter().any(|&(j, _)| verdicts[j] == Some(Verdict::Differs));
+                if disagree && !hashed {
+                    if let Err(v) = self.holds(store, &reference, &set.content) {
+                        break Some(v);
+                    }
+                    hashed = true;
                 }
             };
-            verdicts[k] = Some(Verdict::Same);
-            if let Some((v, batch)) = failed {
-                // The reference changed or went while read: what was
-                // compared with it is compared with the next one.
-                verdicts[k] = Some(v);
-                for o in batch.into_iter().rev() {
-                    if matches!(verdicts[o.k], None | Some(Verdict::Differs)) {
-                        verdicts[o.k] = None;
-                        files.remove(&(o.stat.dev, o.stat.inode));
-                        undecided.push_front(o.k);
+            verdicts[k] = Some(failed.clone().unwrap_or(Verdict::Same));
+            if failed.is_some() {
+                // The reference changed or went while read, or is the odd
+                // one: what was compared with it is compared with the next.
+                for (j, file) in compared.into_iter().rev() {
+                    if matches!(verdicts[j], None | Some(Verdict::Same) | Some(Verdict::Differs)) {
+                        verdicts[j] = None;
+                        files.remove(&file);
+                        undecided.push_front(j);
                     }
                 }
             }
@@ -280,19 +297,20 @@ impl<'a> Reader<'a> {
         SetCheck { verdicts: verdicts.into_iter().map(|v| v.unwrap_or(Verdict::Changed)).collect() }
     }
 
-    /// `o` when its bytes hash to `content` as the indexer hashes them,
-    /// else its verdict.
-    fn holds(&mut self, store: &Store, o: Opened, content: &ContentHash) -> Result<Opened, Verdict> {
+    /// Whether `o`'s bytes hash to `content` as the indexer hashes them:
+    /// Err with its verdict when they do not.
+    fn holds(&mut self, store: &Store, o: &Opened, content: &ContentHash) -> Result<(), Verdict> {
         // No chunk list is kept (`WholeFrom(0)`), and a content that fits
         // in the buffer is not sketched (the index "holds" every content).
         let lookup = Lookup { known: &|_| true, prior: &|_| None };
-        let fp = fingerprint_file(&o.file, o.stat.size, None, store.params(), WholeFrom(0), &mut self.hashing, lookup)
+        let mut file = &o.file;
+        file.seek(SeekFrom::Start(0)).map_err(gone)?;
+        let fp = fingerprint_file(file, o.stat.size, None, store.params(), WholeFrom(0), &mut self.hashing, lookup)
             .map_err(gone)?;
         self.count(fp.size);
-        self.files += 1;
         match fp.content == *content && fp.size == o.stat.size {
-            true => Ok(o),
-            false if still(&o) => Err(Verdict::Differs),
+            true => Ok(()),
+            false if still(o) => Err(Verdict::Differs),
             false => Err(Verdict::Changed),
         }
     }
@@ -309,9 +327,11 @@ impl<'a> Reader<'a> {
         let size = reference.stat.size;
         let mut live: Vec<&Opened> = batch.iter().collect();
         let mut at = 0u64;
-        loop {
+        // One byte past the end too: a file grown while read is changed
+        // (its stat, read again after, says so too, but for a write
+        // within the clock tick of its last on a coarse clock).
+        while at <= size {
             let len = usize::try_from((size - at).min(BLOCK as u64)).expect("a block fits in memory");
-            // One byte past the end too: a file grown while read is changed.
             let want = if len < BLOCK { len + 1 } else { len };
             let got = read_full_at(&reference.file, &mut self.ours[..want], at).map_err(gone)?;
             self.count(got as u64);
@@ -337,10 +357,10 @@ impl<'a> Reader<'a> {
                     false
                 }
             });
-            at += len as u64;
             if len < BLOCK {
                 break;
             }
+            at += len as u64;
         }
         // Each file read whole: the same unless it changed meanwhile.
         self.files += batch.len() as u64;
