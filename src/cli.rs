@@ -969,9 +969,6 @@ fn template(db: &std::path::Path, cmd: TemplateCommand, format: Format, out: &mu
     Ok(())
 }
 
-/// A query answered while the daemon holding the index is still on its
-/// first scan answers from part of the tree: said, so that nobody takes a
-/// partial report for the whole.
 /// `simd report --verify`: reads the files of the identical sets `view`
 /// shows, with a progress bar of the bytes on a terminal.
 fn verify_shown(
@@ -982,9 +979,10 @@ fn verify_shown(
 ) -> crate::verify::Verification {
     let (sets, _) = view.select(analysis);
     let bar = progress.then(|| {
-        // Each name read once, and each set's reference once more as it
-        // is hashed (hard links are read once: the bar may end short).
-        let total = sets.iter().map(|s| s.size * (s.names.len() as u64 + 1)).sum();
+        // Each name read once (a hard link not at all, and a set's first
+        // name again where another disagrees with it: the bar may end
+        // short or run on a little).
+        let total = sets.iter().map(|s| s.size * s.names.len() as u64).sum();
         let bar = indicatif::ProgressBar::new(total);
         bar.set_style(
             indicatif::ProgressStyle::with_template("verifying {bar:30} {bytes}/{total_bytes} [{elapsed}]")
@@ -1011,6 +1009,9 @@ fn verify_shown(
     v
 }
 
+/// A query answered while the daemon holding the index is still on its
+/// first scan answers from part of the tree: said, so that nobody takes a
+/// partial report for the whole.
 fn warn_if_first_scan(db: &std::path::Path, store: &Store) {
     // A first index writes its postings at its end (`store::PostingSpill`).
     if store.postings_pending().unwrap_or(false) {

@@ -525,7 +525,6 @@ fn summary_lines(a: &Analysis, view: &View, shown: (usize, usize)) -> Vec<String
     lines
 }
 
-/// An identical set's heading (text and HTML).
 /// What `--verify` found, in a line.
 fn verify_line(v: &Verification) -> String {
     let (sets, changed, gone, differs) = v.totals();
@@ -572,6 +571,7 @@ fn name_note(check: Option<&SetCheck>, k: usize) -> String {
     check.and_then(|c| c.verdicts.get(k)).map(crate::verify::Verdict::note).unwrap_or_default()
 }
 
+/// An identical set's heading (text and HTML).
 fn set_heading(s: &IdenticalSet) -> String {
     let copies = s.copies();
     let links = match s.names.len() - copies {

@@ -237,9 +237,11 @@ impl<'a> Reader<'a> {
             self.files += 1;
             let failed = loop {
                 if undecided.is_empty() {
-                    // Alone (every other name gone or changed): hashed, so
-                    // that it is said to hold the set's bytes only if it does.
-                    if compared.is_empty() && !hashed {
+                    // Agreed with by no other name (each gone or changed):
+                    // hashed, so that it is said to hold the set's bytes
+                    // only if it does.
+                    let alone = !compared.iter().any(|&(j, _)| verdicts[j] == Some(Verdict::Same));
+                    if alone && !hashed {
                         if let Err(v) = self.holds(store, &reference, &set.content) {
                             break Some(v);
                         }

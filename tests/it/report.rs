@@ -1093,9 +1093,14 @@ fn report_verify_compares_each_sets_names_byte_for_byte() {
     for rel in ["e/x", "e/y"] {
         env.write(rel, &intact);
     }
+    // More names than are compared at a time.
+    let many = text(5, 200);
+    for i in 0..70 {
+        env.write(&format!("f/{i:02}"), &many);
+    }
     env.index();
     let plain = json(&env, &["report"]);
-    assert_eq!(plain["identical"].as_array().unwrap().len(), 4, "{plain:#}");
+    assert_eq!(plain["identical"].as_array().unwrap().len(), 5, "{plain:#}");
     assert!(plain.get("verify").is_none() && !plain.to_string().contains("\"verify"), "{plain:#}");
     let csv = |args: &[&str]| {
         let out = env.simd().args(["--format", "csv", "report"]).args(args).assert().success();
@@ -1135,6 +1140,8 @@ fn report_verify_compares_each_sets_names_byte_for_byte() {
     keep_mtime_write(&big_last, 200_000);
     let small_first = set_of("c")[0].clone();
     keep_mtime_write(&small_first, 5);
+    let many_first = set_of("f")[0].clone();
+    keep_mtime_write(&many_first, 7);
     std::fs::OpenOptions::new().append(true).open(env.root.join("d/s-appended")).unwrap().write_all(b"!").unwrap();
     std::fs::remove_file(env.root.join("d/s-removed")).unwrap();
     std::fs::remove_file(env.root.join("d/s-symlink")).unwrap();
@@ -1149,7 +1156,18 @@ fn report_verify_compares_each_sets_names_byte_for_byte() {
 
     let r = json(&env, &["report", "--verify"]);
     let rel = |p: &str| p.rsplit_once("/tree/").unwrap().1.to_string();
-    let (names, sets) = verdicts(&env, &r);
+    let (mut names, sets) = verdicts(&env, &r);
+    // The set of 70: its first name has other bytes, every other is a copy.
+    let many_verdicts: Vec<(String, String)> = names.iter().filter(|(p, _)| p.starts_with("f/")).cloned().collect();
+    let many_want: Vec<(String, String)> = (0..70)
+        .map(|i| format!("f/{i:02}"))
+        .map(|p| {
+            let v = if p == rel(&many_first) { "differs" } else { "same" };
+            (p, v.to_string())
+        })
+        .collect();
+    assert_eq!(many_verdicts, many_want);
+    names.retain(|(p, _)| !p.starts_with("f/"));
     let mut want: Vec<(String, String)> = [
         ("a/big", "same"),
         ("a/big-hard-link", "same"),
@@ -1173,11 +1191,11 @@ fn report_verify_compares_each_sets_names_byte_for_byte() {
         want.iter_mut().find(|(q, _)| *q == p).unwrap().1 = "differs".to_string();
     }
     assert_eq!(names, want, "{r:#}");
-    assert_eq!(sets, [false, false, false, true], "{r:#}");
+    assert_eq!(sets, [false, false, false, true, false], "{r:#}");
     let v = &r["verify"];
     assert_eq!(
         (v["sets"].as_u64(), v["changed"].as_u64(), v["gone"].as_u64(), v["differs"].as_u64()),
-        (Some(4), Some(3), Some(1), Some(2)),
+        (Some(5), Some(3), Some(1), Some(3)),
         "{v}"
     );
     assert!(v["bytes_read"].as_u64().unwrap() >= 3 * 300_000, "{v}");
@@ -1188,9 +1206,9 @@ fn report_verify_compares_each_sets_names_byte_for_byte() {
     // The same in text and CSV; `--limit` verifies only the sets shown.
     let out = env.simd().args(["report", "--verify"]).assert().success();
     let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
-    assert!(text.contains("verified byte for byte: 4 sets shown, "), "{text}");
+    assert!(text.contains("verified byte for byte: 5 sets shown, "), "{text}");
     assert!(
-        text.contains("6 names are not copies now (3 changed since indexed, 1 gone, 2 with other bytes)"),
+        text.contains("7 names are not copies now (3 changed since indexed, 1 gone, 3 with other bytes)"),
         "{text}"
     );
     assert_eq!(text.matches("  verified\n").count(), 1, "{text}");
@@ -1200,7 +1218,7 @@ fn report_verify_compares_each_sets_names_byte_for_byte() {
     let rows = csv(&["--verify"]);
     assert!(rows.starts_with("kind,group,content,size,names,path,hard_link_of,verify\n"), "{rows}");
     assert!(rows.lines().any(|l| l.ends_with("/d/s-removed,,gone")), "{rows}");
-    assert_eq!(rows.lines().filter(|l| l.ends_with(",same")).count(), 8, "{rows}");
+    assert_eq!(rows.lines().filter(|l| l.ends_with(",same")).count(), 8 + 69, "{rows}");
     let one = json(&env, &["report", "--verify", "--limit", "1"]);
     assert_eq!(one["verify"]["sets"], 1, "{one:#}");
     let out = env.simd().args(["--format", "csv", "report", "--verify", "--table", "links"]).assert().failure();
