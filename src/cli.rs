@@ -470,7 +470,11 @@ pub fn run(cli: Cli) -> Result<Exit> {
                     Format::Text => report::write_text(sink, analysis, &view)?,
                     Format::Json => report::write_json(sink, analysis, &view, pretty)?,
                     Format::Csv => report::write_csv(sink, analysis, &view, table)?,
-                    Format::Html => report::write_html(sink, analysis, &view)?,
+                    Format::Html => {
+                        let mut counted = Counted { inner: &mut *sink, bytes: 0 };
+                        report::write_html(&mut counted, analysis, &view)?;
+                        warn_if_large_page(counted.bytes, out_file.as_deref(), view.links.is_some());
+                    }
                 }
                 sink.flush()
             })?;
@@ -967,6 +971,46 @@ fn template(db: &std::path::Path, cmd: TemplateCommand, format: Format, out: &mu
         }
     }
     Ok(())
+}
+
+/// A writer that counts what goes through it.
+struct Counted<'a> {
+    inner: &'a mut dyn Write,
+    bytes: u64,
+}
+
+impl Write for Counted<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.bytes += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// An HTML report this large (100 MB) is more than a browser opens
+/// without a long wait or a crash: the 400k-file tree's page of 1.09M
+/// links was 195 MB, and 59 MB with `--links 10`.
+const LARGE_PAGE: u64 = 100 << 20;
+
+/// Warns when an HTML report of `bytes` is too large for a browser, and
+/// says what makes it smaller.
+fn warn_if_large_page(bytes: u64, out: Option<&std::path::Path>, links_limited: bool) {
+    let large = crate::test_setting("SIMD_TEST_LARGE_PAGE").unwrap_or(LARGE_PAGE);
+    if bytes < large {
+        return;
+    }
+    let page = out.map_or_else(|| "the html report".to_string(), crate::show_path);
+    let links =
+        if links_limited { "" } else { "`--links 10` keeps each cluster's 10 strongest links (and every member); " };
+    tracing::warn!(
+        "{page}: {}, more than a browser opens readily; {links}`--limit N` keeps the N largest sets and clusters, \
+         `--under PATH` those with a file under PATH",
+        human_bytes(bytes)
+    );
 }
 
 /// `simd report --verify`: reads the files of the identical sets `view`

@@ -1225,3 +1225,38 @@ fn report_verify_compares_each_sets_names_byte_for_byte() {
     let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
     assert!(err.contains("--verify reads the files of identical sets"), "{err}");
 }
+
+/// An HTML report too large for a browser says so on stderr, and what
+/// makes it smaller (`--links` only when the links are not limited yet);
+/// the page is written whole all the same. A report under the size says
+/// nothing. (The size is 100 MB; the test makes it small.)
+#[test]
+fn a_large_html_report_says_what_makes_it_smaller() {
+    let env = Env::new();
+    corpus(&env);
+    env.index();
+    let html = |large: Option<&str>, args: &[&str]| {
+        let mut cmd = env.simd();
+        if let Some(n) = large {
+            cmd.env("SIMD_TEST_LARGE_PAGE", n);
+        }
+        let out = cmd.args(["--format", "html", "report"]).args(args).assert().success();
+        let out = out.get_output();
+        (String::from_utf8(out.stdout.clone()).unwrap(), String::from_utf8(out.stderr.clone()).unwrap())
+    };
+    let (page, quiet) = html(None, &[]);
+    assert!(page.ends_with("</html>\n") && quiet.is_empty(), "{quiet}");
+    let size = page.len();
+    let (same, said) = html(Some(&size.to_string()), &[]);
+    assert_eq!(same, page);
+    assert!(said.contains("the html report: ") && said.contains("more than a browser opens readily"), "{said}");
+    assert!(said.contains("`--links 10`") && said.contains("`--limit N`"), "{said}");
+    let out = env.tmp.path().join("report.html");
+    let (_, said) = html(Some("1"), &["--links", "1", "--out", out.to_str().unwrap()]);
+    assert!(
+        said.contains(&format!("{}: ", out.display())) && !said.contains("--links") && said.contains("--under"),
+        "{said}"
+    );
+    let (_, quiet) = html(Some(&(size + 1).to_string()), &[]);
+    assert!(quiet.is_empty(), "{quiet}");
+}
