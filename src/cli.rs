@@ -223,7 +223,8 @@ pub enum Command {
         #[arg(long)]
         fresh: bool,
         /// Read every file of the identical sets shown and compare them byte for byte: a name
-        /// changed since indexed, gone, or holding other bytes (an MD5 collision) is marked
+        /// changed since indexed, gone, or holding other bytes (an MD5 collision) is marked, and
+        /// the exit status is then 4
         #[arg(long)]
         verify: bool,
     },
@@ -318,6 +319,9 @@ pub enum Exit {
     Inconsistent,
     /// Stopped early by SIGINT, SIGTERM or SIGHUP, with what it did kept.
     Interrupted,
+    /// `report --verify` wrote its report, and a name it shows is not a
+    /// copy now (as `sha256sum -c` fails when a file does not match).
+    NotVerified,
 }
 
 pub fn run(cli: Cli) -> Result<Exit> {
@@ -450,6 +454,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
             // Indented for a person at a terminal, one line for a program
             // (as `gh` does): the report of a large tree is tens of MB.
             let pretty = out_file.is_none() && std::io::IsTerminal::is_terminal(&std::io::stdout());
+            let mut all_copies = true;
             let written = cache::with_analysis(&store, &params, ingest::available_cores(), fresh, |analysis, from| {
                 match from {
                     cache::Provenance::Cached => tracing::info!("analysis reused from the cache"),
@@ -464,7 +469,10 @@ pub fn run(cli: Cli) -> Result<Exit> {
                 }
                 let mut view = view.clone();
                 if verify {
-                    view.verified = Some(verify_shown(&store, analysis, &view, progress));
+                    let v = verify_shown(&store, analysis, &view, progress);
+                    let (_, changed, gone, differs) = v.totals();
+                    all_copies = changed + gone + differs == 0;
+                    view.verified = Some(v);
                 }
                 match format {
                     Format::Text => report::write_text(sink, analysis, &view)?,
@@ -479,6 +487,10 @@ pub fn run(cli: Cli) -> Result<Exit> {
                 sink.flush()
             })?;
             written?;
+            if !all_copies {
+                out.flush()?;
+                return Ok(Exit::NotVerified);
+            }
         }
         Command::Similar { file, thresholds, all, limit } => {
             let store = Store::open(&db, Access::Read, None)?;

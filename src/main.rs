@@ -20,6 +20,7 @@ fn main() -> ExitCode {
     match cli::run(cli) {
         Ok(Exit::Ok) => ExitCode::SUCCESS,
         Ok(Exit::Inconsistent) => ExitCode::from(3),
+        Ok(Exit::NotVerified) => ExitCode::from(4),
         // As a shell reports a process stopped by SIGINT.
         Ok(Exit::Interrupted) => ExitCode::from(130),
         // The reader went away (`simd report | head`): not an error. JSON

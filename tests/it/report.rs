@@ -1154,7 +1154,13 @@ fn report_verify_compares_each_sets_names_byte_for_byte() {
     };
     let before = (stat(&big_last), stat(&small_first));
 
-    let r = json(&env, &["report", "--verify"]);
+    // Some name shown is not a copy now: the report is written, and the
+    // exit status says so.
+    let failing = |args: &[&str]| {
+        let out = env.simd().args(args).assert().code(4);
+        String::from_utf8(out.get_output().stdout.clone()).unwrap()
+    };
+    let r: serde_json::Value = serde_json::from_str(&failing(&["--format", "json", "report", "--verify"])).unwrap();
     let rel = |p: &str| p.rsplit_once("/tree/").unwrap().1.to_string();
     let (mut names, sets) = verdicts(&env, &r);
     // The set of 70: its first name has other bytes, every other is a copy.
@@ -1204,8 +1210,7 @@ fn report_verify_compares_each_sets_names_byte_for_byte() {
     assert!(std::fs::symlink_metadata(env.root.join("b/big-to-fifo")).unwrap().file_type().is_fifo());
 
     // The same in text and CSV; `--limit` verifies only the sets shown.
-    let out = env.simd().args(["report", "--verify"]).assert().success();
-    let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    let text = failing(&["report", "--verify"]);
     assert!(text.contains("verified byte for byte: 5 sets shown, "), "{text}");
     assert!(
         text.contains("7 names are not copies now (3 changed since indexed, 1 gone, 3 with other bytes)"),
@@ -1215,12 +1220,20 @@ fn report_verify_compares_each_sets_names_byte_for_byte() {
     assert!(text.contains("not verified: 1 of 4 names hold the set's bytes"), "{text}");
     assert!(text.contains(&format!("{small_first}  [other bytes than the set's")), "{text}");
     assert!(text.contains("/d/s-removed  [gone: No such file or directory"), "{text}");
-    let rows = csv(&["--verify"]);
+    let rows = failing(&["--format", "csv", "report", "--verify"]);
     assert!(rows.starts_with("kind,group,content,size,names,path,hard_link_of,verify\n"), "{rows}");
     assert!(rows.lines().any(|l| l.ends_with("/d/s-removed,,gone")), "{rows}");
     assert_eq!(rows.lines().filter(|l| l.ends_with(",same")).count(), 8 + 69, "{rows}");
-    let one = json(&env, &["report", "--verify", "--limit", "1"]);
+    let one: serde_json::Value =
+        serde_json::from_str(&failing(&["--format", "json", "report", "--verify", "--limit", "1"])).unwrap();
     assert_eq!(one["verify"]["sets"], 1, "{one:#}");
+    // A view whose names are all copies exits 0.
+    let under = env.root.join("e");
+    let intact = json(&env, &["report", "--verify", "--under", under.to_str().unwrap()]);
+    assert_eq!(
+        (intact["verify"]["sets"].as_u64(), intact["identical"][0]["verified"].as_bool()),
+        (Some(1), Some(true))
+    );
     let out = env.simd().args(["--format", "csv", "report", "--verify", "--table", "links"]).assert().failure();
     let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
     assert!(err.contains("--verify reads the files of identical sets"), "{err}");
