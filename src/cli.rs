@@ -223,7 +223,7 @@ pub enum Command {
         #[arg(long)]
         fresh: bool,
         /// Read every file of the identical sets shown and compare them byte for byte: a name
-        /// changed since indexed, gone, or holding other bytes (an MD5 collision) is marked, and
+        /// changed since indexed, gone, unreadable, or holding other bytes (an MD5 collision) is marked, and
         /// the exit status is then 4
         #[arg(long)]
         verify: bool,
@@ -470,8 +470,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
                 let mut view = view.clone();
                 if verify {
                     let v = verify_shown(&store, analysis, &view, progress);
-                    let (_, changed, gone, differs) = v.totals();
-                    all_copies = changed + gone + differs == 0;
+                    all_copies = v.tally().not_copies() == 0;
                     view.verified = Some(v);
                 }
                 match format {
@@ -1057,7 +1056,7 @@ fn verify_shown(
     }
     tracing::info!(
         "verified {} sets: {} files, {} bytes read in {:.3} s",
-        v.totals().0,
+        v.sets(),
         v.files_read,
         v.bytes_read,
         v.elapsed.as_secs_f64()

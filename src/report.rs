@@ -129,7 +129,7 @@ impl Serialize for JsonPaths<'_> {
 
 /// An identical set's names as a JSON array: each path, for a name that
 /// is a hard link of an earlier one `hard_link_of`, its index, and with
-/// `--verify` the name's verdict (`verify`, and `error` for one gone).
+/// `--verify` the name's verdict (`verify`, and `error` for one unreadable).
 struct JsonSetFiles<'a>(&'a IdenticalSet, Option<&'a SetCheck>);
 
 impl Serialize for JsonSetFiles<'_> {
@@ -144,7 +144,7 @@ impl Serialize for JsonSetFiles<'_> {
                 }
                 if let Some(v) = self.2 {
                     m.serialize_entry("verify", v.as_str())?;
-                    if let crate::verify::Verdict::Gone(e) = v {
+                    if let crate::verify::Verdict::Unreadable(e) = v {
                         m.serialize_entry("error", e)?;
                     }
                 }
@@ -318,14 +318,15 @@ pub fn write_json(out: &mut dyn Write, a: &Analysis, view: &View, pretty: bool) 
             v
         }),
         verify: view.verified.as_ref().map(|v| {
-            let (sets, changed, gone, differs) = v.totals();
+            let t = v.tally();
             json!({
-                "sets": sets,
+                "sets": v.sets(),
                 "files_read": v.files_read,
                 "bytes_read": v.bytes_read,
-                "changed": changed,
-                "gone": gone,
-                "differs": differs,
+                "changed": t.changed,
+                "gone": t.gone,
+                "unreadable": t.unreadable,
+                "differs": t.differs,
             })
         }),
         identical: sets
@@ -527,31 +528,36 @@ fn summary_lines(a: &Analysis, view: &View, shown: (usize, usize)) -> Vec<String
 
 /// What `--verify` found, in a line.
 fn verify_line(v: &Verification) -> String {
-    let (sets, changed, gone, differs) = v.totals();
+    let t = v.tally();
     let read = format!(
         "verified byte for byte: {} shown, {} read ({}) in {:.1} s",
-        count(sets, "set"),
+        count(v.sets(), "set"),
         count(v.files_read as usize, "file"),
         human_bytes(v.bytes_read),
         v.elapsed.as_secs_f64()
     );
-    if changed + gone + differs == 0 {
+    let n = t.not_copies();
+    if n == 0 {
         return format!("{read}: every name holds its set's bytes");
     }
     let mut not = Vec::new();
-    for (n, what) in [(changed, "changed since indexed"), (gone, "gone"), (differs, "with other bytes")] {
-        if n > 0 {
-            not.push(format!("{n} {what}"));
+    for (k, what) in [
+        (t.changed, "changed since indexed"),
+        (t.gone, "gone"),
+        (t.unreadable, "unreadable"),
+        (t.differs, "with other bytes"),
+    ] {
+        if k > 0 {
+            not.push(format!("{k} {what}"));
         }
     }
     let mut hint = String::new();
-    if changed + gone > 0 {
+    if t.changed + t.gone > 0 {
         hint.push_str("; `simd index` brings the index up to date");
     }
-    if differs > 0 {
+    if t.differs > 0 {
         hint.push_str("; a file with other bytes but the recorded size and mtime is read again once its mtime changes");
     }
-    let n = changed + gone + differs;
     let (is, copies) = if n == 1 { ("is", "a copy") } else { ("are", "copies") };
     format!("{read}: {} {is} not {copies} now ({}){hint}", count(n, "name"), not.join(", "))
 }

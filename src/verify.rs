@@ -48,8 +48,10 @@ pub enum Verdict {
     /// Its stat is not the one the index recorded, or it is no longer a
     /// regular file, or it changed while it was read: the index is behind.
     Changed,
+    /// It is not there any more.
+    Gone,
     /// It could not be opened or read: why.
-    Gone(String),
+    Unreadable(String),
     /// As indexed by its stat, yet other bytes than the set's content
     /// (the reference's, or for a would-be reference, other than those
     /// the index hashed).
@@ -62,7 +64,8 @@ impl Verdict {
         match self {
             Verdict::Same => "same",
             Verdict::Changed => "changed",
-            Verdict::Gone(_) => "gone",
+            Verdict::Gone => "gone",
+            Verdict::Unreadable(_) => "unreadable",
             Verdict::Differs => "differs",
         }
     }
@@ -73,7 +76,8 @@ impl Verdict {
         match self {
             Verdict::Same => String::new(),
             Verdict::Changed => "  [changed since indexed: not compared]".to_string(),
-            Verdict::Gone(e) => format!("  [gone: {e}]"),
+            Verdict::Gone => "  [gone since indexed]".to_string(),
+            Verdict::Unreadable(e) => format!("  [unreadable: {e}]"),
             Verdict::Differs => {
                 "  [other bytes than the set's, with the size and mtime the index recorded]".to_string()
             }
@@ -93,19 +97,34 @@ impl SetCheck {
         self.verdicts.iter().all(|v| *v == Verdict::Same)
     }
 
-    /// How many names got each verdict other than `Same`: (changed, gone,
-    /// differs).
-    pub fn tally(&self) -> (usize, usize, usize) {
-        let mut t = (0, 0, 0);
+    fn tally(&self) -> Tally {
+        let mut t = Tally::default();
         for v in &self.verdicts {
             match v {
                 Verdict::Same => {}
-                Verdict::Changed => t.0 += 1,
-                Verdict::Gone(_) => t.1 += 1,
-                Verdict::Differs => t.2 += 1,
+                Verdict::Changed => t.changed += 1,
+                Verdict::Gone => t.gone += 1,
+                Verdict::Unreadable(_) => t.unreadable += 1,
+                Verdict::Differs => t.differs += 1,
             }
         }
         t
+    }
+}
+
+/// How many names got each verdict other than `Same`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tally {
+    pub changed: usize,
+    pub gone: usize,
+    pub unreadable: usize,
+    pub differs: usize,
+}
+
+impl Tally {
+    /// Names that are not copies now.
+    pub fn not_copies(&self) -> usize {
+        self.changed + self.gone + self.unreadable + self.differs
     }
 }
 
@@ -125,12 +144,18 @@ impl Verification {
         self.sets.get(&set.content)
     }
 
-    /// Sets verified, and how many names got each verdict other than
-    /// `Same`: (sets, changed, gone, differs).
-    pub fn totals(&self) -> (usize, usize, usize, usize) {
-        self.sets.values().fold((self.sets.len(), 0, 0, 0), |(n, c, g, d), s| {
-            let (sc, sg, sd) = s.tally();
-            (n, c + sc, g + sg, d + sd)
+    /// Sets verified.
+    pub fn sets(&self) -> usize {
+        self.sets.len()
+    }
+
+    /// How many names of the sets verified got each verdict.
+    pub fn tally(&self) -> Tally {
+        self.sets.values().map(SetCheck::tally).fold(Tally::default(), |a, t| Tally {
+            changed: a.changed + t.changed,
+            gone: a.gone + t.gone,
+            unreadable: a.unreadable + t.unreadable,
+            differs: a.differs + t.differs,
         })
     }
 }
@@ -390,8 +415,12 @@ fn still(o: &Opened) -> bool {
     })
 }
 
+/// What a failed open or read says of a name.
 fn gone(e: std::io::Error) -> Verdict {
-    Verdict::Gone(e.to_string())
+    match e.kind() {
+        std::io::ErrorKind::NotFound => Verdict::Gone,
+        _ => Verdict::Unreadable(e.to_string()),
+    }
 }
 
 /// Reads into `buf` from `at` until it is full or the file ends; the bytes
@@ -420,7 +449,7 @@ fn open_as_indexed(store: &Store, name: &Name, k: usize) -> Result<Opened, Verdi
     })?;
     let meta = file.metadata().map_err(gone)?;
     let stat = Stat::of(&meta);
-    let record = store.get::<Files>(&name.id).map_err(|e| Verdict::Gone(e.to_string()))?;
+    let record = store.get::<Files>(&name.id).map_err(|e| Verdict::Unreadable(e.to_string()))?;
     match record {
         Some(rec) if meta.is_file() && rec.path[..] == name.path[..] && stat.matches(&rec) => {
             Ok(Opened { k, file, stat })
