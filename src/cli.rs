@@ -439,15 +439,14 @@ pub fn run(cli: Cli) -> Result<Exit> {
             };
             let view = View { under, limit, links, verified: None };
             let progress = !cli.quiet && std::io::stderr().is_terminal();
-            let mut file;
-            let sink: &mut dyn Write = match &out_file {
-                Some(p) => {
-                    file = std::io::BufWriter::new(
-                        std::fs::File::create(p)
-                            .with_context(|| format!("{}: cannot write the report", crate::show_path(p)))?,
-                    );
-                    &mut file
-                }
+            let mut file = match &out_file {
+                Some(p) => Some(
+                    OutFile::create(p).with_context(|| format!("{}: cannot write the report", crate::show_path(p)))?,
+                ),
+                None => None,
+            };
+            let sink: &mut dyn Write = match &mut file {
+                Some(f) => &mut f.writer,
                 None => &mut out,
             };
             let format = cli.format;
@@ -485,7 +484,14 @@ pub fn run(cli: Cli) -> Result<Exit> {
                 }
                 sink.flush()
             })?;
+            if let (Err(e), Some(p)) = (&written, &out_file) {
+                // The report it was to replace is as it was.
+                anyhow::bail!("{}: cannot write the report: {e}", crate::show_path(p));
+            }
             written?;
+            if let (Some(f), Some(p)) = (file, &out_file) {
+                f.commit().with_context(|| format!("{}: cannot write the report", crate::show_path(p)))?;
+            }
             if !all_copies {
                 out.flush()?;
                 return Ok(Exit::NotVerified);
@@ -982,6 +988,68 @@ fn template(db: &std::path::Path, cmd: TemplateCommand, format: Format, out: &mu
         }
     }
     Ok(())
+}
+
+/// Where `report --out FILE` writes: a new file beside FILE (mode and all),
+/// renamed over it once the report is whole, so that a report that fails
+/// (a full disk, an error) leaves the last one as it was, and a reader of
+/// FILE (a web server publishing it) never gets half a page. Through a
+/// symlink, the file it names is replaced, not the link. A FILE that is
+/// not a regular file (`/dev/stdout`, a FIFO), or in a directory where no
+/// new file can be made, is written in place, as before.
+struct OutFile {
+    writer: std::io::BufWriter<std::fs::File>,
+    /// (the new file, the file it replaces once whole), or None when
+    /// written in place.
+    aside: Option<(std::path::PathBuf, std::path::PathBuf)>,
+}
+
+impl OutFile {
+    fn create(p: &std::path::Path) -> std::io::Result<OutFile> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let target = std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        let existing = std::fs::metadata(&target).ok();
+        if existing.as_ref().is_none_or(|m| m.is_file()) {
+            if let (Some(dir), Some(name)) = (target.parent(), target.file_name()) {
+                let mut tmp_name = std::ffi::OsString::from(".");
+                tmp_name.push(name);
+                tmp_name.push(format!(".simd-{}.part", std::process::id()));
+                let tmp = dir.join(tmp_name);
+                let mode =
+                    existing.as_ref().map_or(0o666, |m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()));
+                let made = std::fs::OpenOptions::new().write(true).create_new(true).mode(mode & 0o7777).open(&tmp);
+                if let Ok(f) = made {
+                    // The mode asked for is narrowed by the umask: the
+                    // file replaced keeps its own.
+                    if let Some(m) = &existing {
+                        let _ = f.set_permissions(m.permissions());
+                    }
+                    return Ok(OutFile { writer: std::io::BufWriter::new(f), aside: Some((tmp, target)) });
+                }
+            }
+        }
+        Ok(OutFile { writer: std::io::BufWriter::new(std::fs::File::create(p)?), aside: None })
+    }
+
+    /// The report is whole: it takes FILE's place.
+    fn commit(mut self) -> std::io::Result<()> {
+        self.writer.flush()?;
+        match self.aside.take() {
+            Some((tmp, target)) => std::fs::rename(&tmp, &target).inspect_err(|_| {
+                let _ = std::fs::remove_file(&tmp);
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for OutFile {
+    /// A report not committed (an error) leaves no new file behind.
+    fn drop(&mut self) {
+        if let Some((tmp, _)) = &self.aside {
+            let _ = std::fs::remove_file(tmp);
+        }
+    }
 }
 
 /// A writer that counts what goes through it.

@@ -1316,3 +1316,52 @@ fn report_verify_says_which_names_it_could_not_read() {
     assert_eq!(r["verify"]["unreadable"], 1, "{r:#}");
     assert_eq!(std::fs::metadata(&secret).unwrap().permissions().mode() & 0o777, 0);
 }
+
+/// `--out FILE` replaces FILE only with a whole report: one that fails (a
+/// write error, as on a full disk: a file-size limit here) leaves the last
+/// report as it was and nothing beside it. The new one keeps the old one's
+/// mode, a symlink stays a link to the file it names, and a FILE that is
+/// not a regular file (`/dev/null`) is written in place.
+#[test]
+fn report_out_replaces_its_file_only_with_a_whole_report() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = Env::new();
+    corpus(&env);
+    env.index();
+    let dir = env.tmp.path().join("out");
+    std::fs::create_dir(&dir).unwrap();
+    let file = dir.join("report.json");
+    std::fs::write(&file, "the last report\n").unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o640)).unwrap();
+    std::os::unix::fs::symlink("report.json", dir.join("link")).unwrap();
+    let listing = || {
+        let mut v: Vec<String> =
+            std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        v.sort();
+        v
+    };
+    // A report larger than the limit fails, and changes nothing.
+    let bin = assert_cmd::cargo::cargo_bin("simd");
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("trap '' XFSZ; ulimit -f 1; exec \"$0\" --db \"$1\" --format json report --out \"$2\"")
+        .arg(&bin)
+        .arg(&env.db)
+        .arg(dir.join("link"))
+        .env_remove("SIMD_DB")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a report went through under a 512-byte file limit: {err}");
+    assert!(err.contains("link: cannot write the report") && err.contains("File too large"), "{err}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "the last report\n");
+    assert_eq!(listing(), ["link", "report.json"]);
+    // With room: the file the link names is replaced, whole, with its mode.
+    env.simd().args(["--format", "json", "report", "--out"]).arg(dir.join("link")).assert().success();
+    assert!(std::fs::symlink_metadata(dir.join("link")).unwrap().file_type().is_symlink());
+    assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o640);
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    assert_eq!(r, json(&env, &["report"]));
+    assert_eq!(listing(), ["link", "report.json"]);
+    env.simd().args(["report", "--out", "/dev/null"]).assert().success();
+}
