@@ -1024,6 +1024,7 @@ impl OutFile {
                     if let Some(m) = &existing {
                         let _ = f.set_permissions(m.permissions());
                     }
+                    remove_if_stopped(tmp.clone());
                     return Ok(OutFile { writer: std::io::BufWriter::new(f), aside: Some((tmp, target)) });
                 }
             }
@@ -1041,6 +1042,20 @@ impl OutFile {
             None => Ok(()),
         }
     }
+}
+
+/// A report stopped by SIGINT, SIGTERM or SIGHUP (a long `--verify`, a
+/// fresh analysis of a large tree) leaves no new file behind either: a
+/// thread waiting for those signals removes it, then lets the signal do
+/// what it would have done.
+fn remove_if_stopped(tmp: std::path::PathBuf) {
+    let Ok(mut signals) = signal_hook::iterator::Signals::new(STOP_SIGNALS) else { return };
+    std::thread::spawn(move || {
+        if let Some(sig) = signals.forever().next() {
+            let _ = std::fs::remove_file(&tmp);
+            let _ = signal_hook::low_level::emulate_default_handler(sig);
+        }
+    });
 }
 
 impl Drop for OutFile {
