@@ -484,11 +484,15 @@ pub fn run(cli: Cli) -> Result<Exit> {
                 }
                 sink.flush()
             })?;
-            if let (Err(e), Some(p)) = (&written, &out_file) {
+            match (written, &out_file) {
                 // The report it was to replace is as it was.
-                anyhow::bail!("{}: cannot write the report: {e}", crate::show_path(p));
+                (Err(e), Some(p)) => {
+                    return Err(
+                        anyhow::Error::from(e).context(format!("{}: cannot write the report", crate::show_path(p)))
+                    )
+                }
+                (written, _) => written?,
             }
-            written?;
             if let (Some(f), Some(p)) = (file, &out_file) {
                 f.commit().with_context(|| format!("{}: cannot write the report", crate::show_path(p)))?;
             }
