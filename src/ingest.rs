@@ -2227,7 +2227,7 @@ fn renamed_away(path: &Path, after: &std::fs::Metadata) -> bool {
     std::fs::symlink_metadata(path).map_or(true, |m| m.ino() != after.ino() || m.dev() != after.dev())
 }
 
-fn ctime(m: &std::fs::Metadata) -> (i64, i64) {
+pub(crate) fn ctime(m: &std::fs::Metadata) -> (i64, i64) {
     use std::os::unix::fs::MetadataExt;
     (m.ctime(), m.ctime_nsec())
 }

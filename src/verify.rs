@@ -37,6 +37,7 @@ use std::time::{Duration, Instant};
 
 use crate::analysis::{IdenticalSet, Name};
 use crate::fingerprint::{fingerprint_file, ContentHash, Lookup, WholeFrom};
+use crate::ingest;
 use crate::scan::Stat;
 use crate::store::{Files, Store};
 
@@ -207,6 +208,8 @@ struct Opened {
     k: usize,
     file: File,
     stat: Stat,
+    /// Its `fstat` when opened, to tell whether it changed while read.
+    before: std::fs::Metadata,
 }
 
 /// One thread's buffers and counts.
@@ -407,12 +410,11 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// Whether an opened file's stat is still what it was when opened.
+/// Whether an opened file is still the version it was when opened, by
+/// the indexer's rule for a read (`ingest::settle`): the same stat and the
+/// same ctime, which a write that set the mtime back still moves.
 fn still(o: &Opened) -> bool {
-    o.file.metadata().is_ok_and(|m| {
-        let now = Stat::of(&m);
-        (now.size, now.mtime, now.inode) == (o.stat.size, o.stat.mtime, o.stat.inode)
-    })
+    o.file.metadata().is_ok_and(|now| Stat::of(&now) == o.stat && ingest::ctime(&now) == ingest::ctime(&o.before))
 }
 
 /// What a failed open or read says of a name.
@@ -452,7 +454,7 @@ fn open_as_indexed(store: &Store, name: &Name, k: usize) -> Result<Opened, Verdi
     let record = store.get::<Files>(&name.id).map_err(|e| Verdict::Unreadable(e.to_string()))?;
     match record {
         Some(rec) if meta.is_file() && rec.path[..] == name.path[..] && stat.matches(&rec) => {
-            Ok(Opened { k, file, stat })
+            Ok(Opened { k, file, stat, before: meta })
         }
         _ => Err(Verdict::Changed),
     }
