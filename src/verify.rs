@@ -208,8 +208,37 @@ struct Opened {
     k: usize,
     file: File,
     stat: Stat,
-    /// Its `fstat` when opened, to tell whether it changed while read.
-    before: std::fs::Metadata,
+    /// Its ctime when opened: with `stat`, what tells whether it changed
+    /// while read.
+    ctime: (i64, i64),
+}
+
+impl Opened {
+    /// The file the name is, by (device, inode): hard links share it.
+    fn file_id(&self) -> (u64, u64) {
+        (self.stat.dev, self.stat.inode)
+    }
+}
+
+/// Claims `file` for the name `k`, the first of it met: true. A later
+/// name of the same file (a hard link) is noted in `links` to take that
+/// name's verdict: false.
+fn claim(
+    files: &mut HashMap<(u64, u64), usize>,
+    links: &mut Vec<(usize, (u64, u64))>,
+    k: usize,
+    file: (u64, u64),
+) -> bool {
+    match files.entry(file) {
+        Entry::Occupied(_) => {
+            links.push((k, file));
+            false
+        }
+        Entry::Vacant(e) => {
+            e.insert(k);
+            true
+        }
+    }
 }
 
 /// One thread's buffers and counts.
@@ -247,15 +276,8 @@ impl<'a> Reader<'a> {
                     continue;
                 }
             };
-            let ref_file = (reference.stat.dev, reference.stat.inode);
-            match files.entry(ref_file) {
-                Entry::Occupied(_) => {
-                    links.push((k, ref_file));
-                    continue;
-                }
-                Entry::Vacant(e) => {
-                    e.insert(k);
-                }
+            if !claim(&mut files, &mut links, k, reference.file_id()) {
+                continue;
             }
             // The others, a batch at a time. Names that all agree are
             // copies of each other; where one disagrees, the reference's
@@ -281,13 +303,8 @@ impl<'a> Reader<'a> {
                     let Some(j) = undecided.pop_front() else { break };
                     match open_as_indexed(store, &names[j], j) {
                         Ok(o) => {
-                            let file = (o.stat.dev, o.stat.inode);
-                            match files.entry(file) {
-                                Entry::Occupied(_) => links.push((j, file)),
-                                Entry::Vacant(e) => {
-                                    e.insert(j);
-                                    batch.push(o);
-                                }
+                            if claim(&mut files, &mut links, j, o.file_id()) {
+                                batch.push(o);
                             }
                         }
                         Err(v) => verdicts[j] = Some(v),
@@ -296,7 +313,7 @@ impl<'a> Reader<'a> {
                 if batch.is_empty() {
                     continue;
                 }
-                compared.extend(batch.iter().map(|o| (o.k, (o.stat.dev, o.stat.inode))));
+                compared.extend(batch.iter().map(|o| (o.k, o.file_id())));
                 if let Err(v) = self.compare(&reference, &mut batch, &mut verdicts) {
                     break Some(v);
                 }
@@ -414,7 +431,7 @@ impl<'a> Reader<'a> {
 /// the indexer's rule for a read (`ingest::settle`): the same stat and the
 /// same ctime, which a write that set the mtime back still moves.
 fn still(o: &Opened) -> bool {
-    o.file.metadata().is_ok_and(|now| Stat::of(&now) == o.stat && ingest::ctime(&now) == ingest::ctime(&o.before))
+    o.file.metadata().is_ok_and(|now| Stat::of(&now) == o.stat && ingest::ctime(&now) == o.ctime)
 }
 
 /// What a failed open or read says of a name.
@@ -454,7 +471,7 @@ fn open_as_indexed(store: &Store, name: &Name, k: usize) -> Result<Opened, Verdi
     let record = store.get::<Files>(&name.id).map_err(|e| Verdict::Unreadable(e.to_string()))?;
     match record {
         Some(rec) if meta.is_file() && rec.path[..] == name.path[..] && stat.matches(&rec) => {
-            Ok(Opened { k, file, stat, before: meta })
+            Ok(Opened { k, file, stat, ctime: ingest::ctime(&meta) })
         }
         _ => Err(Verdict::Changed),
     }
