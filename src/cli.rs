@@ -139,6 +139,7 @@ impl ScanArgs {
                 skip_dirs: Vec::new(),
                 kernel_dirs: Vec::new(),
                 one_file_system: self.one_file_system,
+                reread: Vec::new(),
             },
             workers: self.threads,
             progress,
@@ -275,6 +276,13 @@ pub enum Command {
     Check,
     /// Ask the running `simd watch` to rescan its roots now (without a daemon, run `simd index`)
     Rescan,
+    /// Read files again even where their size, mtime and inode are as indexed (a write that kept them,
+    /// which `report --verify` finds as "other bytes"); the rest of their roots is brought up to date as
+    /// `simd index` does
+    Reread {
+        /// Files or directories under the index's roots [default: every root]
+        paths: Vec<PathBuf>,
+    },
     /// Stop indexing roots: drop their files from the index and no longer remember them (the files are not touched)
     Forget {
         /// Roots the index remembers (`simd status` lists them); one gone for good is named by its old path
@@ -359,61 +367,8 @@ pub fn run(cli: Cli) -> Result<Exit> {
                 }
                 return Ok(Exit::Ok);
             }
-            let mut opts = scan.index_options(roots, !cli.quiet && std::io::stderr().is_terminal());
-            // Ctrl-C (or SIGTERM) stops a long first index with what it read
-            // so far written, for the next run to go on from; a second one
-            // stops at once (what is written stays consistent either way).
-            // So does SIGHUP: a terminal closed, an SSH session dropped
-            // under a first index (which writes no WAL) killed it with
-            // only what its memtables had flushed kept.
-            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-            for sig in STOP_SIGNALS {
-                signal_hook::flag::register_conditional_shutdown(sig, 130, stop.clone())
-                    .context("installing signal handlers")?;
-                signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
-            }
-            opts.interrupt = Some(stop.clone());
-            // The walk runs on a read-only open, under the writer's lock:
-            // a run that changes nothing never opens a writer (whose open
-            // and close cost more than the walk on a small tree), and a
-            // few changes are applied by a writer the lock is handed to.
-            // The lock is taken first, so the reader sees the index as the
-            // writer will (a writer ending in between would have left the
-            // reader an index older than the one written to). Any failure
-            // of the read-only open (an older schema, a foreign directory)
-            // is left to the writer's open, which reports it; so is an
-            // index whose first run was stopped before its postings were
-            // written, which the writer's open rebuilds.
-            let lock = match crate::store::index_exists(&db) {
-                true => Some(crate::store::lock_writer(&db)?),
-                false => None,
-            };
-            let mut summary = match lock {
-                None => ingest::index(&Store::open_build(&db, params)?, &opts)?,
-                Some(lock) => match Store::open(&db, Access::Read, params) {
-                    Ok(reader) if !reader.postings_pending()? => {
-                        ingest::index_locked(reader, lock, &opts, |lock| Store::open_writer(&db, lock, params))?
-                    }
-                    other => {
-                        drop(other);
-                        ingest::index(&Store::open_writer(&db, lock, params)?, &opts)?
-                    }
-                },
-            };
-            // Stopped during a read-only walk that found nothing to do.
-            summary.interrupted |= stop.load(std::sync::atomic::Ordering::Relaxed);
-            if !cli.quiet {
-                match cli.format {
-                    Format::Json => writeln!(out, "{}", summary_json(&summary))?,
-                    _ => print_summary(&mut out, &summary)?,
-                }
-            }
-            if summary.interrupted {
-                out.flush()?;
-                eprintln!(
-                    "simd: interrupted: the files read so far are indexed; `simd index` goes on from there \
-                     (files removed meanwhile are recorded then)"
-                );
+            let opts = scan.index_options(roots, !cli.quiet && std::io::stderr().is_terminal());
+            if let Exit::Interrupted = run_index(&db, opts, params, cli.quiet, cli.format, &mut out)? {
                 return Ok(Exit::Interrupted);
             }
         }
@@ -600,6 +555,54 @@ pub fn run(cli: Cli) -> Result<Exit> {
             }
             let answer = control::request(&db, &Request::Rescan)?.map_err(|e| anyhow::anyhow!(e))?;
             print_answer(&mut out, cli.format, &answer)?;
+        }
+        Command::Reread { paths } => {
+            // A read-only open tells which roots hold the paths, and works
+            // beside a running daemon.
+            let roots = ingest::remembered(&Store::open(&db, Access::Read, None)?)?;
+            let mut named = Vec::new();
+            for p in &paths {
+                let path = indexed_name(p).with_context(|| crate::show_path(p))?;
+                if !roots.iter().any(|r| path.starts_with(r)) {
+                    let roots: Vec<String> = roots.iter().map(crate::show_path).collect();
+                    anyhow::bail!(
+                        "{}: not under a root of the index ({}); `simd index DIR` indexes a new one",
+                        crate::show_path(p),
+                        if roots.is_empty() { "it has none".to_string() } else { roots.join(", ") }
+                    );
+                }
+                named.push(path);
+            }
+            let every = named.is_empty();
+            if every {
+                named = roots.clone();
+            }
+            let reread: Vec<Vec<u8>> = named.iter().map(|p| crate::scan::path_bytes(p)).collect();
+            if DaemonState::running(&db).is_some() {
+                let answer =
+                    control::request(&db, &Request::Reread { paths: reread })?.map_err(|e| anyhow::anyhow!(e))?;
+                if !cli.quiet {
+                    print_answer(&mut out, cli.format, &answer)?;
+                }
+                return Ok(Exit::Ok);
+            }
+            // Only the roots holding the paths are walked; all of them (as
+            // `simd index` walks them, a missing one taken as emptied) when
+            // none is named.
+            let roots = match every {
+                true => Vec::new(),
+                false => roots.into_iter().filter(|r| named.iter().any(|p| p.starts_with(r))).collect(),
+            };
+            let mut opts = IndexOptions {
+                roots,
+                workers: 0,
+                progress: !cli.quiet && std::io::stderr().is_terminal(),
+                ..IndexOptions::default()
+            };
+            opts.walk.reread = reread;
+            if let Exit::Interrupted = run_index(&db, opts, None, cli.quiet, cli.format, &mut out)? {
+                return Ok(Exit::Interrupted);
+            }
         }
         Command::Forget { roots } => {
             let mut named = Vec::new();
@@ -912,6 +915,89 @@ fn stop_at_any_panic() {
     }));
 }
 
+/// Runs `simd index` (or `simd reread`) with no daemon holding the index,
+/// and says what it did.
+fn run_index(
+    db: &std::path::Path,
+    mut opts: IndexOptions,
+    params: Option<ChunkParams>,
+    quiet: bool,
+    format: Format,
+    out: &mut impl Write,
+) -> Result<Exit> {
+    // Ctrl-C (or SIGTERM) stops a long first index with what it read
+    // so far written, for the next run to go on from; a second one
+    // stops at once (what is written stays consistent either way).
+    // So does SIGHUP: a terminal closed, an SSH session dropped
+    // under a first index (which writes no WAL) killed it with
+    // only what its memtables had flushed kept.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for sig in STOP_SIGNALS {
+        signal_hook::flag::register_conditional_shutdown(sig, 130, stop.clone())
+            .context("installing signal handlers")?;
+        signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
+    }
+    opts.interrupt = Some(stop.clone());
+    // The walk runs on a read-only open, under the writer's lock:
+    // a run that changes nothing never opens a writer (whose open
+    // and close cost more than the walk on a small tree), and a
+    // few changes are applied by a writer the lock is handed to.
+    // The lock is taken first, so the reader sees the index as the
+    // writer will (a writer ending in between would have left the
+    // reader an index older than the one written to). Any failure
+    // of the read-only open (an older schema, a foreign directory)
+    // is left to the writer's open, which reports it; so is an
+    // index whose first run was stopped before its postings were
+    // written, which the writer's open rebuilds.
+    let lock = match crate::store::index_exists(db) {
+        true => Some(crate::store::lock_writer(db)?),
+        false => None,
+    };
+    let mut summary = match lock {
+        None => ingest::index(&Store::open_build(db, params)?, &opts)?,
+        Some(lock) => match Store::open(db, Access::Read, params) {
+            Ok(reader) if !reader.postings_pending()? => {
+                ingest::index_locked(reader, lock, &opts, |lock| Store::open_writer(db, lock, params))?
+            }
+            other => {
+                drop(other);
+                ingest::index(&Store::open_writer(db, lock, params)?, &opts)?
+            }
+        },
+    };
+    // Stopped during a read-only walk that found nothing to do.
+    summary.interrupted |= stop.load(std::sync::atomic::Ordering::Relaxed);
+    if !quiet {
+        match format {
+            Format::Json => writeln!(out, "{}", summary_json(&summary))?,
+            _ => print_summary(out, &summary)?,
+        }
+    }
+    if summary.interrupted {
+        out.flush()?;
+        eprintln!(
+            "simd: interrupted: the files read so far are indexed; `simd index` goes on from there \
+             (files removed meanwhile are recorded then)"
+        );
+        return Ok(Exit::Interrupted);
+    }
+    Ok(Exit::Ok)
+}
+
+/// `path` as the index names it: absolute, the directories it lies in
+/// resolved as the index's canonical roots are, its own name kept (a
+/// symlink is not indexed: naming one rereads nothing, rather than a file
+/// it points to). It must be there.
+fn indexed_name(path: &std::path::Path) -> std::io::Result<PathBuf> {
+    std::fs::symlink_metadata(path)?;
+    let abs = std::path::absolute(path)?;
+    match (abs.parent(), abs.file_name()) {
+        (Some(dir), Some(name)) => Ok(dir.canonicalize()?.join(name)),
+        // `/`, or a path ending in `..`.
+        _ => abs.canonicalize(),
+    }
+}
+
 /// A new index needs roots, and roots that are there: checked before it is
 /// made, so that a command that fails leaves no empty index behind.
 fn roots_for_new_index(db: &std::path::Path, roots: &[std::path::PathBuf]) -> Result<()> {
@@ -1207,6 +1293,9 @@ fn print_summary(out: &mut impl Write, s: &Summary) -> std::io::Result<()> {
     if s.shared > 0 {
         writeln!(out, "  {} of files read under another name (hard links): not read again", count(s.shared, "name"))?;
     }
+    if s.reread > 0 {
+        writeln!(out, "  {}", reread_line(s))?;
+    }
     if s.whole > 0 {
         writeln!(
             out,
@@ -1219,6 +1308,17 @@ fn print_summary(out: &mut impl Write, s: &Summary) -> std::io::Result<()> {
         writeln!(out, "  peak memory {}", human_bytes(rss))?;
     }
     Ok(())
+}
+
+/// What `simd reread` found: files read whatever their stat said, and
+/// how many of them held other bytes than the index had for them.
+pub(crate) fn reread_line(s: &Summary) -> String {
+    let read = format!("re-read {} whose size, mtime and inode were as indexed", count(s.reread, "file"));
+    match s.reread_differed {
+        0 => format!("{read}: each held the bytes indexed"),
+        1 => format!("{read}: 1 held other bytes, and is now indexed as it is"),
+        n => format!("{read}: {n} held other bytes, and are now indexed as they are"),
+    }
 }
 
 fn summary_json(s: &Summary) -> serde_json::Value {
@@ -1244,6 +1344,8 @@ fn summary_json(s: &Summary) -> serde_json::Value {
         "new_contents": s.new_contents,
         "whole_files": s.whole,
         "shared_names": s.shared,
+        "reread": s.reread,
+        "reread_differed": s.reread_differed,
         "seconds": s.elapsed.as_secs_f64(),
         "peak_rss_bytes": peak_rss_bytes(),
     })

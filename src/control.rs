@@ -1,5 +1,5 @@
 //! The control channel of a running daemon: commands that write the index
-//! (template marks, a forced rescan, adding or forgetting a root) while `simd watch` holds it reach the
+//! (template marks, a forced rescan or reread, adding or forgetting a root) while `simd watch` holds it reach the
 //! daemon over a Unix socket in the index directory (`control.sock`, mode
 //! 0600), one JSON line each way. The daemon does the work between batches,
 //! with the writer's pending group committed first.
@@ -36,6 +36,11 @@ pub enum Request {
     /// `simd index ROOT...` while the daemon runs.
     Add {
         roots: Vec<Vec<u8>>,
+    },
+    /// Rescan, reading the files at or under these paths (absolute, as
+    /// bytes) even where their stat is as recorded: `simd reread`.
+    Reread {
+        paths: Vec<Vec<u8>>,
     },
 }
 
@@ -235,6 +240,7 @@ pub fn perform(store: &crate::store::Store, request: Request, threads: usize) ->
         Request::Add { .. } => {
             Err("only a running `simd watch` adds roots on request; `simd index ROOT` indexes them".into())
         }
+        Request::Reread { .. } => Err("only a running `simd watch` rereads on request; `simd reread` does it".into()),
     }
 }
 

@@ -146,6 +146,13 @@ pub struct Summary {
     /// Names of a file read under another name in this run, not read
     /// again ([`Linked`]).
     pub shared: u64,
+    /// Files read although their size, mtime and inode were as recorded
+    /// ([`WalkOptions::reread`]); those whose bytes were as indexed are
+    /// counted unchanged too, the others changed.
+    pub reread: u64,
+    /// Of those, the files whose bytes were not the content the index
+    /// held for them: now indexed as they are.
+    pub reread_differed: u64,
     pub elapsed: Duration,
 }
 
@@ -683,7 +690,7 @@ pub fn prewalk(
     if let Some(e) = std::mem::take(&mut walked.store_errors).into_iter().next() {
         return Err(e.into());
     }
-    candidates.extend(scan::resolve_pending(store, &known, &mut walked)?);
+    candidates.extend(scan::resolve_pending(store, &known, &walk_opts, &mut walked)?);
     tracing::debug!("prewalk: pending resolved after {:?}", start.elapsed());
     if candidates.len() > PREWALK_MAX {
         return Ok(Prewalk::Unknown);
@@ -2715,13 +2722,27 @@ impl<'s> Writer<'s> {
                     log.push((cand.path.clone(), stat.inode));
                 }
                 progress.file(fp.size);
+                // Read although its stat was as recorded (`simd reread`, or
+                // an event that said it was written): counted by whether
+                // its bytes were those indexed.
+                let as_recorded = cand.old.as_ref().filter(|(_, rec)| stat.matches(rec)).map(|(_, rec)| rec.content);
                 let is_new = self.current(&path_bytes(&cand.path), cand.old.clone()).is_none();
                 self.prefetched = old_record.zip(cand.old.as_ref().map(|(_, r)| r.content));
+                let upserted_content = fp.content;
                 let upserted = self.upsert(&cand.path, stat, fp, cand.old, unseen);
                 self.prefetched = None;
                 let (id, new_content) = upserted?;
                 self.touch(id);
-                if is_new {
+                summary.reread += u64::from(as_recorded.is_some());
+                if as_recorded == Some(upserted_content) {
+                    summary.unchanged += 1;
+                    summary.new_contents += u64::from(new_content);
+                    return Ok(());
+                }
+                if as_recorded.is_some() {
+                    summary.reread_differed += 1;
+                    summary.changed += 1;
+                } else if is_new {
                     summary.new += 1;
                 } else {
                     summary.changed += 1;

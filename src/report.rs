@@ -556,7 +556,10 @@ fn verify_line(v: &Verification) -> String {
         hint.push_str("; `simd index` brings the index up to date");
     }
     if t.differs > 0 {
-        hint.push_str("; a file with other bytes but the recorded size and mtime is read again once its mtime changes");
+        hint.push_str(
+            "; `simd reread PATH...` indexes a name marked with other bytes as it is (its size and mtime are as \
+             indexed, so `simd index` does not read it)",
+        );
     }
     let (is, copies) = if n == 1 { ("is", "a copy") } else { ("are", "copies") };
     format!("{read}: {} {is} not {copies} now ({}){hint}", count(n, "name"), not.join(", "))

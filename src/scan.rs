@@ -46,6 +46,18 @@ pub struct WalkOptions {
     /// point: a network share, a USB disk, `/proc` under `/`) is not
     /// entered, as `find -xdev` or `du -x`.
     pub one_file_system: bool,
+    /// Paths (absolute, as bytes) whose files are read again even where
+    /// their size, mtime and inode are as the index recorded (`simd
+    /// reread`): a write that kept the size and set the mtime back, which
+    /// `report --verify` finds, is otherwise never seen.
+    pub reread: Vec<Vec<u8>>,
+}
+
+impl WalkOptions {
+    /// Whether the file at `path` is to be read whatever its stat ([`WalkOptions::reread`]).
+    pub fn rereads(&self, path: &Path) -> bool {
+        !self.reread.is_empty() && is_under_any(path.as_os_str().as_bytes(), &self.reread)
+    }
 }
 
 /// Every file's record, by path: the path itself moved into the key, so
@@ -485,9 +497,14 @@ impl Records<'_> {
 
 /// Compares the files a walk left pending with `known`: each is unchanged
 /// (added to `out`) or a candidate (returned).
-pub fn resolve_pending(store: &Store, known: &Known, out: &mut WalkOutcome) -> Result<Vec<Candidate>, StoreError> {
+pub fn resolve_pending(
+    store: &Store,
+    known: &Known,
+    opts: &WalkOptions,
+    out: &mut WalkOutcome,
+) -> Result<Vec<Candidate>, StoreError> {
     let mut candidates = Vec::new();
-    sort_pending(store, known, out, |c| {
+    sort_pending(store, known, opts, out, |c| {
         candidates.push(c);
         true
     })?;
@@ -500,15 +517,17 @@ pub fn resolve_pending(store: &Store, known: &Known, out: &mut WalkOutcome) -> R
 fn sort_pending(
     store: &Store,
     known: &Known,
+    opts: &WalkOptions,
     out: &mut WalkOutcome,
     mut take: impl FnMut(Candidate) -> bool,
 ) -> Result<bool, StoreError> {
     for (path, stat) in std::mem::take(&mut out.pending) {
+        let reread = opts.rereads(&path);
         match known.find(store, &path)? {
-            Some(found) if found.matches(&stat) => out.add_unchanged(store, found, &path, &stat)?,
+            Some(found) if !reread && found.matches(&stat) => out.add_unchanged(store, found, &path, &stat)?,
             old => {
                 let old = old.map(|f| f.owned(store, &path)).transpose()?;
-                if !take(Candidate::new(path, old)) {
+                if !take(Candidate { written: reread, ..Candidate::new(path, old) }) {
                     return Ok(false);
                 }
             }
@@ -845,7 +864,7 @@ pub fn walk(
                 }
                 return WalkState::Continue;
             };
-            if !local.out.pending.is_empty() && !local.resolve_pending(store, known, root_dirs) {
+            if !local.out.pending.is_empty() && !local.resolve_pending(store, known, opts, root_dirs) {
                 return WalkState::Quit;
             }
             let path = entry.path();
@@ -853,9 +872,10 @@ pub fn walk(
             // says (the reader stats the open file): only a recorded file
             // needs an lstat here, to tell whether it changed.
             let found = known.find(store, path);
+            let reread = opts.rereads(path);
             match found {
                 Ok(Some(found)) => match local.lstat(root_dirs, path) {
-                    Ok(stat) if found.matches(&stat) => {
+                    Ok(stat) if !reread && found.matches(&stat) => {
                         if let Err(e) = local.out.add_unchanged(store, found, path, &stat) {
                             local.out.store_errors.push(e);
                             return WalkState::Quit;
@@ -870,7 +890,8 @@ pub fn walk(
                                 return WalkState::Quit;
                             }
                         };
-                        if !local.send(Candidate { root, ..Candidate::new(entry.into_path(), Some(old)) }) {
+                        let cand = Candidate { root, written: reread, ..Candidate::new(entry.into_path(), Some(old)) };
+                        if !local.send(cand) {
                             return WalkState::Quit;
                         }
                     }
@@ -948,9 +969,9 @@ impl Local<'_> {
     /// of an ~85 ms walk), and comparing them all once the walk had ended
     /// took ~10 ms more on one thread, and sent a changed file only then.
     /// False when the walk is to stop.
-    fn resolve_pending(&mut self, store: &Store, known: &Known, roots: &[Arc<RootDir>]) -> bool {
+    fn resolve_pending(&mut self, store: &Store, known: &Known, opts: &WalkOptions, roots: &[Arc<RootDir>]) -> bool {
         let mut out = std::mem::take(&mut self.out);
-        let sorted = sort_pending(store, known, &mut out, |c| {
+        let sorted = sort_pending(store, known, opts, &mut out, |c| {
             let root = RootDir::find(roots, &c.path).cloned();
             self.send(Candidate { root, ..c })
         });
@@ -1096,7 +1117,7 @@ mod tests {
         map.insert(path_bytes(&root.join("changed.txt")), (FileId(2), rec("changed.txt", 1)));
         let known = Known::Loaded(map);
         let pending = out.pending.clone();
-        let candidates = resolve_pending(&store, &known, &mut out).unwrap();
+        let candidates = resolve_pending(&store, &known, &WalkOptions::default(), &mut out).unwrap();
         assert!(out.pending.is_empty());
         assert_eq!(out.unchanged, [FileId(1)]);
         assert_eq!(out.unchanged_bytes, "same.txt".len() as u64);
@@ -1117,7 +1138,7 @@ mod tests {
         let mut local =
             Local { out: WalkOutcome::default(), shared: &shared, batch: Vec::new(), tx, dir: None, sent: false };
         local.out.pending = pending;
-        assert!(local.resolve_pending(&store, &known, &[]));
+        assert!(local.resolve_pending(&store, &known, &WalkOptions::default(), &[]));
         assert!(local.out.pending.is_empty());
         let mut sent = rx.try_recv().expect("the first candidate is sent at once");
         assert_eq!(sent.len(), 1);

@@ -1339,6 +1339,13 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                         forced = true;
                         rescan_replies.push((incoming.reply, Vec::new()));
                     }
+                    // `simd reread`: the next rescan reads these files
+                    // whatever their stat says.
+                    control::Request::Reread { paths } => {
+                        forced = true;
+                        rescan_opts.walk.reread.extend(paths);
+                        rescan_replies.push((incoming.reply, Vec::new()));
+                    }
                     control::Request::Add { roots } => {
                         // `simd index ROOT...`: the roots are remembered and
                         // watched, and the rescan that follows indexes them
@@ -1635,7 +1642,10 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                 }
                 rescan_opts.spared =
                     watched.iter().filter(|w| w.spared_until.is_some()).map(|w| w.path.clone()).collect();
-                let (s, unread) = ingest::index_deferring(store, &rescan_opts, ingest::BACKGROUND_READ)?;
+                let rescanned = ingest::index_deferring(store, &rescan_opts, ingest::BACKGROUND_READ);
+                // Asked for once: later rescans go by the stat again.
+                rescan_opts.walk.reread.clear();
+                let (s, unread) = rescanned?;
                 ignores_changed = None;
                 // The scan read whatever changed, held files too (or left
                 // the large ones to the background readers).
@@ -1672,12 +1682,16 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                         crate::cli::count(unread.len(), "large file")
                     ));
                 }
+                if s.reread > 0 {
+                    text.push_str(&format!("\n  {}", crate::cli::reread_line(&s)));
+                }
                 if s.interrupted {
                     text.push_str("\n  stopped part way: the daemon is stopping (its next start scans again)");
                 }
                 let json = serde_json::json!({
                     "new": s.new, "changed": s.changed, "moved": s.moved, "removed": s.removed,
                     "left_out": s.left_out, "unchanged": s.unchanged, "skipped": skipped,
+                    "reread": s.reread, "reread_differed": s.reread_differed,
                     "background": unread.len(), "interrupted": s.interrupted,
                 });
                 for (reply, added) in rescan_replies.drain(..) {

@@ -1,7 +1,7 @@
 //! `simd index` and `simd status` end to end: incremental runs, identical
 //! copies writing no chunk data, deletions leaving ghosts.
 
-use super::{noise, path_of, text, Env};
+use super::{noise, path_of, text, write_keeping_stat, Env};
 use simd::store::{Access, ContentChunks, History, HistoryRecord, Store};
 
 /// A file with several names (hard links, as snapshot trees made with
@@ -818,6 +818,62 @@ fn a_run_over_some_roots_looks_for_files_gone_under_those_alone() {
     // Every root remembered: b's file goes now.
     assert_eq!(counts(&env.json(&["index"])), [0, 0, 3, 1]);
     assert!(!names().iter().any(|n| n.ends_with("b/four.txt")));
+    env.check();
+}
+
+/// A write that kept a file's size, mtime and inode is not seen by `simd
+/// index`; `simd reread PATH` reads the file anyway, walking only the
+/// roots that hold PATH, and says whether its bytes were those indexed.
+#[test]
+fn reread_reads_files_whose_stat_hid_a_write() {
+    let env = Env::new();
+    let other = env.tmp.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::write(other.join("d.txt"), text(4, 300)).unwrap();
+    let a2 = env.write("a/2.txt", text(1, 300));
+    env.write("a/1.txt", text(1, 300));
+    env.write("b/3.bin", noise(3, 5_000));
+    env.simd().args(["--quiet", "index"]).arg(&env.root).arg(&other).assert().success();
+    let counts = |s: &serde_json::Value| {
+        ["changed", "unchanged", "reread", "reread_differed"]
+            .map(|k| s[k].as_u64().unwrap_or_else(|| panic!("{k}: {s}")))
+    };
+    write_keeping_stat(&a2, 10, b"XXXX");
+    let indexed = env.files();
+    assert_eq!(counts(&env.json(&["index"])), [0, 4, 0, 0]);
+    assert_eq!(env.files(), indexed, "simd index read a file whose stat was as recorded");
+    let report = env.json(&["report"]);
+    assert_eq!(report["identical"].as_array().unwrap().len(), 1, "{report:#}");
+
+    let said = env.json(&["reread", a2.to_str().unwrap()]);
+    assert_eq!(counts(&said), [1, 2, 1, 1], "{said:#}");
+    let root = env.root.canonicalize().unwrap();
+    assert_eq!(said["roots"], serde_json::json!([root.to_str().unwrap()]), "only the root holding the path is walked");
+    env.assert_same_as_fresh(&[&env.root, &other]);
+    let report = env.json(&["report"]);
+    assert_eq!(report["identical"].as_array().unwrap().len(), 0, "{report:#}");
+    let text = env.simd().args(["reread", a2.to_str().unwrap()]).assert().success();
+    let text = String::from_utf8_lossy(&text.get_output().stdout).into_owned();
+    assert!(
+        text.contains("re-read 1 file whose size, mtime and inode were as indexed: each held the bytes indexed"),
+        "{text}"
+    );
+
+    // A directory: each file under it; nothing named: every root.
+    assert_eq!(counts(&env.json(&["reread", root.join("a").to_str().unwrap()])), [0, 3, 2, 0]);
+    assert_eq!(counts(&env.json(&["reread"])), [0, 4, 4, 0]);
+    // A path through a symlinked directory is the path the index holds.
+    std::os::unix::fs::symlink(root.join("b"), env.tmp.path().join("link-to-b")).unwrap();
+    let via_link = env.tmp.path().join("link-to-b/3.bin");
+    assert_eq!(counts(&env.json(&["reread", via_link.to_str().unwrap()])), [0, 3, 1, 0]);
+
+    for (path, says) in
+        [(env.tmp.path().to_path_buf(), "not under a root of the index"), (root.join("a/missing.txt"), "No such file")]
+    {
+        let out = env.simd().arg("reread").arg(&path).assert().failure();
+        let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+        assert!(err.contains(says), "{err}");
+    }
     env.check();
 }
 

@@ -2,7 +2,7 @@
 //! answer is known: identical copies, edited versions, a file inside another,
 //! a shared boilerplate, unrelated files.
 
-use super::{boilerplate_articles, noise, text, Env};
+use super::{boilerplate_articles, noise, text, write_keeping_stat, Env};
 
 /// `base` with `n` small edits spread evenly (each replaces 8 bytes).
 fn edited(base: &[u8], n: usize, seed: u8) -> Vec<u8> {
@@ -1120,17 +1120,7 @@ fn report_verify_compares_each_sets_names_byte_for_byte() {
             .unwrap();
         set["files"].as_array().unwrap().iter().map(|f| f["path"].as_str().unwrap().to_string()).collect()
     };
-    let keep_mtime_write = |path: &str, at: u64| {
-        let before = std::fs::metadata(path).unwrap();
-        let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
-        std::os::unix::fs::FileExt::write_all_at(&f, b"\xff", at).unwrap();
-        f.set_modified(before.modified().unwrap()).unwrap();
-        let after = std::fs::metadata(path).unwrap();
-        assert_eq!(
-            (after.len(), after.mtime(), after.mtime_nsec()),
-            (before.len(), before.mtime(), before.mtime_nsec())
-        );
-    };
+    let keep_mtime_write = |path: &str, at: u64| write_keeping_stat(path, at, b"\xff");
     // Of the big set, a name compared with another (not its first, nor
     // the hard link or the name about to become a FIFO).
     let big_set = set_of("a");
@@ -1243,6 +1233,18 @@ fn report_verify_compares_each_sets_names_byte_for_byte() {
     let out = env.simd().args(["--format", "csv", "report", "--verify", "--table", "links"]).assert().failure();
     let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
     assert!(err.contains("--verify reads the files of identical sets"), "{err}");
+
+    // The summary's remedy for the names with other bytes: read again,
+    // they are indexed as they are; the rest of the root is brought up to
+    // date as `simd index` would, so that every name shown is a copy now.
+    assert!(text.contains("`simd reread PATH...` indexes a name marked with other bytes as it is"), "{text}");
+    let said = json(&env, &["reread", &big_last, &small_first, &many_first]);
+    assert_eq!((said["reread"].as_u64(), said["reread_differed"].as_u64()), (Some(3), Some(3)), "{said:#}");
+    let after = json(&env, &["report", "--verify"]);
+    // The big set less its rewritten name and the FIFO (its hard link read
+    // once), the small one less its first, the intact one, and the 69.
+    let read = (after["verify"]["sets"].as_u64(), after["verify"]["files_read"].as_u64());
+    assert_eq!(read, (Some(4), Some(2 + 2 + 2 + 69)), "{after:#}");
 }
 
 /// An HTML report too large for a browser says so on stderr, and what

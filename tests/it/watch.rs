@@ -5,7 +5,7 @@
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use super::{boilerplate_articles, files_of, noise, text, Env};
+use super::{boilerplate_articles, files_of, noise, text, write_keeping_stat, Env};
 use simd::store::{Access, History, HistoryRecord, Store};
 
 struct Daemon(Child);
@@ -351,23 +351,40 @@ fn a_large_file_renamed_while_it_is_read_is_read_once() {
 /// event says the bytes changed, and the daemon reads them.
 #[test]
 fn a_write_that_leaves_the_stat_as_it_was_is_read() {
-    use std::io::{Seek, Write};
     let env = Env::new();
     let a = env.write("a.txt", text(1, 300));
     env.write("b.txt", text(1, 300));
     let _daemon = start(&env);
     converges(&env, "start");
-    let before = std::fs::metadata(&a).unwrap();
-    let mut f = std::fs::OpenOptions::new().write(true).open(&a).unwrap();
-    f.seek(std::io::SeekFrom::Start(100)).unwrap();
-    f.write_all(b"XXXX").unwrap();
-    f.set_modified(before.modified().unwrap()).unwrap();
-    drop(f);
-    let after = std::fs::metadata(&a).unwrap();
-    use std::os::unix::fs::MetadataExt;
-    let stat = |m: &std::fs::Metadata| (m.len(), m.mtime(), m.mtime_nsec(), m.ino());
-    assert_eq!(stat(&after), stat(&before), "the edit left size, mtime and inode as they were");
+    write_keeping_stat(&a, 100, b"XXXX");
     converges(&env, "an edit with its mtime set back");
+}
+
+/// Such a write made while no daemon ran is not seen by its start's
+/// reconciling scan (which goes by the stat); `simd reread` reaches the
+/// running daemon and has it read the file.
+#[test]
+fn reread_reaches_the_running_daemon() {
+    let env = Env::new();
+    let a = env.write("a.txt", text(1, 300));
+    env.write("b/b.txt", text(1, 300));
+    env.write("b/c.txt", text(2, 300));
+    env.index();
+    write_keeping_stat(&a, 100, b"XXXX");
+    let _daemon = start(&env);
+    let fresh = state_of_fresh(&env, &[&env.root]);
+    assert_ne!(state(&env.db).unwrap(), fresh, "the start's scan read a file whose stat was as recorded");
+    let said = env.json(&["reread", a.to_str().unwrap()]);
+    assert_eq!((said["reread"].as_u64(), said["reread_differed"].as_u64()), (Some(1), Some(1)), "{said:#}");
+    assert_eq!((said["changed"].as_u64(), said["unchanged"].as_u64()), (Some(1), Some(2)), "{said:#}");
+    converges(&env, "reread");
+    // Asked for once: the next rescan goes by the stat again.
+    let said = env.json(&["rescan"]);
+    assert_eq!(said["reread"].as_u64(), Some(0), "{said:#}");
+    let said = env.json(&["reread"]);
+    assert_eq!((said["reread"].as_u64(), said["reread_differed"].as_u64()), (Some(3), Some(0)), "{said:#}");
+    let out = env.simd().arg("reread").arg(env.tmp.path()).assert().failure();
+    assert!(String::from_utf8_lossy(&out.get_output().stderr).contains("not under a root of the index"), "{out:?}");
 }
 
 /// The daemon reads a file of `--whole-from`'s size or more (here on its
