@@ -206,6 +206,10 @@ pub enum Command {
         /// Only sets and clusters with a file under this path
         #[arg(long, value_name = "PATH")]
         under: Option<PathBuf>,
+        /// Only identical sets of files at least this large, and clusters with a file at least this large
+        /// (e.g. 1M, 64KiB; 1 leaves out empty files)
+        #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+        min_size: Option<u64>,
         /// At most this many identical sets and this many clusters
         #[arg(long, value_name = "N")]
         limit: Option<usize>,
@@ -372,7 +376,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
                 return Ok(Exit::Interrupted);
             }
         }
-        Command::Report { thresholds, under, limit, links, table, out: out_file, fresh, verify } => {
+        Command::Report { thresholds, under, min_size, limit, links, table, out: out_file, fresh, verify } => {
             if table.is_some() && cli.format != Format::Csv {
                 anyhow::bail!("--table chooses the rows of a csv report; add --format csv");
             }
@@ -392,7 +396,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
                 (Format::Text, None) => Some(report::TEXT_LINKS),
                 (_, n) => n,
             };
-            let view = View { under, limit, links, verified: None };
+            let view = View { under, min_size, limit, links, verified: None };
             let progress = !cli.quiet && std::io::stderr().is_terminal();
             let mut file = match &out_file {
                 Some(p) => Some(

@@ -22,6 +22,10 @@ use crate::verify::{SetCheck, Verification};
 pub struct View {
     /// Only sets and clusters with a name under this path.
     pub under: Option<Vec<u8>>,
+    /// Only identical sets of files at least this large, and clusters with
+    /// a member at least this large (`--min-size`: 1 leaves empty files
+    /// out, 1M the copies not worth a look).
+    pub min_size: Option<u64>,
     /// At most this many identical sets and this many clusters.
     pub limit: Option<usize>,
     /// Text and HTML: at most this many links per cluster, strongest
@@ -49,17 +53,26 @@ impl View {
         }
     }
 
-    /// The identical sets `--under` keeps, before `--limit`.
+    /// Whether the view keeps all sets and clusters, before `--limit`.
+    fn keeps_all(&self) -> bool {
+        self.under.is_none() && self.min_size.is_none()
+    }
+
+    /// The identical sets `--under` and `--min-size` keep, before `--limit`.
     fn kept_sets<'a, 's>(&'s self, a: &'a Analysis) -> impl Iterator<Item = &'a IdenticalSet> + use<'a, 's> {
-        a.identical.iter().filter(|s| self.keeps_names(s.names.iter()))
+        let min = self.min_size.unwrap_or(0);
+        a.identical.iter().filter(move |s| s.size >= min && self.keeps_names(s.names.iter()))
     }
 
-    /// The clusters `--under` keeps, before `--limit`.
+    /// The clusters `--under` and `--min-size` keep, before `--limit`.
     fn kept_clusters<'a, 's>(&'s self, a: &'a Analysis) -> impl Iterator<Item = &'a Cluster> + use<'a, 's> {
-        a.clusters.iter().filter(|c| self.keeps_names(c.members.iter().flat_map(|m| m.names.iter())))
+        let min = self.min_size.unwrap_or(0);
+        a.clusters.iter().filter(move |c| {
+            c.members.iter().any(|m| m.size >= min) && self.keeps_names(c.members.iter().flat_map(|m| m.names.iter()))
+        })
     }
 
-    /// Totals of the sets and clusters `--under` keeps, before `--limit`.
+    /// Totals of the sets and clusters `--under` and `--min-size` keep, before `--limit`.
     fn selected(&self, a: &Analysis) -> Totals {
         let (mut sets, mut set_files, mut wasted) = (0, 0, 0);
         for s in self.kept_sets(a) {
@@ -301,7 +314,7 @@ pub fn write_json(out: &mut dyn Write, a: &Analysis, view: &View, pretty: bool) 
             "clusters": a.clusters.len(),
             "cluster_files": a.clusters.iter().map(Cluster::files).sum::<usize>(),
         }),
-        selected: (view.under.is_some() || view.limit.is_some()).then(|| {
+        selected: (!view.keeps_all() || view.limit.is_some()).then(|| {
             let t = view.selected(a);
             let mut v = json!({
                 "identical_sets": t.sets,
@@ -314,6 +327,9 @@ pub fn write_json(out: &mut dyn Write, a: &Analysis, view: &View, pretty: bool) 
             });
             if let Some(under) = &view.under {
                 v["under"] = serde_json::to_value(JsonPath(under)).unwrap_or(Value::Null);
+            }
+            if let Some(min) = view.min_size {
+                v["min_size"] = json!(min);
             }
             v
         }),
@@ -499,14 +515,21 @@ fn summary_lines(a: &Analysis, view: &View, shown: (usize, usize)) -> Vec<String
     if let Some(v) = &view.verified {
         lines.push(verify_line(v));
     }
-    if view.under.is_none() && view.limit.is_none() {
+    if view.keeps_all() && view.limit.is_none() {
         return lines;
     }
     let t = view.selected(a);
-    if let Some(under) = &view.under {
+    if !view.keeps_all() {
+        let mut what = Vec::new();
+        if let Some(under) = &view.under {
+            what.push(format!("with a file under {}", crate::report_path(under)));
+        }
+        if let Some(min) = view.min_size {
+            what.push(format!("of files of at least {}", human_bytes(min)));
+        }
         lines.push(format!(
-            "with a file under {}: {}, {}, {} wasted    similar: {}, {}",
-            crate::report_path(under),
+            "{}: {}, {}, {} wasted    similar: {}, {}",
+            what.join(", "),
             count(t.sets, "set"),
             count(t.set_files, "file"),
             human_bytes(t.wasted),

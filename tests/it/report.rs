@@ -77,6 +77,59 @@ fn report_finds_identical_sets_clusters_and_containment() {
     assert!(link["resemblance"].as_f64().unwrap() < 0.3);
 }
 
+/// `--min-size` keeps the identical sets of files at least that large and
+/// the clusters with such a file: empty files (a set of thousands in a
+/// source tree, nothing to save) go with `--min-size 1`, and `--verify`
+/// reads only what is shown.
+#[test]
+fn min_size_leaves_out_small_sets_and_clusters() {
+    let env = Env::new();
+    for rel in ["e/1", "e/2", "e/3"] {
+        env.write(rel, b"");
+    }
+    for rel in ["s/1", "s/2"] {
+        env.write(rel, text(1, 50));
+    }
+    for rel in ["b/1", "b/2"] {
+        env.write(rel, noise(2, 200_000));
+    }
+    // A cluster: a document and a longer version of it, ~30 KB each.
+    let doc = text(3, 5_000);
+    env.write("c/doc", &doc);
+    env.write("c/doc-longer", [doc.as_slice(), &text(4, 300)].concat());
+    env.index();
+    let shape = |args: &[&str]| {
+        let r = json(&env, &[["report"].as_slice(), args].concat());
+        let sizes: Vec<u64> = r["identical"].as_array().unwrap().iter().map(|s| s["size"].as_u64().unwrap()).collect();
+        (sizes, r["clusters"].as_array().unwrap().len(), r)
+    };
+    let small = text(1, 50).len() as u64;
+    let (sizes, clusters, all) = shape(&[]);
+    assert_eq!((sizes, clusters), (vec![200_000, small, 0], 1), "{all:#}");
+    let (sizes, clusters, r) = shape(&["--min-size", "1"]);
+    assert_eq!((sizes, clusters), (vec![200_000, small], 1), "{r:#}");
+    let sel = &r["selected"];
+    assert_eq!((sel["min_size"].as_u64(), sel["identical_sets"].as_u64()), (Some(1), Some(2)), "{sel}");
+    assert_eq!(sel["identical_files"].as_u64(), Some(4), "{sel}");
+    let (sizes, clusters, r) = shape(&["--min-size", "100k"]);
+    assert_eq!((sizes, clusters), (vec![200_000], 0), "{r:#}");
+    assert_eq!(r["totals"]["identical_sets"].as_u64(), Some(3), "the totals are the index's: {r:#}");
+    let (sizes, clusters, _) = shape(&["--min-size", "200000"]);
+    assert_eq!((sizes, clusters), (vec![200_000], 0));
+    let (sizes, clusters, _) = shape(&["--min-size", "200001"]);
+    assert_eq!((sizes, clusters), (vec![], 0));
+    let (_, clusters, _) = shape(&["--min-size", "30k"]);
+    assert_eq!(clusters, 1, "the longer version is over 30 KiB");
+
+    let out = env.simd().args(["report", "--min-size", "100KiB"]).assert().success();
+    let text = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    assert!(text.contains("of files of at least 100.00 KiB: 1 set, 2 files, "), "{text}");
+    let verified = json(&env, &["report", "--verify", "--min-size", "1"]);
+    assert_eq!(verified["verify"]["files_read"].as_u64(), Some(4), "{verified:#}");
+    let out = env.simd().args(["report", "--min-size", "ten"]).assert().failure();
+    assert!(String::from_utf8_lossy(&out.get_output().stderr).contains("ten: not a size"));
+}
+
 #[test]
 fn thresholds_limit_under_and_out_shape_the_report() {
     let env = Env::new();
