@@ -1209,7 +1209,7 @@ fn verify_shown(
     view: &View,
     progress: bool,
 ) -> crate::verify::Verification {
-    let (sets, _) = view.select(analysis);
+    let sets = view.sets_to_verify(analysis);
     let bar = progress.then(|| {
         // Each name read once (a hard link not at all, and a set's first
         // name again where another disagrees with it: the bar may end

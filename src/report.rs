@@ -90,6 +90,36 @@ impl View {
         self.verified.as_ref().and_then(|v| v.of(s))
     }
 
+    /// What `--verify` found for the names of a cluster's member (its
+    /// identical set's verdicts, when it has copies).
+    fn member_check(&self, m: &Member) -> Option<&SetCheck> {
+        self.verified.as_ref().and_then(|v| v.of_content(&m.content))
+    }
+
+    /// `--verify`'s note after the `k`th name of member `m` (empty for a
+    /// copy, or a name not read).
+    fn member_note(&self, m: &Member, k: usize) -> String {
+        let verdict = self.member_check(m).and_then(|c| c.verdict_of(k, m.names[k].id));
+        verdict.map(crate::verify::Verdict::note).unwrap_or_default()
+    }
+
+    /// The identical sets whose names `--verify` reads: those shown, and
+    /// those of the shown clusters' members with copies (a cluster lists
+    /// a member's copies as such, whether or not `--under`, `--min-size`
+    /// or `--limit` show its set), each once.
+    pub fn sets_to_verify<'a>(&self, a: &'a Analysis) -> Vec<&'a IdenticalSet> {
+        let (mut sets, clusters) = self.select(a);
+        let mut members: crate::scan::HashSet<ContentHash> =
+            clusters.iter().flat_map(|c| &c.members).filter(|m| m.names.len() > 1).map(|m| m.content).collect();
+        for s in &sets {
+            members.remove(&s.content);
+        }
+        if !members.is_empty() {
+            sets.extend(a.identical.iter().filter(|s| members.contains(&s.content)));
+        }
+        sets
+    }
+
     /// The identical sets and clusters this view shows.
     pub fn select<'a>(&self, a: &'a Analysis) -> (Vec<&'a IdenticalSet>, Vec<&'a Cluster>) {
         let limit = self.limit.unwrap_or(usize::MAX);
@@ -131,45 +161,53 @@ fn round(x: f64) -> f64 {
     (x * 10_000.0).round() / 10_000.0
 }
 
-/// The names' paths as a JSON array, written as it goes.
-struct JsonPaths<'a>(&'a [Name]);
-
-impl Serialize for JsonPaths<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq(self.0.iter().map(|n| JsonPath(&n.path)))
-    }
-}
-
 /// An identical set's names as a JSON array: each path, for a name that
 /// is a hard link of an earlier one `hard_link_of`, its index, and with
 /// `--verify` the name's verdict (`verify`, and `error` for one unreadable).
 struct JsonSetFiles<'a>(&'a IdenticalSet, Option<&'a SetCheck>);
 
-impl Serialize for JsonSetFiles<'_> {
+/// A name in JSON: its path, the name it is a hard link of, and with
+/// `--verify` its verdict.
+struct JsonFile<'a>(&'a [u8], Option<usize>, Option<&'a crate::verify::Verdict>);
+
+impl Serialize for JsonFile<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        struct File<'a>(&'a [u8], Option<usize>, Option<&'a crate::verify::Verdict>);
-        impl Serialize for File<'_> {
-            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                let mut m = s.serialize_map(None)?;
-                JsonPath(self.0).entry(&mut m)?;
-                if let Some(of) = self.1 {
-                    m.serialize_entry("hard_link_of", &of)?;
-                }
-                if let Some(v) = self.2 {
-                    m.serialize_entry("verify", v.as_str())?;
-                    if let crate::verify::Verdict::Unreadable(e) = v {
-                        m.serialize_entry("error", e)?;
-                    }
-                }
-                m.end()
+        let mut m = s.serialize_map(None)?;
+        JsonPath(self.0).entry(&mut m)?;
+        if let Some(of) = self.1 {
+            m.serialize_entry("hard_link_of", &of)?;
+        }
+        if let Some(v) = self.2 {
+            m.serialize_entry("verify", v.as_str())?;
+            if let crate::verify::Verdict::Unreadable(e) = v {
+                m.serialize_entry("error", e)?;
             }
         }
+        m.end()
+    }
+}
+
+impl Serialize for JsonSetFiles<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let (set, check) = (self.0, self.1);
         s.collect_seq(
             set.names
                 .iter()
                 .enumerate()
-                .map(|(k, n)| File(&n.path, set.link_of(k), check.and_then(|c| c.verdicts.get(k)))),
+                .map(|(k, n)| JsonFile(&n.path, set.link_of(k), check.and_then(|c| c.verdicts.get(k)))),
+        )
+    }
+}
+
+/// A cluster member's names as a JSON array: paths, and with `--verify`
+/// each one's verdict when the member has copies.
+struct JsonMemberFiles<'a>(&'a Member, Option<&'a SetCheck>);
+
+impl Serialize for JsonMemberFiles<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let (m, check) = (self.0, self.1);
+        s.collect_seq(
+            m.names.iter().enumerate().map(|(k, n)| JsonFile(&n.path, None, check.and_then(|c| c.verdict_of(k, n.id)))),
         )
     }
 }
@@ -222,7 +260,7 @@ struct JsonCluster<'a> {
 }
 
 /// A cluster's members as a JSON array, each written as it comes.
-struct JsonMembers<'a>(&'a [Member]);
+struct JsonMembers<'a>(&'a [Member], &'a View);
 
 impl Serialize for JsonMembers<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -230,7 +268,7 @@ impl Serialize for JsonMembers<'_> {
             content: JsonHash(&m.content),
             size: m.size,
             payload: m.payload,
-            files: JsonPaths(&m.names),
+            files: JsonMemberFiles(m, self.1.member_check(m)),
         }))
     }
 }
@@ -264,7 +302,7 @@ struct JsonMember<'a> {
     content: JsonHash<'a>,
     size: u64,
     payload: u64,
-    files: JsonPaths<'a>,
+    files: JsonMemberFiles<'a>,
 }
 
 #[derive(Serialize)]
@@ -362,7 +400,7 @@ pub fn write_json(out: &mut dyn Write, a: &Analysis, view: &View, pretty: bool) 
                 id: c.id_str(),
                 files: c.files(),
                 bytes: c.bytes(),
-                members: JsonMembers(&c.members),
+                members: JsonMembers(&c.members, view),
                 links: JsonLinks(&c.links),
             })
             .collect(),
@@ -414,7 +452,7 @@ fn write_csv_files(out: &mut dyn Write, a: &Analysis, view: &View) -> io::Result
     let (sets, clusters) = view.select(a);
     let p = |n: &Name| csv_field(&crate::report_path(&n.path));
     // With --verify, a last column: each name's verdict (empty for a
-    // cluster's names, which are not read).
+    // cluster member's one name, which is not read).
     let verify = view.verified.is_some();
     writeln!(out, "kind,group,content,size,names,path,hard_link_of{}", if verify { ",verify" } else { "" })?;
     for s in sets {
@@ -430,13 +468,18 @@ fn write_csv_files(out: &mut dyn Write, a: &Analysis, view: &View) -> io::Result
             writeln!(out, "identical,{group},{content},{},{},{},{link}{verdict}", s.size, s.names.len(), p(n))?;
         }
     }
-    let empty = if verify { "," } else { "" };
     for c in clusters {
         let group = c.id_str();
         for m in &c.members {
             let content = m.content.to_string();
-            for n in &m.names {
-                writeln!(out, "similar,{group},{content},{},{},{},{empty}", m.size, m.names.len(), p(n))?;
+            let check = view.member_check(m);
+            for (k, n) in m.names.iter().enumerate() {
+                let verdict = match check.and_then(|c| c.verdict_of(k, n.id)) {
+                    Some(v) => format!(",{}", v.as_str()),
+                    None if verify => ",".to_string(),
+                    None => String::new(),
+                };
+                writeln!(out, "similar,{group},{content},{},{},{},{verdict}", m.size, m.names.len(), p(n))?;
             }
         }
     }
@@ -513,7 +556,7 @@ fn summary_lines(a: &Analysis, view: &View, shown: (usize, usize)) -> Vec<String
         ),
     ];
     if let Some(v) = &view.verified {
-        lines.push(verify_line(v));
+        lines.push(verify_line(v, shown.0));
     }
     if view.keeps_all() && view.limit.is_none() {
         return lines;
@@ -550,11 +593,14 @@ fn summary_lines(a: &Analysis, view: &View, shown: (usize, usize)) -> Vec<String
 }
 
 /// What `--verify` found, in a line.
-fn verify_line(v: &Verification) -> String {
+fn verify_line(v: &Verification, shown: usize) -> String {
     let t = v.tally();
+    let sets = match v.sets().saturating_sub(shown) {
+        0 => format!("{} shown", count(v.sets(), "set")),
+        members => format!("{} shown and the copies of {}", count(shown, "set"), count(members, "cluster member")),
+    };
     let read = format!(
-        "verified byte for byte: {} shown, {} read ({}) in {:.1} s",
-        count(v.sets(), "set"),
+        "verified byte for byte: {sets}, {} read ({}) in {:.1} s",
         count(v.files_read as usize, "file"),
         human_bytes(v.bytes_read),
         v.elapsed.as_secs_f64()
@@ -671,9 +717,10 @@ pub fn write_text(out: &mut dyn Write, a: &Analysis, view: &View) -> io::Result<
         writeln!(out, "  cluster {}: {}", c.id_str(), cluster_heading(c))?;
         for (i, m) in c.members.iter().enumerate() {
             let first = m.names.first().map(|n| p(&n.path)).unwrap_or_default();
-            writeln!(out, "    [{}] {}  ({})", i + 1, first, human_bytes(m.size))?;
-            for n in m.names.iter().skip(1) {
-                writeln!(out, "        = {}", p(&n.path))?;
+            let note = if m.names.is_empty() { String::new() } else { view.member_note(m, 0) };
+            writeln!(out, "    [{}] {}  ({}){note}", i + 1, first, human_bytes(m.size))?;
+            for (k, n) in m.names.iter().enumerate().skip(1) {
+                writeln!(out, "        = {}{}", p(&n.path), view.member_note(m, k))?;
             }
         }
         let shown = view.links_shown(c);
@@ -787,9 +834,11 @@ pub fn write_html(out: &mut dyn Write, a: &Analysis, view: &View) -> io::Result<
         writeln!(out, "<ol>")?;
         for m in &c.members {
             let first = m.names.first().map(|n| p(&n.path)).unwrap_or_default();
-            write!(out, "<li><span class=\"path\">{first}</span> ({})", human_bytes(m.size))?;
-            for n in m.names.iter().skip(1) {
-                write!(out, "<br><span class=\"path copy\">= {}</span>", p(&n.path))?;
+            let note = if m.names.is_empty() { String::new() } else { html_escape(&view.member_note(m, 0)) };
+            write!(out, "<li><span class=\"path\">{first}</span> ({}){note}", human_bytes(m.size))?;
+            for (k, n) in m.names.iter().enumerate().skip(1) {
+                let note = html_escape(&view.member_note(m, k));
+                write!(out, "<br><span class=\"path copy\">= {}</span>{note}", p(&n.path))?;
             }
             writeln!(out, "</li>")?;
         }

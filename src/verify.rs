@@ -39,7 +39,7 @@ use crate::analysis::{IdenticalSet, Name};
 use crate::fingerprint::{fingerprint_file, ContentHash, Lookup, WholeFrom};
 use crate::ingest;
 use crate::scan::Stat;
-use crate::store::{Files, Store};
+use crate::store::{FileId, Files, Store};
 
 /// What reading a name of an identical set found.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -90,9 +90,24 @@ impl Verdict {
 #[derive(Clone, Debug, Default)]
 pub struct SetCheck {
     pub verdicts: Vec<Verdict>,
+    /// The names' file ids, in the same order: a cluster lists the same
+    /// names for its member of this content, and finds their verdicts by
+    /// them ([`SetCheck::verdict_of`]).
+    ids: Vec<FileId>,
 }
 
 impl SetCheck {
+    /// The verdict of the name with file id `id`, the `k`th of a list of
+    /// the content's names (a cluster member's: in the set's order, as both
+    /// come from the same names, else looked for).
+    pub fn verdict_of(&self, k: usize, id: FileId) -> Option<&Verdict> {
+        let k = match self.ids.get(k) {
+            Some(&at) if at == id => k,
+            _ => self.ids.iter().position(|&at| at == id)?,
+        };
+        self.verdicts.get(k)
+    }
+
     /// Whether every name holds the set's bytes.
     pub fn all_same(&self) -> bool {
         self.verdicts.iter().all(|v| *v == Verdict::Same)
@@ -142,7 +157,13 @@ pub struct Verification {
 impl Verification {
     /// The verdicts of `set`, when it was verified.
     pub fn of(&self, set: &IdenticalSet) -> Option<&SetCheck> {
-        self.sets.get(&set.content)
+        self.of_content(&set.content)
+    }
+
+    /// The verdicts of the names of `content`, when its set was verified
+    /// (a cluster member with copies).
+    pub fn of_content(&self, content: &ContentHash) -> Option<&SetCheck> {
+        self.sets.get(content)
     }
 
     /// Sets verified.
@@ -341,7 +362,10 @@ impl<'a> Reader<'a> {
         for (j, file) in links {
             verdicts[j] = files.get(&file).and_then(|&f| verdicts[f].clone());
         }
-        SetCheck { verdicts: verdicts.into_iter().map(|v| v.unwrap_or(Verdict::Changed)).collect() }
+        SetCheck {
+            verdicts: verdicts.into_iter().map(|v| v.unwrap_or(Verdict::Changed)).collect(),
+            ids: names.iter().map(|n| n.id).collect(),
+        }
     }
 
     /// Whether `o`'s bytes hash to `content` as the indexer hashes them:

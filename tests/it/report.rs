@@ -1300,6 +1300,57 @@ fn report_verify_compares_each_sets_names_byte_for_byte() {
     assert_eq!(read, (Some(4), Some(2 + 2 + 2 + 69)), "{after:#}");
 }
 
+/// A cluster lists a member's copies as such: `--verify` reads them too,
+/// when `--limit` (or `--under`, `--min-size`) leaves the member's own
+/// identical set out of section A, and marks them in every format.
+#[test]
+fn report_verify_reads_the_copies_a_cluster_lists() {
+    let env = Env::new();
+    for rel in ["b/1", "b/2"] {
+        env.write(rel, noise(2, 200_000));
+    }
+    let doc = text(3, 5_000);
+    env.write("c/doc", &doc);
+    let copy = env.write("x/doc-copy", &doc);
+    env.write("c/doc-longer", [doc.as_slice(), &text(4, 300)].concat());
+    env.index();
+    write_keeping_stat(&copy, 10, b"\xff");
+    let copy = copy.canonicalize().unwrap().to_str().unwrap().to_string();
+    let failing = |args: &[&str]| {
+        let out = env.simd().args(args).args(["report", "--verify", "--limit", "1"]).assert().code(4);
+        String::from_utf8(out.get_output().stdout.clone()).unwrap()
+    };
+    let r: serde_json::Value = serde_json::from_str(&failing(&["--format", "json"])).unwrap();
+    assert_eq!(r["identical"].as_array().unwrap().len(), 1, "only the big set is shown: {r:#}");
+    assert_eq!((r["verify"]["sets"].as_u64(), r["verify"]["differs"].as_u64()), (Some(2), Some(1)), "{r:#}");
+    let member =
+        r["clusters"][0]["members"].as_array().unwrap().iter().find(|m| m["files"].as_array().unwrap().len() == 2);
+    let verdicts: Vec<(String, String)> = member.unwrap_or_else(|| panic!("{r:#}"))["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["path"].as_str().unwrap().to_string(), f["verify"].as_str().unwrap().to_string()))
+        .collect();
+    assert!(verdicts.contains(&(copy.clone(), "differs".to_string())), "{verdicts:?}");
+    assert!(verdicts.iter().any(|(p, v)| p.ends_with("/c/doc") && v == "same"), "{verdicts:?}");
+    // The member without copies has no verdicts: none of its names was read.
+    let single =
+        r["clusters"][0]["members"].as_array().unwrap().iter().find(|m| m["files"].as_array().unwrap().len() == 1);
+    assert!(single.unwrap()["files"][0].get("verify").is_none(), "{r:#}");
+
+    let text = failing(&[]);
+    assert!(text.contains("verified byte for byte: 1 set shown and the copies of 1 cluster member, "), "{text}");
+    let marked = |l: &str| {
+        l.contains(&copy) && l.ends_with("[other bytes than the set's, with the size and mtime the index recorded]")
+    };
+    assert!(text.lines().any(marked), "{text}");
+    let rows = failing(&["--format", "csv"]);
+    assert!(rows.lines().any(|l| l.starts_with("similar,") && l.contains(&copy) && l.ends_with(",differs")), "{rows}");
+    assert!(rows.lines().any(|l| l.starts_with("similar,") && l.ends_with("/c/doc-longer,,")), "{rows}");
+    let page = failing(&["--format", "html"]);
+    assert!(page.contains(&format!("{copy}</span>  [other bytes than the set&#39;s")), "{page}");
+}
+
 /// An HTML report too large for a browser says so on stderr, and what
 /// makes it smaller (`--links` only when the links are not limited yet);
 /// the page is written whole all the same. A report under the size says
