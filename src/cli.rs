@@ -227,7 +227,8 @@ pub enum Command {
         /// when the index did not change, else brought up to date)
         #[arg(long)]
         fresh: bool,
-        /// Read every file of the identical sets shown and compare them byte for byte: a name
+        /// Read every file of the identical sets shown (and the copies the clusters shown list) and compare them
+        /// byte for byte: a name
         /// changed since indexed, gone, unreadable, or holding other bytes (an MD5 collision) is marked, and
         /// the exit status is then 4
         #[arg(long)]
