@@ -287,6 +287,8 @@ pub enum Command {
     Reread {
         /// Files or directories under the index's roots [default: every root]
         paths: Vec<PathBuf>,
+        #[command(flatten)]
+        scan: ScanArgs,
     },
     /// Stop indexing roots: drop their files from the index and no longer remember them (the files are not touched)
     Forget {
@@ -561,7 +563,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
             let answer = control::request(&db, &Request::Rescan)?.map_err(|e| anyhow::anyhow!(e))?;
             print_answer(&mut out, cli.format, &answer)?;
         }
-        Command::Reread { paths } => {
+        Command::Reread { paths, scan } => {
             // A read-only open tells which roots hold the paths, and works
             // beside a running daemon.
             let roots = ingest::remembered(&Store::open(&db, Access::Read, None)?)?;
@@ -583,7 +585,9 @@ pub fn run(cli: Cli) -> Result<Exit> {
                 named = roots.clone();
             }
             let reread: Vec<Vec<u8>> = named.iter().map(|p| crate::scan::path_bytes(p)).collect();
-            if DaemonState::running(&db).is_some() {
+            // A running daemon rereads with its own options; given, they
+            // get the writer's "in use" error, which says what to do.
+            if !scan.shapes_the_run() && DaemonState::running(&db).is_some() {
                 let answer =
                     control::request(&db, &Request::Reread { paths: reread })?.map_err(|e| anyhow::anyhow!(e))?;
                 if !cli.quiet {
@@ -598,12 +602,9 @@ pub fn run(cli: Cli) -> Result<Exit> {
                 true => Vec::new(),
                 false => roots.into_iter().filter(|r| named.iter().any(|p| p.starts_with(r))).collect(),
             };
-            let mut opts = IndexOptions {
-                roots,
-                workers: 0,
-                progress: !cli.quiet && std::io::stderr().is_terminal(),
-                ..IndexOptions::default()
-            };
+            // The run's options as `simd index` takes them (what to leave
+            // out, `--whole-from`...): a reread is an index run that reads more.
+            let mut opts = scan.index_options(roots, !cli.quiet && std::io::stderr().is_terminal());
             opts.walk.reread = reread;
             if let Exit::Interrupted = run_index(&db, opts, None, cli.quiet, cli.format, &mut out)? {
                 return Ok(Exit::Interrupted);

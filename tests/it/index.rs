@@ -866,6 +866,9 @@ fn reread_reads_files_whose_stat_hid_a_write() {
     std::os::unix::fs::symlink(root.join("b"), env.tmp.path().join("link-to-b")).unwrap();
     let via_link = env.tmp.path().join("link-to-b/3.bin");
     assert_eq!(counts(&env.json(&["reread", via_link.to_str().unwrap()])), [0, 3, 1, 0]);
+    // The run's options are `simd index`'s: a file excluded leaves the index.
+    let said = env.json(&["reread", "--exclude", "*.bin", root.join("b").to_str().unwrap()]);
+    assert_eq!((counts(&said), said["left_out"].as_u64()), ([0, 2, 0, 0], Some(1)), "{said:#}");
 
     for (path, says) in
         [(env.tmp.path().to_path_buf(), "not under a root of the index"), (root.join("a/missing.txt"), "No such file")]

@@ -385,6 +385,10 @@ fn reread_reaches_the_running_daemon() {
     assert_eq!((said["reread"].as_u64(), said["reread_differed"].as_u64()), (Some(3), Some(0)), "{said:#}");
     let out = env.simd().arg("reread").arg(env.tmp.path()).assert().failure();
     assert!(String::from_utf8_lossy(&out.get_output().stderr).contains("not under a root of the index"), "{out:?}");
+    // Options that shape the run are the daemon's own: given, the writer's
+    // "in use" error says what to do.
+    let out = env.simd().args(["reread", "--exclude", "*.txt"]).assert().failure();
+    assert!(String::from_utf8_lossy(&out.get_output().stderr).contains("index in use by pid"), "{out:?}");
 }
 
 /// The daemon reads a file of `--whole-from`'s size or more (here on its
