@@ -210,6 +210,10 @@ pub enum Command {
         /// (e.g. 1M, 64KiB; 1 leaves out empty files)
         #[arg(long, value_name = "SIZE", value_parser = parse_size)]
         min_size: Option<u64>,
+        /// Only identical sets and clusters with a file first indexed since WHEN: an age (90m, 12h, 7d, 2w)
+        /// or a UTC time (2026-11-30, 2026-11-30 08:00); known to within 10 minutes before it
+        #[arg(long, value_name = "WHEN", value_parser = parse_since)]
+        since: Option<i64>,
         /// At most this many identical sets and this many clusters
         #[arg(long, value_name = "N")]
         limit: Option<usize>,
@@ -379,7 +383,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
                 return Ok(Exit::Interrupted);
             }
         }
-        Command::Report { thresholds, under, min_size, limit, links, table, out: out_file, fresh, verify } => {
+        Command::Report { thresholds, under, min_size, since, limit, links, table, out: out_file, fresh, verify } => {
             if table.is_some() && cli.format != Format::Csv {
                 anyhow::bail!("--table chooses the rows of a csv report; add --format csv");
             }
@@ -399,7 +403,10 @@ pub fn run(cli: Cli) -> Result<Exit> {
                 (Format::Text, None) => Some(report::TEXT_LINKS),
                 (_, n) => n,
             };
-            let view = View { under, min_size, limit, links, verified: None };
+            let since = since
+                .map(|at| first_id_since(&store, at).map(|first_id| report::Since { at, first_id }))
+                .transpose()?;
+            let view = View { under, min_size, since, limit, links, verified: None };
             let progress = !cli.quiet && std::io::stderr().is_terminal();
             let mut file = match &out_file {
                 Some(p) => Some(
@@ -990,6 +997,32 @@ fn run_index(
     Ok(Exit::Ok)
 }
 
+/// The least file id of the files first indexed at `at` or later, as the
+/// index's marks tell (`report --since`); 0 (every file), with a warning,
+/// where they cannot tell.
+fn first_id_since(store: &Store, at: i64) -> Result<u64> {
+    use crate::store::{Mark, Meta, MetaKey, MetaValue};
+    let marks = match store.get::<Meta>(&MetaKey::Marks)? {
+        Some(MetaValue::Marks(m)) => m,
+        _ => Vec::new(),
+    };
+    let next_file_id = match store.get::<Meta>(&MetaKey::NextFileId)? {
+        Some(MetaValue::NextFileId(n)) => n,
+        _ => 1,
+    };
+    Ok(Mark::first_id_since(&marks, at, next_file_id).unwrap_or_else(|| {
+        let from = marks
+            .first()
+            .map_or("from its next new file on".to_string(), |m| format!("since {}", utc(m.at / 1_000_000_000)));
+        tracing::warn!(
+            "this index has recorded when files were first indexed only {from}: every file it held before then \
+             counts as indexed since {}",
+            utc(at / 1_000_000_000)
+        );
+        0
+    }))
+}
+
 /// `path` as the index names it: absolute, the directories it lies in
 /// resolved as the index's canonical roots are, its own name kept (a
 /// symlink is not indexed: naming one rereads nothing, rather than a file
@@ -1483,6 +1516,58 @@ pub fn utc(secs: i64) -> String {
     format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC", rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
+/// Days since 1970-01-01 of a civil date (Hinnant's days-from-civil, the
+/// inverse of [`utc`]'s).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// `--since`: an age (`90m`, `12h`, `7d`, `2w`; `s` for seconds) before
+/// now, or a time in UTC (`2026-11-30`, `2026-11-30 08:00`,
+/// `2026-11-30T08:00:00Z`), in ns since the epoch.
+fn parse_since(s: &str) -> Result<i64, String> {
+    let bad = || format!("{s}: not an age (90m, 12h, 7d, 2w) or a UTC time (2026-11-30, 2026-11-30 08:00)");
+    let t = s.trim();
+    let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    if digits > 0 && digits < t.len() && !t[digits..].starts_with('-') {
+        let n: i64 = t[..digits].parse().map_err(|_| bad())?;
+        let unit = match t[digits..].trim() {
+            "s" | "sec" => 1,
+            "m" | "min" => 60,
+            "h" => 3_600,
+            "d" => 86_400,
+            "w" => 604_800,
+            _ => return Err(bad()),
+        };
+        let ago = n.checked_mul(unit).and_then(|x| x.checked_mul(1_000_000_000)).ok_or_else(bad)?;
+        return Ok(ingest::now_ns().saturating_sub(ago));
+    }
+    let t = t.strip_suffix(" UTC").or_else(|| t.strip_suffix('Z')).unwrap_or(t);
+    let (date, time) = t.split_once(['T', ' ']).unwrap_or((t, "00:00"));
+    let num = |x: &str| x.parse::<i64>().map_err(|_| bad());
+    let ymd: Vec<&str> = date.split('-').collect();
+    let hms: Vec<&str> = time.trim().split(':').collect();
+    let ([y, mo, d], 2..=3) = (ymd.as_slice(), hms.len()) else { return Err(bad()) };
+    let (y, mo, d) = (num(y)?, num(mo)?, num(d)?);
+    let (h, mi, sec) = (num(hms[0])?, num(hms[1])?, hms.get(2).map_or(Ok(0), |x| num(x))?);
+    if !(1..=12).contains(&mo)
+        || !(1..=31).contains(&d)
+        || h > 23
+        || mi > 59
+        || sec > 60
+        || [h, mi, sec].iter().any(|&v| v < 0)
+    {
+        return Err(bad());
+    }
+    let secs = days_from_civil(y, mo, d) * 86_400 + h * 3_600 + mi * 60 + sec;
+    secs.checked_mul(1_000_000_000).ok_or_else(bad)
+}
+
 fn human_ago(s: i64) -> String {
     match s {
         s if s < 120 => format!("{s} s ago"),
@@ -1502,6 +1587,25 @@ pub fn peak_rss_bytes() -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn since_takes_ages_and_utc_times() {
+        for secs in [0, 951_782_400, 1_795_345_848, 1_795_305_600] {
+            let shown = super::utc(secs);
+            let date = shown.trim_end_matches(" UTC");
+            assert_eq!(super::parse_since(&shown), Ok(secs * 1_000_000_000), "{shown}");
+            assert_eq!(super::parse_since(&date.replace(' ', "T")), Ok(secs * 1_000_000_000), "{shown}");
+        }
+        assert_eq!(super::parse_since("2026-11-22"), Ok(1_795_305_600 * 1_000_000_000));
+        assert_eq!(super::parse_since("2026-11-22 11:10"), Ok((1_795_345_848 - 48) * 1_000_000_000));
+        let now = crate::ingest::now_ns();
+        let week = super::parse_since("7d").unwrap();
+        assert!((now - 7 * 86_400 * 1_000_000_000 - week).abs() < 60 * 1_000_000_000, "{week}");
+        assert!(super::parse_since("90m").unwrap() > super::parse_since("2h").unwrap());
+        for bad in ["", "7", "7y", "d", "2026-13-01", "2026-11-22 25:00", "2026/11/22", "yesterday", "2026-11"] {
+            assert!(super::parse_since(bad).is_err(), "{bad}");
+        }
+    }
+
     #[test]
     fn utc_dates() {
         assert_eq!(super::utc(0), "1970-01-01 00:00:00 UTC");

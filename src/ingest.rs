@@ -24,8 +24,8 @@ use crate::scan::{
 };
 use crate::store::{
     Batch, ChunkContents, ContentById, ContentChunks, ContentId, ContentNames, ContentPostings, ContentRecord, Counts,
-    Expiry, FileId, FileRecord, Files, History, HistoryRecord, Meta, MetaKey, MetaValue, NameProbe, Paths, Posting,
-    PostingSpill, SketchContents, Store, StoreError, TimeNs, WriterLock, SCHEMA_VERSION,
+    Expiry, FileId, FileRecord, Files, History, HistoryRecord, Mark, Meta, MetaKey, MetaValue, NameProbe, Paths,
+    Posting, PostingSpill, SketchContents, Store, StoreError, TimeNs, WriterLock, SCHEMA_VERSION,
 };
 
 /// How many times a file that changes while being read is read again.
@@ -2367,6 +2367,11 @@ pub struct Writer<'s> {
     /// The [`Expiry`] record as the index holds it (written with a group
     /// when it changed).
     expiry_stored: Option<Expiry>,
+    /// When file ids were handed out ([`Mark`]): one is added, with the
+    /// group that hands out an id, when the last is `mark_every` old
+    /// ([`Mark::EVERY`], shorter in tests).
+    marks: Vec<Mark>,
+    mark_every: TimeNs,
     /// [`VERSION_RUNS_DUE`], smaller in tests.
     version_runs_due: u64,
     /// A bulk load's postings, written as table files and ingested at its
@@ -2522,6 +2527,10 @@ impl<'s> Writer<'s> {
             Some(MetaValue::Expiry(e)) => Some(e),
             _ => None,
         };
+        let marks = match store.get::<Meta>(&MetaKey::Marks)? {
+            Some(MetaValue::Marks(m)) => m,
+            _ => Vec::new(),
+        };
         let fresh = match store.scan::<ContentChunks>().next() {
             None => true,
             Some(r) => r.map(|_| false)?,
@@ -2558,6 +2567,9 @@ impl<'s> Writer<'s> {
             version_runs: expiry_stored.map_or(0, |e| e.version_runs),
             version_runs_expired: 0,
             expiry_stored,
+            marks,
+            mark_every: crate::test_setting("SIMD_TEST_MARK_EVERY_MS")
+                .map_or(Mark::EVERY, |ms| ms as TimeNs * 1_000_000),
             version_runs_due: VERSION_RUNS_DUE,
             spill: store.posting_spill()?,
             passed_on: None,
@@ -2954,6 +2966,10 @@ impl<'s> Writer<'s> {
             Some((id, _)) => *id,
             None => {
                 let id = FileId(self.group.next_id);
+                // Its time noted for `report --since`, in the same batch.
+                if Mark::add(&mut self.marks, crate::store::now_ns(), id.0, self.mark_every) {
+                    self.group.batch.put::<Meta>(&MetaKey::Marks, &MetaValue::Marks(self.marks.clone()));
+                }
                 self.group.next_id += 1;
                 self.group.batch.put::<Paths>(&pb, &id);
                 self.group.counts.files += 1;

@@ -26,6 +26,9 @@ pub struct View {
     /// a member at least this large (`--min-size`: 1 leaves empty files
     /// out, 1M the copies not worth a look).
     pub min_size: Option<u64>,
+    /// Only sets and clusters with a name first indexed since a time
+    /// (`--since`).
+    pub since: Option<Since>,
     /// At most this many identical sets and this many clusters.
     pub limit: Option<usize>,
     /// Text and HTML: at most this many links per cluster, strongest
@@ -33,6 +36,15 @@ pub struct View {
     pub links: Option<usize>,
     /// `--verify`: what reading the shown sets' files found.
     pub verified: Option<Verification>,
+}
+
+/// `--since`: the time asked for, and the least file id of the files
+/// first indexed then or later (ids grow as files are first indexed; the
+/// index's marks say when, `store::Mark`).
+#[derive(Clone, Copy, Debug)]
+pub struct Since {
+    pub at: crate::store::TimeNs,
+    pub first_id: u64,
 }
 
 /// Links a text report shows per cluster unless told otherwise: a cluster
@@ -46,16 +58,17 @@ impl View {
         self.links.unwrap_or(usize::MAX).min(c.links.len())
     }
 
-    fn keeps_names<'a>(&self, mut names: impl Iterator<Item = &'a Name>) -> bool {
-        match &self.under {
+    fn keeps_names<'a>(&self, names: impl Iterator<Item = &'a Name> + Clone) -> bool {
+        let under = match &self.under {
             None => true,
-            Some(dir) => names.any(|n| is_under(&n.path, dir)),
-        }
+            Some(dir) => names.clone().any(|n| is_under(&n.path, dir)),
+        };
+        under && self.since.is_none_or(|s| names.clone().any(|n| n.id.0 >= s.first_id))
     }
 
     /// Whether the view keeps all sets and clusters, before `--limit`.
     fn keeps_all(&self) -> bool {
-        self.under.is_none() && self.min_size.is_none()
+        self.under.is_none() && self.min_size.is_none() && self.since.is_none()
     }
 
     /// The identical sets `--under` and `--min-size` keep, before `--limit`.
@@ -369,6 +382,9 @@ pub fn write_json(out: &mut dyn Write, a: &Analysis, view: &View, pretty: bool) 
             if let Some(min) = view.min_size {
                 v["min_size"] = json!(min);
             }
+            if let Some(since) = view.since {
+                v["since"] = json!(crate::cli::utc(since.at.div_euclid(1_000_000_000)));
+            }
             v
         }),
         verify: view.verified.as_ref().map(|v| {
@@ -569,6 +585,12 @@ fn summary_lines(a: &Analysis, view: &View, shown: (usize, usize)) -> Vec<String
         }
         if let Some(min) = view.min_size {
             what.push(format!("of files of at least {}", human_bytes(min)));
+        }
+        if let Some(since) = view.since {
+            what.push(format!(
+                "with a file first indexed since {}",
+                crate::cli::utc(since.at.div_euclid(1_000_000_000))
+            ));
         }
         lines.push(format!(
             "{}: {}, {}, {} wasted    similar: {}, {}",

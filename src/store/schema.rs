@@ -176,10 +176,13 @@ pub enum MetaKey {
     /// [`MetaValue::Expiry`]: when history retention last ran, and what
     /// was written since (absent: it never ran).
     Expiry,
+    /// [`MetaValue::Marks`]: when file ids were handed out (absent: no
+    /// file was first indexed since the index began keeping them).
+    Marks,
 }
 
 impl MetaKey {
-    pub const ALL: [MetaKey; 8] = [
+    pub const ALL: [MetaKey; 9] = [
         MetaKey::Format,
         MetaKey::Roots,
         MetaKey::NextFileId,
@@ -188,6 +191,7 @@ impl MetaKey {
         MetaKey::NextContentId,
         MetaKey::PostingsPending,
         MetaKey::Expiry,
+        MetaKey::Marks,
     ];
 
     pub fn name(self) -> &'static str {
@@ -200,6 +204,7 @@ impl MetaKey {
             MetaKey::NextContentId => "next_content_id",
             MetaKey::PostingsPending => "postings_pending",
             MetaKey::Expiry => "expiry",
+            MetaKey::Marks => "marks",
         }
     }
 }
@@ -223,6 +228,75 @@ pub enum MetaValue {
     NextContentId(u64),
     PostingsPending,
     Expiry(Expiry),
+    Marks(Vec<Mark>),
+}
+
+/// When file ids were handed out (`simd report --since`): the ids from
+/// `next_file_id` up to the next mark's went to files first indexed
+/// between `at` and `at + within` (for the last mark: every id from
+/// `next_file_id` on). The writer adds one with the first id it hands out
+/// past the last mark's `within`, so a mark's `within` is how precisely
+/// it dates its ids. Oldest first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mark {
+    pub at: TimeNs,
+    pub next_file_id: u64,
+    pub within: TimeNs,
+}
+
+impl Mark {
+    /// How long after a mark ids are handed out under it: a report asked
+    /// for what came since T may show files indexed up to this long
+    /// before T.
+    pub const EVERY: TimeNs = 10 * 60 * 1_000_000_000;
+    /// At most this many are kept: past it, the older half's marks are
+    /// merged in pairs (each kept one's `within` then spans its pair), so
+    /// older times are known more coarsely.
+    pub const MAX: usize = 1024;
+
+    /// Notes that id `next_file_id` is handed out at `at`: adds a mark,
+    /// `within` `every` ([`Mark::EVERY`]), unless the last mark's covers
+    /// it; true when it added one.
+    pub fn add(marks: &mut Vec<Mark>, at: TimeNs, next_file_id: u64, every: TimeNs) -> bool {
+        if marks.last().is_some_and(|m| at <= m.at.saturating_add(m.within) || m.next_file_id >= next_file_id) {
+            return false;
+        }
+        marks.push(Mark { at, next_file_id, within: every });
+        if marks.len() > Mark::MAX {
+            let half = marks.len() / 2;
+            let mut merged: Vec<Mark> = marks[..half]
+                .chunks(2)
+                .map(|pair| {
+                    let mut m = pair[0];
+                    if let Some(next) = pair.get(1) {
+                        m.within = next.at.saturating_add(next.within) - m.at;
+                    }
+                    m
+                })
+                .collect();
+            merged.extend_from_slice(&marks[half..]);
+            *marks = merged;
+        }
+        true
+    }
+
+    /// The least file id of the files first indexed at `since` or later,
+    /// as far as `marks` tell (to within a mark's `within` before it), the
+    /// index's next file id being `next_file_id`; None when they cannot
+    /// tell (the index began keeping marks after `since`, and held files
+    /// then): every file may be.
+    pub fn first_id_since(marks: &[Mark], since: TimeNs, next_file_id: u64) -> Option<u64> {
+        let Some(k) = marks.iter().rposition(|m| m.at <= since) else {
+            // Ids from 1 on: every file came after the first mark.
+            return marks.first().filter(|m| m.next_file_id <= 1).map(|m| m.next_file_id);
+        };
+        let m = marks[k];
+        if since > m.at.saturating_add(m.within) {
+            // Its ids were all handed out before `since`.
+            return Some(marks.get(k + 1).map_or(next_file_id, |n| n.next_file_id));
+        }
+        Some(m.next_file_id)
+    }
 }
 
 /// Where history retention stands, kept by the writer in the batches that
@@ -1156,6 +1230,41 @@ mod tests {
     }
 
     proptest! {
+        /// Ids handed out at increasing times, marked as the writer marks
+        /// them: the least id `first_id_since` gives is never above an id
+        /// handed out at `since` or later, and (while no marks were merged)
+        /// the ids it takes in from before `since` are at most `every` older.
+        #[test]
+        fn marks_date_file_ids(
+            gaps in proptest::collection::vec(0i64..2_000, 1..3_000),
+            every in 1i64..5_000,
+            probes in proptest::collection::vec(0i64..7_000_000, 1..20),
+        ) {
+            let (mut marks, mut times, mut merged) = (Vec::new(), Vec::new(), false);
+            let mut t = 1_000;
+            for (i, g) in gaps.iter().enumerate() {
+                t += g;
+                let before = marks.len();
+                if Mark::add(&mut marks, t, i as u64 + 1, every) {
+                    merged |= marks.len() <= before;
+                }
+                times.push(t);
+            }
+            prop_assert!(marks.len() <= Mark::MAX);
+            let next = times.len() as u64 + 1;
+            for since in probes {
+                let first = Mark::first_id_since(&marks, since, next).expect("marks from the first id on");
+                for (i, &at) in times.iter().enumerate() {
+                    let id = i as u64 + 1;
+                    if at >= since {
+                        prop_assert!(id >= first, "id {id} at {at} left out of since {since} (from {first})");
+                    } else if id >= first && !merged {
+                        prop_assert!(at >= since - every, "id {id} at {at} taken in for since {since}");
+                    }
+                }
+            }
+        }
+
         #[test]
         fn decoders_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
             let _ = Meta::decode_key(&bytes);

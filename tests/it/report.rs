@@ -130,6 +130,63 @@ fn min_size_leaves_out_small_sets_and_clusters() {
     assert!(String::from_utf8_lossy(&out.get_output().stderr).contains("ten: not a size"));
 }
 
+/// `--since` keeps the identical sets and clusters with a file first
+/// indexed since a time (file ids grow as files are first indexed, and
+/// the index notes when: `store::Mark`): a new copy of an old file makes
+/// its set new, a file moved keeps its id and makes nothing new.
+#[test]
+fn since_keeps_what_was_first_indexed_since() {
+    let env = Env::new();
+    for rel in ["old/1", "old/2"] {
+        env.write(rel, text(1, 300));
+    }
+    env.write("keep/a", text(2, 300));
+    let doc = text(3, 5_000);
+    env.write("c/doc", &doc);
+    env.write("c/doc-longer", [doc.as_slice(), &text(4, 300)].concat());
+    // A mark for every file first indexed, where the writer makes one
+    // every 10 minutes.
+    let index = || {
+        env.simd().env("SIMD_TEST_MARK_EVERY_MS", "0").args(["-q", "index"]).arg(&env.root).assert().success();
+    };
+    index();
+    // The next whole second (what --since takes), then the new files.
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+    let since = now.as_secs() as i64 + 1;
+    std::thread::sleep(std::time::Duration::from_secs(since as u64) + std::time::Duration::from_millis(50) - now);
+    env.write("new/a-copy", text(2, 300));
+    for rel in ["new/x", "new/y"] {
+        env.write(rel, text(5, 300));
+    }
+    index();
+    let since = simd::cli::utc(since);
+    let shape = |args: &[&str]| {
+        let r = json(&env, &[["report"].as_slice(), args].concat());
+        let sets: Vec<Vec<String>> = r["identical"].as_array().unwrap().iter().map(|s| names(&s["files"])).collect();
+        (sets, r["clusters"].as_array().unwrap().len(), r)
+    };
+    let (sets, clusters, all) = shape(&[]);
+    assert_eq!((sets.len(), clusters), (3, 1), "{all:#}");
+    let (mut sets, clusters, r) = shape(&["--since", &since]);
+    sets.sort();
+    assert_eq!((sets, clusters), (vec![vec!["a".to_string(), "a-copy".to_string()], vec!["x".into(), "y".into()]], 0));
+    assert_eq!(r["selected"]["since"].as_str(), Some(since.as_str()), "{r:#}");
+    assert_eq!(r["totals"]["identical_sets"].as_u64(), Some(3), "{r:#}");
+    let (sets, clusters, _) = shape(&["--since", "1h"]);
+    assert_eq!((sets.len(), clusters), (3, 1), "an hour ago: everything");
+
+    std::fs::create_dir(env.root.join("moved")).unwrap();
+    std::fs::rename(env.root.join("old/2"), env.root.join("moved/2")).unwrap();
+    index();
+    let (sets, clusters, r) = shape(&["--since", &since]);
+    assert_eq!((sets.len(), clusters), (2, 0), "a move is not new: {r:#}");
+    let out = env.simd().args(["report", "--since", &since]).assert().success();
+    let text = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    assert!(text.contains(&format!("with a file first indexed since {since}: 2 sets, 4 files, ")), "{text}");
+    let out = env.simd().args(["report", "--since", "last tuesday"]).assert().failure();
+    assert!(String::from_utf8_lossy(&out.get_output().stderr).contains("not an age"));
+}
+
 #[test]
 fn thresholds_limit_under_and_out_shape_the_report() {
     let env = Env::new();

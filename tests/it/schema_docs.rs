@@ -36,6 +36,13 @@ fn examples() -> Vec<(&'static str, u8, String, String)> {
             MetaKey::Expiry,
             MetaValue::Expiry(Expiry { at: T, records: 12, version_runs: 300, kept_days: 90, kept_records: 100_000 }),
         ),
+        example::<Meta>(
+            MetaKey::Marks,
+            MetaValue::Marks(vec![
+                Mark { at: T, next_file_id: 1, within: Mark::EVERY },
+                Mark { at: T + 3_600_000_000_000, next_file_id: 5_000, within: Mark::EVERY },
+            ]),
+        ),
         example::<Files>(
             file,
             FileRecord {
