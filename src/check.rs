@@ -266,9 +266,27 @@ pub fn check(store: &Store) -> Result<CheckReport, StoreError> {
             live.len()
         )),
     }
-    match store.get::<Meta>(&MetaKey::NextFileId)? {
-        Some(MetaValue::NextFileId(n)) if n > max_id => {}
-        other => problem(format!("meta next_file_id is {other:?}, but file id {max_id} is in use")),
+    let next_file_id = match store.get::<Meta>(&MetaKey::NextFileId)? {
+        Some(MetaValue::NextFileId(n)) if n > max_id => n,
+        other => {
+            problem(format!("meta next_file_id is {other:?}, but file id {max_id} is in use"));
+            max_id + 1
+        }
+    };
+    // The marks that date file ids (`report --since`): in order of time
+    // and of id, each id one handed out by then.
+    match store.get::<Meta>(&MetaKey::Marks)? {
+        Some(MetaValue::Marks(marks)) => {
+            let ordered = marks.windows(2).all(|w| w[0].at < w[1].at && w[0].next_file_id < w[1].next_file_id);
+            let handed_out = marks.iter().all(|m| m.next_file_id < next_file_id && m.within >= 0);
+            if !ordered || !handed_out {
+                problem(format!(
+                    "meta marks are out of order or name ids not handed out (next file id {next_file_id}): {marks:?}"
+                ));
+            }
+        }
+        None => {}
+        other => problem(format!("meta marks hold {other:?}")),
     }
     match store.get::<Meta>(&MetaKey::NextContentId)? {
         Some(MetaValue::NextContentId(n)) if n > max_content => {}

@@ -575,7 +575,8 @@ fn nested_roots_are_walked_once() {
 #[test]
 fn the_checker_finds_each_planted_inconsistency() {
     use simd::store::{
-        Access, ChunkContents, ContentById, ContentId, Meta, MetaKey, MetaValue, Paths, Posting, SketchContents, Store,
+        Access, ChunkContents, ContentById, ContentId, Mark, Meta, MetaKey, MetaValue, Paths, Posting, SketchContents,
+        Store,
     };
 
     let env = Env::new();
@@ -597,6 +598,7 @@ fn the_checker_finds_each_planted_inconsistency() {
     b.delete::<SketchContents>(&(sample, holder));
     b.delete::<Paths>(&path);
     b.put::<Meta>(&MetaKey::NextContentId, &MetaValue::NextContentId(1));
+    b.put::<Meta>(&MetaKey::Marks, &MetaValue::Marks(vec![Mark { at: 5, next_file_id: 9, within: 0 }]));
     store.write(b).unwrap();
     drop(store);
 
@@ -609,6 +611,7 @@ fn the_checker_finds_each_planted_inconsistency() {
         format!("sketch posting for sample {sample:08x} missing"),
         "has no paths entry".to_string(),
         "meta next_content_id is Some(NextContentId(1))".to_string(),
+        "meta marks are out of order or name ids not handed out (next file id 4)".to_string(),
     ] {
         assert!(text.contains(&want), "`{want}` not in:\n{text}");
     }
