@@ -769,7 +769,7 @@ fn print_similar(
 
 fn lost_file_json(f: &crate::lost::LostFile) -> serde_json::Value {
     let mut v = serde_json::json!({
-        "last_seen": utc(f.last_seen / 1_000_000_000),
+        "last_seen": utc_ns(f.last_seen),
         "last_seen_ns": f.last_seen,
         "content": f.content.map(|c| c.to_string()),
         "size": f.size,
@@ -830,7 +830,7 @@ fn print_lost_file(out: &mut impl Write, f: &crate::lost::LostFile, indent: &str
         out,
         "{indent}{}: last seen {} ({}){}",
         p(&f.path),
-        utc(f.last_seen / 1_000_000_000),
+        utc_ns(f.last_seen),
         human_ago(ago),
         f.size.map_or(String::new(), |s| format!(", {}", human_bytes(s)))
     )?;
@@ -1011,13 +1011,11 @@ fn first_id_since(store: &Store, at: i64) -> Result<u64> {
         _ => 1,
     };
     Ok(Mark::first_id_since(&marks, at, next_file_id).unwrap_or_else(|| {
-        let from = marks
-            .first()
-            .map_or("from its next new file on".to_string(), |m| format!("since {}", utc(m.at / 1_000_000_000)));
+        let from = marks.first().map_or("from its next new file on".to_string(), |m| format!("since {}", utc_ns(m.at)));
         tracing::warn!(
             "this index has recorded when files were first indexed only {from}: every file it held before then \
              counts as indexed since {}",
-            utc(at / 1_000_000_000)
+            utc_ns(at)
         );
         0
     }))
@@ -1491,13 +1489,13 @@ pub fn human_bytes(n: u64) -> String {
 
 fn format_time(ns: i64) -> String {
     let ago = ingest::now_ns().saturating_sub(ns) / 1_000_000_000;
-    format!("{} ({})", utc(ns / 1_000_000_000), human_ago(ago))
+    format!("{} ({})", utc_ns(ns), human_ago(ago))
 }
 
 /// A time to come (ns since the epoch), with how far ahead it is.
 fn format_time_ahead(ns: i64) -> String {
     let ahead = ns.saturating_sub(ingest::now_ns()).max(0) / 1_000_000_000;
-    format!("{}, in {ahead} s", utc(ns / 1_000_000_000))
+    format!("{}, in {ahead} s", utc_ns(ns))
 }
 
 /// `YYYY-MM-DD HH:MM:SS UTC` for seconds since the epoch (Hinnant's
@@ -1514,6 +1512,11 @@ pub fn utc(secs: i64) -> String {
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
     format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+/// [`utc`] of a time in ns since the epoch.
+pub fn utc_ns(ns: i64) -> String {
+    utc(ns.div_euclid(1_000_000_000))
 }
 
 /// Days since 1970-01-01 of a civil date (Hinnant's days-from-civil, the
@@ -1565,6 +1568,10 @@ fn parse_since(s: &str) -> Result<i64, String> {
         return Err(bad());
     }
     let secs = days_from_civil(y, mo, d) * 86_400 + h * 3_600 + mi * 60 + sec;
+    // A day the month does not have (2026-02-30) would run on into the next.
+    if !utc(secs).starts_with(&format!("{y:04}-{mo:02}-{d:02}")) {
+        return Err(bad());
+    }
     secs.checked_mul(1_000_000_000).ok_or_else(bad)
 }
 
@@ -1601,7 +1608,9 @@ mod tests {
         let week = super::parse_since("7d").unwrap();
         assert!((now - 7 * 86_400 * 1_000_000_000 - week).abs() < 60 * 1_000_000_000, "{week}");
         assert!(super::parse_since("90m").unwrap() > super::parse_since("2h").unwrap());
-        for bad in ["", "7", "7y", "d", "2026-13-01", "2026-11-22 25:00", "2026/11/22", "yesterday", "2026-11"] {
+        for bad in
+            ["", "7", "7y", "d", "2026-13-01", "2026-02-30", "2026-11-22 25:00", "2026/11/22", "yesterday", "2026-11"]
+        {
             assert!(super::parse_since(bad).is_err(), "{bad}");
         }
     }

@@ -112,7 +112,7 @@ impl View {
     /// `--verify`'s note after the `k`th name of member `m` (empty for a
     /// copy, or a name not read).
     fn member_note(&self, m: &Member, k: usize) -> String {
-        let verdict = self.member_check(m).and_then(|c| c.verdict_of(k, m.names[k].id));
+        let verdict = self.member_check(m).zip(m.names.get(k)).and_then(|(c, n)| c.verdict_of(k, n.id));
         verdict.map(crate::verify::Verdict::note).unwrap_or_default()
     }
 
@@ -383,7 +383,7 @@ pub fn write_json(out: &mut dyn Write, a: &Analysis, view: &View, pretty: bool) 
                 v["min_size"] = json!(min);
             }
             if let Some(since) = view.since {
-                v["since"] = json!(crate::cli::utc(since.at.div_euclid(1_000_000_000)));
+                v["since"] = json!(crate::cli::utc_ns(since.at));
             }
             v
         }),
@@ -587,10 +587,7 @@ fn summary_lines(a: &Analysis, view: &View, shown: (usize, usize)) -> Vec<String
             what.push(format!("of files of at least {}", human_bytes(min)));
         }
         if let Some(since) = view.since {
-            what.push(format!(
-                "with a file first indexed since {}",
-                crate::cli::utc(since.at.div_euclid(1_000_000_000))
-            ));
+            what.push(format!("with a file first indexed since {}", crate::cli::utc_ns(since.at)));
         }
         lines.push(format!(
             "{}: {}, {}, {} wasted    similar: {}, {}",
@@ -739,8 +736,7 @@ pub fn write_text(out: &mut dyn Write, a: &Analysis, view: &View) -> io::Result<
         writeln!(out, "  cluster {}: {}", c.id_str(), cluster_heading(c))?;
         for (i, m) in c.members.iter().enumerate() {
             let first = m.names.first().map(|n| p(&n.path)).unwrap_or_default();
-            let note = if m.names.is_empty() { String::new() } else { view.member_note(m, 0) };
-            writeln!(out, "    [{}] {}  ({}){note}", i + 1, first, human_bytes(m.size))?;
+            writeln!(out, "    [{}] {}  ({}){}", i + 1, first, human_bytes(m.size), view.member_note(m, 0))?;
             for (k, n) in m.names.iter().enumerate().skip(1) {
                 writeln!(out, "        = {}{}", p(&n.path), view.member_note(m, k))?;
             }
@@ -856,7 +852,7 @@ pub fn write_html(out: &mut dyn Write, a: &Analysis, view: &View) -> io::Result<
         writeln!(out, "<ol>")?;
         for m in &c.members {
             let first = m.names.first().map(|n| p(&n.path)).unwrap_or_default();
-            let note = if m.names.is_empty() { String::new() } else { html_escape(&view.member_note(m, 0)) };
+            let note = html_escape(&view.member_note(m, 0));
             write!(out, "<li><span class=\"path\">{first}</span> ({}){note}", human_bytes(m.size))?;
             for (k, n) in m.names.iter().enumerate().skip(1) {
                 let note = html_escape(&view.member_note(m, k));
