@@ -595,8 +595,9 @@ pub fn run(cli: Cli) -> Result<Exit> {
             // A running daemon rereads with its own options; given, they
             // get the writer's "in use" error, which says what to do.
             if !scan.shapes_the_run() && DaemonState::running(&db).is_some() {
-                let answer =
-                    control::request(&db, &Request::Reread { paths: reread })?.map_err(|e| anyhow::anyhow!(e))?;
+                // None named: the daemon's own roots.
+                let paths = if every { Vec::new() } else { reread };
+                let answer = control::request(&db, &Request::Reread { paths })?.map_err(|e| anyhow::anyhow!(e))?;
                 if !cli.quiet {
                     print_answer(&mut out, cli.format, &answer)?;
                 }

@@ -38,7 +38,8 @@ pub enum Request {
         roots: Vec<Vec<u8>>,
     },
     /// Rescan, reading the files at or under these paths (absolute, as
-    /// bytes) even where their stat is as recorded: `simd reread`.
+    /// bytes; none: every root the daemon watches) even where their stat
+    /// is as recorded: `simd reread`.
     Reread {
         paths: Vec<Vec<u8>>,
     },

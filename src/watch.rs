@@ -1342,8 +1342,23 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                     // `simd reread`: the next rescan reads these files
                     // whatever their stat says.
                     control::Request::Reread { paths } => {
+                        // A path under a remembered root this daemon was not
+                        // started on would be read by no rescan of its own.
+                        let roots: Vec<Vec<u8>> =
+                            rescan_opts.roots.iter().map(|r| crate::scan::path_bytes(r)).collect();
+                        if let Some(p) = paths.iter().find(|p| !crate::scan::is_under_any(p, &roots)) {
+                            let _ = incoming.reply.send(Err(format!(
+                                "{}: not under a root this daemon watches ({}): stop it (kill -TERM {}) and run \
+                                 `simd reread` then, or start it with no roots to watch every root the index remembers",
+                                crate::report_path(p),
+                                show(&rescan_opts.roots),
+                                std::process::id()
+                            )));
+                            continue;
+                        }
                         forced = true;
-                        rescan_opts.walk.reread.extend(paths);
+                        // None named: every file of its roots.
+                        rescan_opts.walk.reread.extend(if paths.is_empty() { roots } else { paths });
                         rescan_replies.push((incoming.reply, Vec::new()));
                     }
                     control::Request::Add { roots } => {

@@ -370,19 +370,31 @@ fn reread_reaches_the_running_daemon() {
     env.write("b/b.txt", text(1, 300));
     env.write("b/c.txt", text(2, 300));
     env.index();
+    // A root the index remembers and this daemon (started on the tree
+    // alone) does not watch.
+    let other = env.tmp.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::write(other.join("d.txt"), text(3, 300)).unwrap();
+    env.simd().args(["-q", "index"]).arg(&other).assert().success();
     write_keeping_stat(&a, 100, b"XXXX");
     let _daemon = start(&env);
-    let fresh = state_of_fresh(&env, &[&env.root]);
+    let roots = [env.root.as_path(), other.as_path()];
+    let fresh = state_of_fresh(&env, &roots);
     assert_ne!(state(&env.db).unwrap(), fresh, "the start's scan read a file whose stat was as recorded");
     let said = env.json(&["reread", a.to_str().unwrap()]);
     assert_eq!((said["reread"].as_u64(), said["reread_differed"].as_u64()), (Some(1), Some(1)), "{said:#}");
     assert_eq!((said["changed"].as_u64(), said["unchanged"].as_u64()), (Some(1), Some(2)), "{said:#}");
-    converges(&env, "reread");
+    converges_to(&env, &roots, "reread");
     // Asked for once: the next rescan goes by the stat again.
     let said = env.json(&["rescan"]);
     assert_eq!(said["reread"].as_u64(), Some(0), "{said:#}");
+    // None named: every file this daemon watches.
     let said = env.json(&["reread"]);
     assert_eq!((said["reread"].as_u64(), said["reread_differed"].as_u64()), (Some(3), Some(0)), "{said:#}");
+    // A file under the root it does not watch: no rescan of its reads it.
+    let out = env.simd().arg("reread").arg(other.join("d.txt")).assert().failure();
+    let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(err.contains("not under a root this daemon watches"), "{err}");
     let out = env.simd().arg("reread").arg(env.tmp.path()).assert().failure();
     assert!(String::from_utf8_lossy(&out.get_output().stderr).contains("not under a root of the index"), "{out:?}");
     // Options that shape the run are the daemon's own: given, the writer's
