@@ -1012,10 +1012,14 @@ fn first_id_since(store: &Store, at: i64) -> Result<u64> {
         _ => 1,
     };
     Ok(Mark::first_id_since(&marks, at, next_file_id).unwrap_or_else(|| {
-        let from = marks.first().map_or("from its next new file on".to_string(), |m| format!("since {}", utc_ns(m.at)));
+        let from = marks
+            .first()
+            .map_or("from when simd first adds a file to it (it was made before simd dated files)".to_string(), |m| {
+                format!("since {}", utc_ns(m.at))
+            });
         tracing::warn!(
-            "this index has recorded when files were first indexed only {from}: every file it held before then \
-             counts as indexed since {}",
+            "this index dates the files it holds only {from}: every file it held before then counts as indexed \
+             since {}",
             utc_ns(at)
         );
         0

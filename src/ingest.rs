@@ -2372,6 +2372,10 @@ pub struct Writer<'s> {
     /// ([`Mark::EVERY`], shorter in tests).
     marks: Vec<Mark>,
     mark_every: TimeNs,
+    /// When this writer opened: every id below the one it hands out first
+    /// was handed out before then, which dates an index's files from
+    /// before it kept marks ([`Writer::mark_new_id`]).
+    opened: TimeNs,
     /// [`VERSION_RUNS_DUE`], smaller in tests.
     version_runs_due: u64,
     /// A bulk load's postings, written as table files and ingested at its
@@ -2570,6 +2574,7 @@ impl<'s> Writer<'s> {
             marks,
             mark_every: crate::test_setting("SIMD_TEST_MARK_EVERY_MS")
                 .map_or(Mark::EVERY, |ms| ms as TimeNs * 1_000_000),
+            opened: crate::store::now_ns(),
             version_runs_due: VERSION_RUNS_DUE,
             spill: store.posting_spill()?,
             passed_on: None,
@@ -2948,6 +2953,25 @@ impl<'s> Writer<'s> {
         }
     }
 
+    /// Notes when `id` is handed out (`report --since`), in the batch that
+    /// hands it out: a [`Mark`] when the last one's window is over. The
+    /// first mark of an index that held files before it kept marks is
+    /// dated from this writer's open, so that a report asked since then
+    /// tells them from the files that came after.
+    fn mark_new_id(&mut self, id: FileId) {
+        let now = crate::store::now_ns();
+        let added = if self.marks.is_empty() && id.0 > 1 {
+            let within = now.saturating_sub(self.opened).saturating_add(self.mark_every);
+            self.marks.push(Mark { at: self.opened.min(now), next_file_id: id.0, within });
+            true
+        } else {
+            Mark::add(&mut self.marks, now, id.0, self.mark_every)
+        };
+        if added {
+            self.group.batch.put::<Meta>(&MetaKey::Marks, &MetaValue::Marks(self.marks.clone()));
+        }
+    }
+
     /// Records `path` as holding the fingerprinted content. `old` is what the
     /// index held for it when it was looked up; `unseen`, that a reader
     /// found no record of the content (during this pass). Returns its file
@@ -2966,10 +2990,7 @@ impl<'s> Writer<'s> {
             Some((id, _)) => *id,
             None => {
                 let id = FileId(self.group.next_id);
-                // Its time noted for `report --since`, in the same batch.
-                if Mark::add(&mut self.marks, crate::store::now_ns(), id.0, self.mark_every) {
-                    self.group.batch.put::<Meta>(&MetaKey::Marks, &MetaValue::Marks(self.marks.clone()));
-                }
+                self.mark_new_id(id);
                 self.group.next_id += 1;
                 self.group.batch.put::<Paths>(&pb, &id);
                 self.group.counts.files += 1;

@@ -50,7 +50,7 @@ fn the_current_version_reads_its_golden_index() {
     // `marks`): `--since` cannot tell, says so, and keeps every file.
     let out = simd(&g).args(["--format", "json", "report", "--since", "1d"]).assert().success();
     let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
-    assert!(err.contains("has recorded when files were first indexed only from its next new file on"), "{err}");
+    assert!(err.contains("dates the files it holds only from when simd first adds a file to it"), "{err}");
     let r: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
     assert_eq!((r["identical"].as_array().unwrap().len(), r["clusters"].as_array().unwrap().len()), (1, 1), "{r:#}");
 }

@@ -403,6 +403,42 @@ fn reread_reaches_the_running_daemon() {
     assert!(String::from_utf8_lossy(&out.get_output().stderr).contains("index in use by pid"), "{out:?}");
 }
 
+/// An index made before simd dated its files (no `marks` in `meta`): the
+/// daemon's writer dates them from its open, so a report asked for what
+/// came since a time after the daemon started tells the new copies from
+/// the files the index held, with no warning.
+#[test]
+fn since_tells_new_files_from_those_of_an_index_made_before_marks() {
+    use simd::store::{Meta, MetaKey};
+    let env = Env::new();
+    for rel in ["old/1", "old/2"] {
+        env.write(rel, text(1, 300));
+    }
+    env.index();
+    let store = Store::open(&env.db, Access::Write, None).unwrap();
+    let mut b = store.batch();
+    b.delete::<Meta>(&MetaKey::Marks);
+    store.write(b).unwrap();
+    drop(store);
+    let _daemon = start(&env);
+    converges(&env, "start");
+    // The next whole second (what --since takes), then new copies.
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+    let since = now.as_secs() as i64 + 1;
+    std::thread::sleep(Duration::from_secs(since as u64) + Duration::from_millis(50) - now);
+    for rel in ["new/1", "new/2"] {
+        env.write(rel, text(2, 300));
+    }
+    converges(&env, "new copies");
+    let out = env.simd().args(["--format", "json", "report", "--since", &simd::cli::utc(since)]).assert().success();
+    let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(!err.contains("dates the files it holds only"), "{err}");
+    let r: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let sets = r["identical"].as_array().unwrap();
+    assert_eq!(sets.len(), 1, "{r:#}");
+    assert!(sets[0]["files"][0]["path"].as_str().unwrap().contains("/new/"), "{r:#}");
+}
+
 /// The daemon reads a file of `--whole-from`'s size or more (here on its
 /// background readers, as any file of 16 MiB or more) without keeping its
 /// chunk list, as `simd index` does.
