@@ -253,6 +253,10 @@ pub enum Command {
     /// Where the content last seen at PATH (a file or a directory) lives now
     Lost {
         path: PathBuf,
+        /// For a directory: only the files that went from it since WHEN, an age (90m, 12h, 7d, 2w) or a UTC
+        /// time (2026-11-30, 2026-11-30 08:00)
+        #[arg(long, value_name = "WHEN", value_parser = parse_since)]
+        since: Option<i64>,
         /// At most this many places per file
         #[arg(long, value_name = "N", default_value_t = 5)]
         limit: usize,
@@ -519,7 +523,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
                 _ => print_similar(&mut out, &file, &answer, indexed)?,
             }
         }
-        Command::Lost { path, limit } => {
+        Command::Lost { path, since, limit } => {
             let store = Store::open(&db, Access::Read, None)?;
             warn_if_first_scan(&db, &store);
             let lexical = crate::lost::lexical(&path).with_context(|| crate::show_path(&path))?;
@@ -528,7 +532,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
             } else {
                 crate::lost::absolute(&lexical).with_context(|| crate::show_path(&path))?
             };
-            let answer = crate::lost::lost(&store, &abs, limit)?;
+            let answer = crate::lost::lost(&store, &abs, limit, since)?;
             match cli.format {
                 Format::Json => {
                     serde_json::to_writer_pretty(&mut out, &lost_json(&answer))?;
@@ -816,6 +820,9 @@ fn lost_json(a: &crate::lost::Answer) -> serde_json::Value {
             }).collect::<Vec<_>>(),
         }),
     };
+    if let Answer::Dir { since: Some(since), .. } = a {
+        v["since"] = serde_json::json!(utc_ns(*since));
+    }
     let path = match a {
         Answer::Live { path, .. } | Answer::Unknown { path } | Answer::Dir { path, .. } => path,
         Answer::File(f) => &f.path,
@@ -883,13 +890,14 @@ fn print_lost(out: &mut impl Write, a: &crate::lost::Answer) -> std::io::Result<
             writeln!(out, "{}: the index has no record of it (never indexed, or its history expired)", p(path))
         }
         Answer::File(f) => print_lost_file(out, f, ""),
-        Answer::Dir { path, files, destinations, live } => {
+        Answer::Dir { path, files, destinations, live, since } => {
             writeln!(
                 out,
-                "{}: directory, {} in the index, {} gone from it",
+                "{}: directory, {} in the index, {} gone from it{}",
                 p(path),
                 count(*live, "file"),
-                count(files.len(), "file")
+                count(files.len(), "file"),
+                since.map_or(String::new(), |s| format!(" since {}", utc_ns(s)))
             )?;
             if let Some((d, n)) = destinations.first() {
                 writeln!(

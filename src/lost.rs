@@ -79,7 +79,8 @@ pub enum Answer {
     /// PATH is or was a directory: an answer per file that was under it and
     /// is gone, where most of them went (destination directory, files), and
     /// how many files the index holds under it now.
-    Dir { path: Vec<u8>, files: Vec<LostFile>, destinations: Vec<(Vec<u8>, usize)>, live: usize },
+    /// `since`: only files last seen then or later were asked for.
+    Dir { path: Vec<u8>, files: Vec<LostFile>, destinations: Vec<(Vec<u8>, usize)>, live: usize, since: Option<TimeNs> },
     /// The index never saw anything at PATH (or its history expired).
     Unknown { path: Vec<u8> },
 }
@@ -192,8 +193,9 @@ impl Ctx<'_> {
     }
 }
 
-/// Answers for `path` (absolute, as from [`absolute`]).
-pub fn lost(store: &Store, path: &Path, limit: usize) -> Result<Answer, StoreError> {
+/// Answers for `path` (absolute, as from [`absolute`]); for a directory,
+/// only the files last seen at `since` or later when it is given.
+pub fn lost(store: &Store, path: &Path, limit: usize, since: Option<TimeNs>) -> Result<Answer, StoreError> {
     let mut ctx = Ctx { store, limit, names: HashMap::new(), similar: HashMap::new() };
     let pb = path_bytes(path);
     if let Some(id) = store.get::<Paths>(&pb)? {
@@ -221,6 +223,8 @@ pub fn lost(store: &Store, path: &Path, limit: usize) -> Result<Answer, StoreErr
     if latest.is_empty() && live == 0 {
         return Ok(Answer::Unknown { path: pb });
     }
+    // `--since`: only what went from it in that time.
+    latest.retain(|_, (time, _)| since.is_none_or(|s| *time >= s));
     let mut files = Vec::new();
     let mut dest: BTreeMap<Vec<u8>, usize> = BTreeMap::new();
     for (p, (time, rec)) in latest {
@@ -243,7 +247,7 @@ pub fn lost(store: &Store, path: &Path, limit: usize) -> Result<Answer, StoreErr
     }
     let mut destinations: Vec<(Vec<u8>, usize)> = dest.into_iter().collect();
     destinations.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    Ok(Answer::Dir { path: pb, files, destinations, live })
+    Ok(Answer::Dir { path: pb, files, destinations, live, since })
 }
 
 fn parent(p: &[u8]) -> &[u8] {

@@ -173,6 +173,46 @@ fn a_live_directory_says_what_it_holds_and_what_left_it() {
     assert_eq!(r["state"], "unknown", "{r:#}");
 }
 
+/// `simd lost DIR --since WHEN` answers for the files that went from DIR
+/// since then: what went missing today, and where it went.
+#[test]
+fn lost_since_keeps_what_went_in_that_time() {
+    let env = Env::new();
+    for i in 0..4u64 {
+        env.write(&format!("docs/f{i}.txt"), text(500 + i, 2000));
+    }
+    env.index();
+    fs::remove_file(env.root.join("docs/f0.txt")).unwrap();
+    env.index();
+    // The next whole second (what --since takes), then more go.
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+    let since = now.as_secs() as i64 + 1;
+    std::thread::sleep(std::time::Duration::from_secs(since as u64) + std::time::Duration::from_millis(50) - now);
+    fs::create_dir(env.root.join("kept")).unwrap();
+    fs::rename(env.root.join("docs/f1.txt"), env.root.join("kept/f1.txt")).unwrap();
+    fs::remove_file(env.root.join("docs/f2.txt")).unwrap();
+    env.index();
+    let docs = env.root.join("docs");
+    let names = |r: &serde_json::Value| -> Vec<String> {
+        let mut v: Vec<String> = r["files"].as_array().unwrap().iter().map(tail).collect();
+        v.sort();
+        v
+    };
+    let all = lost(&env, &docs);
+    assert_eq!(names(&all), ["f0.txt", "f1.txt", "f2.txt"], "{all:#}");
+    assert!(all.get("since").is_none(), "{all:#}");
+    let since = simd::cli::utc(since);
+    let out = env.simd().args(["--format", "json", "lost", "--since", &since]).arg(&docs).assert().success();
+    let r: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(names(&r), ["f1.txt", "f2.txt"], "{r:#}");
+    assert_eq!((r["since"].as_str(), r["live_files"].as_u64()), (Some(since.as_str()), Some(1)), "{r:#}");
+    let moved = r["files"].as_array().unwrap().iter().find(|f| tail(f) == "f1.txt").unwrap();
+    assert_eq!(moved["candidates"][0]["kind"], "moved", "{moved:#}");
+    let out = env.simd().args(["lost", "--since", "1h"]).arg(&docs).assert().success();
+    let text_answer = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    assert!(text_answer.contains("directory, 1 file in the index, 3 files gone from it since "), "{text_answer}");
+}
+
 /// A directory moved away with a symlink left in its place (to the
 /// directory that now holds it): the user asks by the old path, which
 /// now resolves elsewhere; the index answers for the path as it was.
