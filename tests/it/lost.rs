@@ -3,7 +3,7 @@
 
 use std::fs;
 
-use super::{noise, text, Env};
+use super::{next_second, noise, text, Env};
 
 fn lost(env: &Env, path: &std::path::Path) -> serde_json::Value {
     let out = env.simd().args(["--format", "json", "lost"]).arg(path).assert().success();
@@ -184,10 +184,8 @@ fn lost_since_keeps_what_went_in_that_time() {
     env.index();
     fs::remove_file(env.root.join("docs/f0.txt")).unwrap();
     env.index();
-    // The next whole second (what --since takes), then more go.
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
-    let since = now.as_secs() as i64 + 1;
-    std::thread::sleep(std::time::Duration::from_secs(since as u64) + std::time::Duration::from_millis(50) - now);
+    // Then what comes after it.
+    let since = next_second();
     fs::create_dir(env.root.join("kept")).unwrap();
     fs::rename(env.root.join("docs/f1.txt"), env.root.join("kept/f1.txt")).unwrap();
     fs::remove_file(env.root.join("docs/f2.txt")).unwrap();
@@ -201,7 +199,6 @@ fn lost_since_keeps_what_went_in_that_time() {
     let all = lost(&env, &docs);
     assert_eq!(names(&all), ["f0.txt", "f1.txt", "f2.txt"], "{all:#}");
     assert!(all.get("since").is_none(), "{all:#}");
-    let since = simd::cli::utc(since);
     let out = env.simd().args(["--format", "json", "lost", "--since", &since]).arg(&docs).assert().success();
     let r: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
     assert_eq!(names(&r), ["f1.txt", "f2.txt"], "{r:#}");

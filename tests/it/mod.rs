@@ -142,6 +142,16 @@ pub fn write_keeping_stat(path: impl AsRef<Path>, at: u64, bytes: &[u8]) {
     assert_eq!(stat(&after), stat(&before), "{}: the write changed its stat", path.display());
 }
 
+/// Waits until just past the next whole second and returns it as `simd`
+/// prints times (`YYYY-MM-DD HH:MM:SS UTC`, what `--since` takes): what
+/// happened before the call is before it, what happens after is not.
+pub fn next_second() -> String {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+    let next = now.as_secs() + 1;
+    std::thread::sleep(std::time::Duration::from_secs(next) + std::time::Duration::from_millis(50) - now);
+    simd::cli::utc(next as i64)
+}
+
 pub fn files_of(store: &Store) -> Vec<(Vec<u8>, String)> {
     let mut v: Vec<_> = store.scan::<Files>().map(|r| r.unwrap().1).map(|f| (f.path, f.content.to_string())).collect();
     v.sort();

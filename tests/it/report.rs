@@ -2,7 +2,7 @@
 //! answer is known: identical copies, edited versions, a file inside another,
 //! a shared boilerplate, unrelated files.
 
-use super::{boilerplate_articles, noise, text, write_keeping_stat, Env};
+use super::{boilerplate_articles, next_second, noise, text, write_keeping_stat, Env};
 
 /// `base` with `n` small edits spread evenly (each replaces 8 bytes).
 fn edited(base: &[u8], n: usize, seed: u8) -> Vec<u8> {
@@ -150,16 +150,13 @@ fn since_keeps_what_was_first_indexed_since() {
         env.simd().env("SIMD_TEST_MARK_EVERY_MS", "0").args(["-q", "index"]).arg(&env.root).assert().success();
     };
     index();
-    // The next whole second (what --since takes), then the new files.
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
-    let since = now.as_secs() as i64 + 1;
-    std::thread::sleep(std::time::Duration::from_secs(since as u64) + std::time::Duration::from_millis(50) - now);
+    // Then what comes after it.
+    let since = next_second();
     env.write("new/a-copy", text(2, 300));
     for rel in ["new/x", "new/y"] {
         env.write(rel, text(5, 300));
     }
     index();
-    let since = simd::cli::utc(since);
     let shape = |args: &[&str]| {
         let r = json(&env, &[["report"].as_slice(), args].concat());
         let sets: Vec<Vec<String>> = r["identical"].as_array().unwrap().iter().map(|s| names(&s["files"])).collect();

@@ -5,7 +5,7 @@
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use super::{boilerplate_articles, files_of, noise, text, write_keeping_stat, Env};
+use super::{boilerplate_articles, files_of, next_second, noise, text, write_keeping_stat, Env};
 use simd::store::{Access, History, HistoryRecord, Store};
 
 struct Daemon(Child);
@@ -422,15 +422,13 @@ fn since_tells_new_files_from_those_of_an_index_made_before_marks() {
     drop(store);
     let _daemon = start(&env);
     converges(&env, "start");
-    // The next whole second (what --since takes), then new copies.
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
-    let since = now.as_secs() as i64 + 1;
-    std::thread::sleep(Duration::from_secs(since as u64) + Duration::from_millis(50) - now);
+    // Then what comes after it.
+    let since = next_second();
     for rel in ["new/1", "new/2"] {
         env.write(rel, text(2, 300));
     }
     converges(&env, "new copies");
-    let out = env.simd().args(["--format", "json", "report", "--since", &simd::cli::utc(since)]).assert().success();
+    let out = env.simd().args(["--format", "json", "report", "--since", &since]).assert().success();
     let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
     assert!(!err.contains("dates the files it holds only"), "{err}");
     let r: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
