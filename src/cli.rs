@@ -1010,16 +1010,8 @@ fn run_index(
 /// index's marks tell (`report --since`); 0 (every file), with a warning,
 /// where they cannot tell.
 fn first_id_since(store: &Store, at: i64) -> Result<u64> {
-    use crate::store::{Mark, Meta, MetaKey, MetaValue};
-    let marks = match store.get::<Meta>(&MetaKey::Marks)? {
-        Some(MetaValue::Marks(m)) => m,
-        _ => Vec::new(),
-    };
-    let next_file_id = match store.get::<Meta>(&MetaKey::NextFileId)? {
-        Some(MetaValue::NextFileId(n)) => n,
-        _ => 1,
-    };
-    Ok(Mark::first_id_since(&marks, at, next_file_id).unwrap_or_else(|| {
+    let marks = store.marks()?;
+    Ok(crate::store::Mark::first_id_since(&marks, at, store.next_file_id()?).unwrap_or_else(|| {
         let from = marks
             .first()
             .map_or("from when simd first adds a file to it (it was made before simd dated files)".to_string(), |m| {

@@ -2518,10 +2518,7 @@ impl<'s> Group<'s> {
 
 impl<'s> Writer<'s> {
     pub fn new(store: &'s Store) -> Result<Self, StoreError> {
-        let next_id = match store.get::<Meta>(&MetaKey::NextFileId)? {
-            Some(MetaValue::NextFileId(n)) => n,
-            _ => 1,
-        };
+        let next_id = store.next_file_id()?;
         let next_content = match store.get::<Meta>(&MetaKey::NextContentId)? {
             Some(MetaValue::NextContentId(n)) => n,
             _ => 1,
@@ -2530,10 +2527,6 @@ impl<'s> Writer<'s> {
         let expiry_stored = match store.get::<Meta>(&MetaKey::Expiry)? {
             Some(MetaValue::Expiry(e)) => Some(e),
             _ => None,
-        };
-        let marks = match store.get::<Meta>(&MetaKey::Marks)? {
-            Some(MetaValue::Marks(m)) => m,
-            _ => Vec::new(),
         };
         let fresh = match store.scan::<ContentChunks>().next() {
             None => true,
@@ -2571,7 +2564,7 @@ impl<'s> Writer<'s> {
             version_runs: expiry_stored.map_or(0, |e| e.version_runs),
             version_runs_expired: 0,
             expiry_stored,
-            marks,
+            marks: store.marks()?,
             mark_every: crate::test_setting("SIMD_TEST_MARK_EVERY_MS")
                 .map_or(Mark::EVERY, |ms| ms as TimeNs * 1_000_000),
             opened: crate::store::now_ns(),

@@ -896,6 +896,23 @@ impl Store {
         })
     }
 
+    /// The next file id to hand out (1 in an index that has none yet).
+    pub fn next_file_id(&self) -> Result<u64> {
+        Ok(match self.get::<Meta>(&MetaKey::NextFileId)? {
+            Some(MetaValue::NextFileId(n)) => n,
+            _ => 1,
+        })
+    }
+
+    /// The marks that date file ids ([`Mark`]; none in an index made
+    /// before they were kept).
+    pub fn marks(&self) -> Result<Vec<Mark>> {
+        Ok(match self.get::<Meta>(&MetaKey::Marks)? {
+            Some(MetaValue::Marks(m)) => m,
+            _ => Vec::new(),
+        })
+    }
+
     /// Writes every memtable to SST files and drops the WAL they came from.
     /// Readers open an index by replaying its WAL into memory, so a writer
     /// flushes when it finishes a run (unless the run wrote little:
