@@ -1,7 +1,8 @@
-//! Report renderers: the identical-file sets and the clusters of an
-//! [`Analysis`] as text (for a terminal, in the spirit of Forman's Figures 5
-//! and 6), JSON (schema in `docs/report-json.md`), CSV (one row per link) or
-//! one standalone HTML page (to read in a browser or pass on).
+//! Report renderers: the identical-file sets, the clusters and the
+//! identical directories of an [`Analysis`] as text (for a terminal, in the
+//! spirit of Forman's Figures 5 and 6), JSON (schema in
+//! `docs/report-json.md`), CSV (one row per name or per link) or one
+//! standalone HTML page (to read in a browser or pass on).
 //! Renderers only format; they never touch the index.
 
 use std::io::{self, Write};
@@ -11,6 +12,7 @@ use serde::ser::SerializeMap;
 use serde::Serialize;
 use serde_json::{json, Value};
 
+use crate::analysis::dirs::DirSet;
 use crate::analysis::{Analysis, Cluster, IdenticalSet, Link, Member, Name};
 use crate::cli::{count, human_bytes};
 use crate::fingerprint::{hex16, ContentHash};
@@ -77,6 +79,23 @@ impl View {
         a.identical.iter().filter(move |s| s.size >= min && self.keeps_names(s.names.iter()))
     }
 
+    /// The identical directories `--under`, `--min-size` and `--since`
+    /// keep, before `--limit`: those with a directory under the path, of
+    /// at least that many bytes, with a file first indexed since then.
+    fn kept_dirs<'a, 's>(&'s self, a: &'a Analysis) -> impl Iterator<Item = &'a DirSet> + use<'a, 's> {
+        let min = self.min_size.unwrap_or(0);
+        a.dirs.iter().filter(move |d| {
+            d.size >= min
+                && self.under.as_ref().is_none_or(|u| d.dirs.iter().any(|p| is_under(p, u)))
+                && self.since.is_none_or(|s| d.newest.0 >= s.first_id)
+        })
+    }
+
+    /// The identical directories this view shows.
+    pub fn select_dirs<'a>(&self, a: &'a Analysis) -> Vec<&'a DirSet> {
+        self.kept_dirs(a).take(self.limit.unwrap_or(usize::MAX)).collect()
+    }
+
     /// The clusters `--under` and `--min-size` keep, before `--limit`.
     fn kept_clusters<'a, 's>(&'s self, a: &'a Analysis) -> impl Iterator<Item = &'a Cluster> + use<'a, 's> {
         let min = self.min_size.unwrap_or(0);
@@ -95,7 +114,11 @@ impl View {
         for c in self.kept_clusters(a) {
             (clusters, cluster_files) = (clusters + 1, cluster_files + c.files());
         }
-        Totals { sets, set_files, wasted, clusters, cluster_files }
+        let (mut dir_sets, mut dirs) = (0, 0);
+        for d in self.kept_dirs(a) {
+            (dir_sets, dirs) = (dir_sets + 1, dirs + d.dirs.len());
+        }
+        Totals { sets, set_files, wasted, clusters, cluster_files, dir_sets, dirs }
     }
 
     /// What `--verify` found for `s`.
@@ -147,6 +170,8 @@ struct Totals {
     wasted: u64,
     clusters: usize,
     cluster_files: usize,
+    dir_sets: usize,
+    dirs: usize,
 }
 
 /// A path for JSON: `{"path": str}` when it is UTF-8, else `{"path_b64": raw bytes in base64}`.
@@ -249,6 +274,17 @@ struct JsonReport<'a> {
     verify: Option<Value>,
     identical: Vec<JsonSet<'a>>,
     clusters: Vec<JsonCluster<'a>>,
+    directories: Vec<JsonDirSet<'a>>,
+}
+
+#[derive(Serialize)]
+struct JsonDirSet<'a> {
+    signature: JsonHash<'a>,
+    files: usize,
+    size: u64,
+    copies: usize,
+    wasted: u64,
+    paths: Vec<JsonPath<'a>>,
 }
 
 #[derive(Serialize)]
@@ -343,6 +379,7 @@ struct JsonWords {
 /// and a quarter of a repeated report's time).
 pub fn write_json(out: &mut dyn Write, a: &Analysis, view: &View, pretty: bool) -> io::Result<()> {
     let (sets, clusters) = view.select(a);
+    let dirs = view.select_dirs(a);
     let report = JsonReport {
         format: "simd-report/1",
         index: json!({ "sequence": a.sequence, "files": a.files, "contents": a.contents, "bytes": a.bytes }),
@@ -364,6 +401,9 @@ pub fn write_json(out: &mut dyn Write, a: &Analysis, view: &View, pretty: bool) 
             "wasted_bytes": a.wasted(),
             "clusters": a.clusters.len(),
             "cluster_files": a.clusters.iter().map(Cluster::files).sum::<usize>(),
+            "directory_sets": a.dirs.len(),
+            "directories": a.dirs.iter().map(|d| d.dirs.len()).sum::<usize>(),
+            "directory_wasted_bytes": a.dirs.iter().map(|d| d.wasted).sum::<u64>(),
         }),
         selected: (!view.keeps_all() || view.limit.is_some()).then(|| {
             let t = view.selected(a);
@@ -375,6 +415,9 @@ pub fn write_json(out: &mut dyn Write, a: &Analysis, view: &View, pretty: bool) 
                 "cluster_files": t.cluster_files,
                 "shown_sets": sets.len(),
                 "shown_clusters": clusters.len(),
+                "directory_sets": t.dir_sets,
+                "directories": t.dirs,
+                "shown_directory_sets": dirs.len(),
             });
             if let Some(under) = &view.under {
                 v["under"] = serde_json::to_value(JsonPath(under)).unwrap_or(Value::Null);
@@ -418,6 +461,17 @@ pub fn write_json(out: &mut dyn Write, a: &Analysis, view: &View, pretty: bool) 
                 bytes: c.bytes(),
                 members: JsonMembers(&c.members, view),
                 links: JsonLinks(&c.links),
+            })
+            .collect(),
+        directories: dirs
+            .iter()
+            .map(|d| JsonDirSet {
+                signature: JsonHash(&d.signature),
+                files: d.files,
+                size: d.size,
+                copies: d.dirs.len(),
+                wasted: d.wasted,
+                paths: d.dirs.iter().map(|p| JsonPath(p)).collect(),
             })
             .collect(),
     };
@@ -499,6 +553,16 @@ fn write_csv_files(out: &mut dyn Write, a: &Analysis, view: &View) -> io::Result
             }
         }
     }
+    // A directory's row: its set's signature for a content, the bytes of
+    // each directory for a size, and how many directories for names.
+    let empty = if verify { "," } else { "" };
+    for d in view.select_dirs(a) {
+        let (group, signature) = (short_hash(&d.signature), d.signature.to_string());
+        for path in &d.dirs {
+            let path = csv_field(&crate::report_path(path));
+            writeln!(out, "directory,{group},{signature},{},{},{path},{empty}", d.size, d.dirs.len())?;
+        }
+    }
     Ok(())
 }
 
@@ -571,6 +635,15 @@ fn summary_lines(a: &Analysis, view: &View, shown: (usize, usize)) -> Vec<String
             pct(a.params.min_containment)
         ),
     ];
+    if !a.dirs.is_empty() {
+        let dirs: usize = a.dirs.iter().map(|d| d.dirs.len()).sum();
+        lines.push(format!(
+            "identical directories: {}, {dirs} {}, {} wasted (their files are among the identical files)",
+            count(a.dirs.len(), "set"),
+            if dirs == 1 { "directory" } else { "directories" },
+            human_bytes(a.dirs.iter().map(|d| d.wasted).sum())
+        ));
+    }
     if let Some(v) = &view.verified {
         lines.push(verify_line(v, shown.0));
     }
@@ -590,23 +663,28 @@ fn summary_lines(a: &Analysis, view: &View, shown: (usize, usize)) -> Vec<String
             what.push(format!("with a file first indexed since {}", crate::cli::utc_ns(since.at)));
         }
         lines.push(format!(
-            "{}: {}, {}, {} wasted    similar: {}, {}",
+            "{}: {}, {}, {} wasted    similar: {}, {}    directories: {}",
             what.join(", "),
             count(t.sets, "set"),
             count(t.set_files, "file"),
             human_bytes(t.wasted),
             count(t.clusters, "cluster"),
-            count(t.cluster_files, "file")
+            count(t.cluster_files, "file"),
+            count(t.dir_sets, "set")
         ));
     }
-    if view.limit.is_some_and(|n| n < t.sets.max(t.clusters)) {
-        lines.push(format!(
+    if view.limit.is_some_and(|n| n < t.sets.max(t.clusters).max(t.dir_sets)) {
+        let mut showing = format!(
             "showing {} of {} and {} of {}",
             shown.0,
             count(t.sets, "set"),
             shown.1,
             count(t.clusters, "cluster")
-        ));
+        );
+        if t.dir_sets > 0 {
+            showing += &format!(" and {} of {} of directories", view.select_dirs(a).len(), count(t.dir_sets, "set"));
+        }
+        lines.push(showing);
     }
     lines
 }
@@ -669,6 +747,17 @@ fn name_note(check: Option<&SetCheck>, k: usize) -> String {
 }
 
 /// An identical set's heading (text and HTML).
+/// What an identical directory set is, in a line (text and HTML).
+fn dir_heading(d: &DirSet) -> String {
+    format!(
+        "{} copies of a directory of {} ({}), {} wasted",
+        d.dirs.len(),
+        count(d.files, "file"),
+        human_bytes(d.size),
+        human_bytes(d.wasted)
+    )
+}
+
 fn set_heading(s: &IdenticalSet) -> String {
     let copies = s.copies();
     let links = match s.names.len() - copies {
@@ -775,6 +864,18 @@ pub fn write_text(out: &mut dyn Write, a: &Analysis, view: &View) -> io::Result<
                 "      … {} more (`--links 0` shows them all here; json and csv list every link)",
                 c.links.len() - shown
             )?;
+        }
+    }
+
+    writeln!(out, "\nC. Identical directories")?;
+    let dirs = view.select_dirs(a);
+    if dirs.is_empty() {
+        writeln!(out, "  none")?;
+    }
+    for (i, d) in dirs.iter().enumerate() {
+        writeln!(out, "  {:>4}. {}  [{}]", i + 1, dir_heading(d), short_hash(&d.signature))?;
+        for path in &d.dirs {
+            writeln!(out, "        {}", p(path))?;
         }
     }
     Ok(())
@@ -897,6 +998,27 @@ pub fn write_html(out: &mut dyn Write, a: &Analysis, view: &View) -> io::Result<
             writeln!(out, "<p>… {} more (<code>--links 0</code> shows them all)</p>", c.links.len() - shown)?;
         }
         writeln!(out, "</details></section>")?;
+    }
+
+    writeln!(out, "<h2>C. Identical directories</h2>")?;
+    let dirs = view.select_dirs(a);
+    if dirs.is_empty() {
+        writeln!(out, "<p>none</p>")?;
+    } else {
+        writeln!(out, "<ol>")?;
+        for d in dirs {
+            writeln!(
+                out,
+                "<li><details><summary>{} <code>{}</code></summary><ul>",
+                dir_heading(d),
+                short_hash(&d.signature)
+            )?;
+            for path in &d.dirs {
+                writeln!(out, "<li class=\"path\">{}</li>", p(path))?;
+            }
+            writeln!(out, "</ul></details></li>")?;
+        }
+        writeln!(out, "</ol>")?;
     }
     writeln!(out, "</body></html>")
 }

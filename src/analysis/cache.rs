@@ -43,9 +43,10 @@ use crate::store::{ContentId, FileId, Store, StoreError};
 // database (its creation time), and the basis holds each content's size.
 // 12: the basis holds each content's names (ids) and content id.
 // 13: a trailer holds a checksum of the basis and of the analysis.
+// 14: the analysis holds its identical directories.
 // (Bump it whenever what an analysis finds changes: a cache made by an
 // older binary would otherwise be served.)
-const VERSION: u8 = 13;
+const VERSION: u8 = 14;
 
 /// Where an analysis came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -421,6 +421,8 @@ pub struct Analysis {
     pub ignored: Totals,
     pub identical: Vec<IdenticalSet>,
     pub clusters: Vec<Cluster>,
+    /// Directories whose files are all copies of another's, name for name.
+    pub dirs: Vec<dirs::DirSet>,
 }
 
 impl Analysis {
@@ -1819,13 +1821,17 @@ pub(crate) fn assemble(
     let t = std::time::Instant::now();
     // Naming touches every name of the tree once or twice, each a
     // random read of the file table: the identical sets are named on
-    // another core beside the clusters.
+    // another core beside the clusters, and their directories found.
     let (clusters, identical) = std::thread::scope(|s| {
-        let identical = s.spawn(|| identical_sets(&files, contents, ids));
+        let identical = s.spawn(|| {
+            let sets = identical_sets(&files, contents, ids)?;
+            let found = dirs::identical(store, &sets)?;
+            Ok::<_, StoreError>((sets, found))
+        });
         let clusters = name_clusters(&files, contents, ids, links, info, uf.groups());
         (clusters, identical.join().expect("naming identical sets does not panic"))
     });
-    let (clusters, identical) = (clusters?, identical?);
+    let (clusters, (identical, dirs)) = (clusters?, identical?);
     tracing::debug!("clusters and identical sets named after {:?}", t.elapsed());
     let counts = store.counts()?;
     // Every file's size: each content's, once a name.
@@ -1852,6 +1858,7 @@ pub(crate) fn assemble(
         cutoff,
         ignored: totals,
         identical,
+        dirs,
         clusters,
     };
     Ok((analysis, renamed))
@@ -2441,6 +2448,7 @@ mod tests {
 }
 
 pub mod cache;
+pub mod dirs;
 
 /// Template marks: a cluster's shared chunks recorded in the `templates` CF,
 /// so that later analyses ignore them without re-reading any file.

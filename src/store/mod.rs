@@ -694,6 +694,18 @@ impl Store {
         inner.status().map_err(|e| self.rocks(e))
     }
 
+    /// Calls `each` with every path and its file id, in path order, each
+    /// path borrowed from the iterator (a whole scan of a large tree's
+    /// `paths` copied each key only to look at it).
+    pub fn for_each_path(&self, mut each: impl FnMut(&[u8], FileId)) -> Result<()> {
+        let TableIter { mut inner, .. } = self.scan::<Paths>();
+        while let (Some(k), Some(v)) = (inner.key(), inner.value()) {
+            each(k, Paths::decode_value(v).map_err(|e| self.corrupt_raw::<Paths>(k, e))?);
+            inner.next();
+        }
+        inner.status().map_err(|e| self.rocks(e))
+    }
+
     /// Iterates a CF in key order up to `end` (excluded).
     pub fn scan_before<T: Table>(&self, end: &T::Key) -> TableIter<'_, T> {
         self.scan_raw::<T>(Vec::new(), Some(T::encode_key(end)), false)

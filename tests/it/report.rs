@@ -1480,8 +1480,9 @@ fn report_verify_says_which_names_it_could_not_read() {
 /// `--out FILE` replaces FILE only with a whole report: one that fails (a
 /// write error, as on a full disk: a file-size limit here) leaves the last
 /// report as it was and nothing beside it. The new one keeps the old one's
-/// mode, a symlink stays a link to the file it names, and a FILE that is
-/// not a regular file (`/dev/null`) is written in place.
+/// mode, a symlink stays a link to the file it names (which it makes if
+/// need be), and a FILE that is not a regular file (`/dev/null`) is
+/// written in place.
 #[test]
 fn report_out_replaces_its_file_only_with_a_whole_report() {
     use std::os::unix::fs::PermissionsExt;
@@ -1524,4 +1525,125 @@ fn report_out_replaces_its_file_only_with_a_whole_report() {
     assert_eq!(r, json(&env, &["report"]));
     assert_eq!(listing(), ["link", "report.json"]);
     env.simd().args(["report", "--out", "/dev/null"]).assert().success();
+    // A link to a report not written yet is written through too.
+    std::os::unix::fs::symlink("new.json", dir.join("to-new")).unwrap();
+    env.simd().args(["--format", "json", "report", "--out"]).arg(dir.join("to-new")).assert().success();
+    assert!(std::fs::symlink_metadata(dir.join("to-new")).unwrap().file_type().is_symlink());
+    assert_eq!(serde_json::from_slice::<serde_json::Value>(&std::fs::read(dir.join("new.json")).unwrap()).unwrap(), r);
+}
+
+/// Directories whose files are, name for name, copies of another's are
+/// reported as one set, at their top: a subdirectory of each of a set
+/// says nothing more, a copy with one file more or one file other is no
+/// copy, and directories of hard links, of empty files or of one file are
+/// left out. A change to one directory takes it out of its set.
+#[test]
+fn identical_directories_are_found_name_for_name() {
+    let env = Env::new();
+    let files = [
+        ("x.txt", text(1, 300)),
+        ("y.bin", noise(2, 5_000)),
+        ("sub/z1.txt", text(3, 200)),
+        ("sub/z2.txt", text(4, 100)),
+        ("sub/deeper/v.txt", text(9, 100)),
+        ("sub/deeper/w.txt", text(10, 100)),
+    ];
+    let size: u64 = files.iter().map(|(_, b)| b.len() as u64).sum();
+    let sub: u64 = files[2..].iter().map(|(_, b)| b.len() as u64).sum();
+    for dir in ["a", "b", "more", "other", "deep/er/c"] {
+        for (rel, body) in &files {
+            env.write(&format!("{dir}/{rel}"), body);
+        }
+    }
+    env.write("more/extra.txt", text(5, 50));
+    env.write("other/x.txt", text(6, 300));
+    // a/sub's files under another name, in a directory of its own.
+    for (rel, body) in &files[2..] {
+        env.write(&format!("e/{}", rel.replace("sub/", "sub2/")), body);
+    }
+    std::fs::create_dir(env.root.join("h")).unwrap();
+    for (rel, _) in &files {
+        let to = env.root.join("h").join(rel);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::hard_link(env.root.join("a").join(rel), to).unwrap();
+    }
+    for dir in ["empty1", "empty2"] {
+        env.write(&format!("{dir}/__init__.py"), b"");
+        env.write(&format!("{dir}/keep"), b"");
+    }
+    for dir in ["one1", "one2"] {
+        env.write(&format!("{dir}/only.txt"), text(7, 100));
+    }
+    env.index();
+    let root = env.root.canonicalize().unwrap();
+    let at = |rel: &str| root.join(rel).to_str().unwrap().to_owned();
+    let sets = |r: &serde_json::Value| -> Vec<(Vec<String>, u64, u64, u64)> {
+        r["directories"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| {
+                let paths = d["paths"].as_array().unwrap().iter().map(|p| p["path"].as_str().unwrap().to_owned());
+                (
+                    paths.collect(),
+                    d["files"].as_u64().unwrap(),
+                    d["size"].as_u64().unwrap(),
+                    d["wasted"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let r = json(&env, &["report"]);
+    // a, b, deep/er/c and h (hard links of a's files: one more name, no
+    // more bytes); then the sub directories with e/sub2, which is no
+    // subdirectory of a set's. "more" has a file more, "other" another x.
+    // The sub/deeper directories are those of the sub set: not repeated.
+    let top = (vec![at("a"), at("b"), at("deep/er/c"), at("h")], 6, size, 2 * size);
+    let subs = (
+        vec![at("a/sub"), at("b/sub"), at("deep/er/c/sub"), at("e/sub2"), at("h/sub"), at("more/sub"), at("other/sub")],
+        4,
+        sub,
+        5 * sub,
+    );
+    assert_eq!(sets(&r), [top.clone(), subs.clone()], "{:#}", r["directories"]);
+    assert_eq!(r["totals"]["directory_sets"].as_u64(), Some(2), "{:#}", r["totals"]);
+    assert_eq!(r["totals"]["directories"].as_u64(), Some(11), "{:#}", r["totals"]);
+    assert_eq!(r["totals"]["directory_wasted_bytes"].as_u64(), Some(2 * size + 5 * sub), "{:#}", r["totals"]);
+
+    // The view's filters: --under, --min-size, --limit.
+    let r = json(&env, &["report", "--under", root.join("e").to_str().unwrap()]);
+    assert_eq!(sets(&r), std::slice::from_ref(&subs), "{:#}", r["directories"]);
+    assert_eq!(r["selected"]["directory_sets"].as_u64(), Some(1), "{:#}", r["selected"]);
+    let r = json(&env, &["report", "--min-size", &(sub + 1).to_string()]);
+    assert_eq!(sets(&r), std::slice::from_ref(&top), "{:#}", r["directories"]);
+    let r = json(&env, &["report", "--limit", "1"]);
+    assert_eq!(sets(&r), std::slice::from_ref(&top), "{:#}", r["directories"]);
+    assert_eq!(r["selected"]["shown_directory_sets"].as_u64(), Some(1), "{:#}", r["selected"]);
+
+    // Text, CSV and HTML list them too.
+    let out = env.simd().arg("report").assert().success();
+    let text_out = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    assert!(text_out.contains("identical directories: 2 sets, 11 directories, "), "{text_out}");
+    let c = text_out.split("C. Identical directories").nth(1).expect("a section C");
+    assert!(c.contains(&format!("4 copies of a directory of 6 files ({}", simd::cli::human_bytes(size))), "{c}");
+    let listed: Vec<&str> = c.lines().map(str::trim).filter(|l| l.starts_with('/')).collect();
+    assert_eq!(listed, [top.0.clone(), subs.0.clone()].concat(), "{c}");
+    let out = env.simd().args(["report", "--format", "csv"]).assert().success();
+    let csv = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    let rows: Vec<&str> = csv.lines().filter(|l| l.starts_with("directory,")).collect();
+    assert_eq!(rows.len(), 11, "{csv}");
+    assert!(rows[0].ends_with(&format!(",{size},4,{},", at("a"))), "{csv}");
+    let out = env.simd().args(["report", "--format", "html"]).assert().success();
+    let html = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    assert!(html.contains("<h2>C. Identical directories</h2>"), "{html}");
+    assert!(html.contains(&format!("<li class=\"path\">{}</li>", at("deep/er/c"))), "{html}");
+
+    // A file added to b takes b out, and its sub directory is then a
+    // set's own; an analysis brought up to date says so as a fresh one.
+    env.write("b/new.txt", text(8, 40));
+    env.index();
+    let r = json(&env, &["report"]);
+    let top = (vec![at("a"), at("deep/er/c"), at("h")], 6, size, size);
+    assert_eq!(sets(&r), [subs, top], "most bytes wasted first: {:#}", r["directories"]);
+    assert_eq!(r, fresh_report(&env, &[]), "the updated analysis differs from a fresh one");
 }

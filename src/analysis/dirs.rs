@@ -1,0 +1,268 @@
+//! Identical directories: directories whose files are, name for name, copies
+//! of another directory's files (a folder copied whole, "Project – copy",
+//! one release unpacked beside another). Found from an analysis's
+//! identical sets and the index's file records, never from the disk.
+//!
+//! A directory's *signature* is a 128-bit XXH3 over its entries in path
+//! order: each file as (name, content hash), each subdirectory as (name,
+//! its signature), so two directories share a signature when the same
+//! relative names hold the same contents beneath them (a Merkle tree, as
+//! git's tree objects; XXH3 rather than MD5, 3× faster here, because it
+//! only groups what the content hashes already tell apart). Only files with a copy somewhere can be in an
+//! identical directory, so only the identical sets' names are hashed; a
+//! directory is then kept only if the index holds no other file beneath it.
+//! The index knows the files it indexes and nothing else: a directory's
+//! ignored, excluded or unreadable files, and its empty subdirectories,
+//! take no part.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use xxhash_rust::xxh3::Xxh3;
+
+use crate::analysis::IdenticalSet;
+use crate::fingerprint::ContentHash;
+use crate::scan::{is_under, is_under_any, HashMap, HashSet};
+use crate::store::{FileId, Meta, MetaKey, MetaValue, Store, StoreError};
+
+/// Directories with the same files under the same names, each directory
+/// holding nothing else the index knows of.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DirSet {
+    /// The directories' signature (see the module's documentation).
+    pub signature: ContentHash,
+    /// Files beneath each directory, at any depth.
+    pub files: usize,
+    /// Their bytes, in each directory.
+    pub size: u64,
+    /// What all directories but one take: their files' bytes, a file with
+    /// several names (hard links) counted once.
+    pub wasted: u64,
+    /// The directories, sorted.
+    #[serde(with = "arc_paths")]
+    pub dirs: Vec<Arc<[u8]>>,
+    /// The highest file id beneath any of them: the newest file first
+    /// indexed (`report --since`).
+    pub newest: FileId,
+}
+
+/// A directory of the walk below, open while paths under it come.
+struct Open {
+    /// Its path's length (the path is the walk's `dir` up to it).
+    len: usize,
+    /// Its entries as they come (paths in byte order: the same relative
+    /// names come in the same order in any directory).
+    hasher: Xxh3,
+    files: usize,
+    bytes: u64,
+    newest: u64,
+    /// It holds a file no other file is a copy of.
+    unique: bool,
+}
+
+impl Open {
+    fn new(len: usize) -> Open {
+        Open { len, hasher: Xxh3::new(), files: 0, bytes: 0, newest: 0, unique: false }
+    }
+}
+
+/// A directory of two files or more, all of them copies.
+struct Candidate {
+    path: Vec<u8>,
+    signature: [u8; 16],
+    files: usize,
+    bytes: u64,
+    newest: u64,
+}
+
+/// Splits a path at its last `/`: (directory, name).
+fn split(path: &[u8]) -> Option<(&[u8], &[u8])> {
+    let at = path.iter().rposition(|&b| b == b'/')?;
+    // A root-level file's directory is `/` itself.
+    Some((if at == 0 { &path[..1] } else { &path[..at] }, &path[at + 1..]))
+}
+
+/// The identical directories of the analysed index, most bytes wasted
+/// first; a set that only repeats its parents' (the same subdirectory of
+/// each of a set of identical directories) is left out, as are sets of
+/// directories of one file (the identical sets show them) or with nothing
+/// to save (empty files, hard links of each other).
+///
+/// One pass over `paths` in key order, a directory's paths one run of keys:
+/// a stack of the directories the current path lies in, each closed (its
+/// signature finished and handed to its parent) when a path leaves it.
+pub fn identical(store: &Store, identical: &[IdenticalSet]) -> Result<Vec<DirSet>, StoreError> {
+    let roots = match store.get::<Meta>(&MetaKey::Roots)? {
+        Some(MetaValue::Roots(r)) => r,
+        _ => Vec::new(),
+    };
+    let started = std::time::Instant::now();
+    // Every name with a copy, by file id, its content held in place: the
+    // walk looks them up in path order, at random in this table.
+    let copies: HashMap<u64, ([u8; 16], u64)> =
+        identical.iter().flat_map(|s| s.names.iter().map(move |n| (n.id.0, (s.content.0, n.size)))).collect();
+    if copies.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut candidates: Vec<Candidate> = Vec::new();
+    let mut dir: Vec<u8> = b"/".to_vec();
+    let mut stack = vec![Open::new(1)];
+    // Closes the innermost open directory.
+    let close = |stack: &mut Vec<Open>, dir: &mut Vec<u8>, candidates: &mut Vec<Candidate>| {
+        let d = stack.pop().expect("an open directory");
+        let signature = d.hasher.digest128().to_be_bytes();
+        let path = &dir[..d.len];
+        // Only directories at or under a root: the index knows nothing of
+        // what else a root's parent holds.
+        if !d.unique && d.files >= 2 && is_under_any(path, &roots) {
+            candidates.push(Candidate {
+                path: path.to_vec(),
+                signature,
+                files: d.files,
+                bytes: d.bytes,
+                newest: d.newest,
+            });
+        }
+        if let Some(parent) = stack.last_mut() {
+            let (_, name) = split(path).expect("a directory below /");
+            parent.hasher.update(name);
+            parent.hasher.update(&[0, b'd']);
+            parent.hasher.update(&signature);
+            parent.files += d.files;
+            parent.bytes += d.bytes;
+            parent.newest = parent.newest.max(d.newest);
+            parent.unique |= d.unique;
+            dir.truncate(parent.len);
+        }
+    };
+    store.for_each_path(|path, id| {
+        let Some((parent, name)) = split(path) else { return };
+        while !is_under(parent, &dir[..stack.last().expect("/ stays open").len]) {
+            close(&mut stack, &mut dir, &mut candidates);
+        }
+        // Open the directories between the innermost one and the path's.
+        let top = stack.last().expect("/ stays open").len;
+        let from = if top == 1 { 1 } else { top + 1 };
+        for at in (from..parent.len()).filter(|&i| parent[i] == b'/') {
+            stack.push(Open::new(at));
+        }
+        if parent.len() > top {
+            stack.push(Open::new(parent.len()));
+        }
+        dir.clear();
+        dir.extend_from_slice(parent);
+        let d = stack.last_mut().expect("the path's directory");
+        match copies.get(&id.0) {
+            Some(&(content, size)) => {
+                d.hasher.update(name);
+                d.hasher.update(&[0, b'f']);
+                d.hasher.update(&content);
+                d.files += 1;
+                d.bytes += size;
+                d.newest = d.newest.max(id.0);
+            }
+            None => d.unique = true,
+        }
+    })?;
+    tracing::debug!("paths walked after {:?}", started.elapsed());
+    while stack.len() > 1 {
+        close(&mut stack, &mut dir, &mut candidates);
+    }
+
+    // Directories that share a signature...
+    let mut by_signature: HashMap<[u8; 16], Vec<usize>> = HashMap::default();
+    for (k, c) in candidates.iter().enumerate() {
+        by_signature.entry(c.signature).or_default().push(k);
+    }
+    by_signature.retain(|_, v| v.len() >= 2);
+    // ... unless they have one name and lie in the directories of one set,
+    // which says it all.
+    let set_of: HashMap<&[u8], [u8; 16]> = by_signature
+        .iter()
+        .flat_map(|(sig, members)| members.iter().map(|&k| (candidates[k].path.as_slice(), *sig)))
+        .collect();
+    let implied = |members: &[usize]| {
+        let parts: Vec<(&[u8], &[u8])> = members.iter().filter_map(|&k| split(&candidates[k].path)).collect();
+        let (first_parent, first_name) = parts[0];
+        parts
+            .iter()
+            .all(|&(p, name)| name == first_name && set_of.get(p).is_some_and(|s| Some(s) == set_of.get(first_parent)))
+    };
+    let sets: Vec<&Vec<usize>> = by_signature.values().filter(|m| !implied(m)).collect();
+
+    // What each set's directories take beyond one of them: a file counted
+    // once whatever its names (hard links), so that trees of hard links
+    // (`cp -al`, rsnapshot) waste nothing.
+    let candidates = &candidates;
+    let mut taken: Vec<u64> = sets.iter().map(|m| m.iter().map(|&k| candidates[k].bytes).sum()).collect();
+    if identical.iter().any(|s| s.copies() < s.names.len()) {
+        let shown: HashMap<&[u8], usize> = sets
+            .iter()
+            .enumerate()
+            .flat_map(|(i, m)| m.iter().map(move |&k| (candidates[k].path.as_slice(), i)))
+            .collect();
+        let mut seen: Vec<HashSet<(u64, u64)>> = vec![HashSet::default(); sets.len()];
+        taken.fill(0);
+        for n in identical.iter().flat_map(|s| &s.names) {
+            let mut at = split(&n.path).map(|(d, _)| d);
+            while let Some(d) = at {
+                if let Some(&i) = shown.get(d) {
+                    if n.file.is_none_or(|f| seen[i].insert(f)) {
+                        taken[i] += n.size;
+                    }
+                }
+                at = split(d).map(|(p, _)| p).filter(|p| p.len() < d.len());
+            }
+        }
+    }
+    let mut out: Vec<DirSet> = sets
+        .iter()
+        .zip(taken)
+        .map(|(members, taken)| {
+            let one = &candidates[members[0]];
+            let mut dirs: Vec<Arc<[u8]>> = members.iter().map(|&k| Arc::from(candidates[k].path.as_slice())).collect();
+            dirs.sort_unstable();
+            DirSet {
+                signature: ContentHash(one.signature),
+                files: one.files,
+                size: one.bytes,
+                wasted: taken.saturating_sub(one.bytes),
+                newest: FileId(members.iter().map(|&k| candidates[k].newest).max().unwrap_or(0)),
+                dirs,
+            }
+        })
+        .filter(|s| s.wasted > 0)
+        .collect();
+    out.sort_by(|x, y| y.wasted.cmp(&x.wasted).then_with(|| x.dirs[0].cmp(&y.dirs[0])));
+    tracing::debug!("{} sets of identical directories found in {:?}", out.len(), started.elapsed());
+    Ok(out)
+}
+
+/// Paths as byte strings (postcard writes a `Vec<u8>` byte by byte
+/// otherwise, in the same wire format).
+mod arc_paths {
+    use std::sync::Arc;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(paths: &[Arc<[u8]>], s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(paths.iter().map(|p| serde_bytes::Bytes::new(p)))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Arc<[u8]>>, D::Error> {
+        let paths: Vec<serde_bytes::ByteBuf> = Vec::deserialize(d)?;
+        Ok(paths.into_iter().map(|p| Arc::from(p.into_vec())).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split;
+
+    #[test]
+    fn paths_split_at_their_last_slash() {
+        assert_eq!(split(b"/a/b/c"), Some((&b"/a/b"[..], &b"c"[..])));
+        assert_eq!(split(b"/c"), Some((&b"/"[..], &b"c"[..])));
+        assert_eq!(split(b"c"), None);
+    }
+}
