@@ -55,8 +55,8 @@ pub enum Format {
 /// What to scan and how, shared by `index` and `watch`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ScanArgs {
-    /// Leave out paths matching this glob (gitignore syntax; repeatable)
-    #[arg(long, value_name = "GLOB")]
+    /// Leave out paths matching this glob (gitignore syntax; repeatable): '*.bak' a name anywhere, 'build/tmp' such a path at any depth, '/srv/kb/tmp' an absolute one
+    #[arg(long, value_name = "GLOB", value_parser = parse_exclude)]
     pub exclude: Vec<String>,
     /// Do not honour .gitignore, .ignore and .simdignore files
     #[arg(long)]
@@ -119,6 +119,12 @@ fn parse_size(s: &str) -> Result<u64, String> {
 /// The signals that stop `simd index` and `simd watch` with what they did
 /// kept: Ctrl-C, a service manager's stop, a closed terminal.
 const STOP_SIGNALS: [i32; 3] = [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP];
+
+/// An `--exclude` pattern, checked before anything is opened (kept as
+/// typed: the walk reads it through [`crate::scan::exclude_glob`]).
+fn parse_exclude(s: &str) -> Result<String, String> {
+    crate::scan::exclude_glob(s).map(|_| s.to_string())
+}
 
 fn parse_whole_from(s: &str) -> Result<WholeFrom, String> {
     let n = parse_size(s)?;
@@ -569,7 +575,10 @@ pub fn run(cli: Cli) -> Result<Exit> {
         }
         Command::Rescan => {
             if DaemonState::running(&db).is_none() {
-                anyhow::bail!("{}: no `simd watch` runs on this index; `simd index` rescans its roots", db.display());
+                anyhow::bail!(
+                    "{}: no `simd watch` runs on this index; `simd index` rescans its roots",
+                    crate::show_path(&db)
+                );
             }
             let answer = control::request(&db, &Request::Rescan)?.map_err(|e| anyhow::anyhow!(e))?;
             print_answer(&mut out, cli.format, &answer)?;
@@ -672,7 +681,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
                 writeln!(
                     out,
                     "{}: {}, {}, {}, {}: {}",
-                    db.display(),
+                    crate::show_path(&db),
                     count(r.files, "file"),
                     count(r.contents, "content"),
                     count(r.postings, "posting"),
@@ -742,7 +751,7 @@ fn print_similar(
     writeln!(
         out,
         "{}: {} {}, {} similar{}",
-        file.display(),
+        crate::show_path(file),
         human_bytes(a.size),
         cut,
         a.hits.len(),
@@ -1139,7 +1148,7 @@ struct OutFile {
 impl OutFile {
     fn create(p: &std::path::Path) -> std::io::Result<OutFile> {
         use std::os::unix::fs::OpenOptionsExt;
-        let target = std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        let target = link_target(p);
         let existing = std::fs::metadata(&target).ok();
         if existing.as_ref().is_none_or(|m| m.is_file()) {
             if let (Some(dir), Some(name)) = (target.parent(), target.file_name()) {
@@ -1174,6 +1183,25 @@ impl OutFile {
             None => Ok(()),
         }
     }
+}
+
+/// The file `p` names: itself, or what its symlinks lead to, even where
+/// that does not exist yet (a link to the report still to be written is
+/// written through, as a shell's `>` does, not replaced by a file).
+fn link_target(p: &std::path::Path) -> std::path::PathBuf {
+    if let Ok(t) = std::fs::canonicalize(p) {
+        return t;
+    }
+    let mut at = p.to_path_buf();
+    // As many links as the kernel follows (ELOOP past 40).
+    for _ in 0..40 {
+        let Ok(next) = std::fs::read_link(&at) else { break };
+        at = match at.parent() {
+            Some(dir) if next.is_relative() => dir.join(next),
+            _ => next,
+        };
+    }
+    at
 }
 
 /// A report stopped by SIGINT, SIGTERM or SIGHUP (a long `--verify`, a

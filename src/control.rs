@@ -87,11 +87,11 @@ pub fn json_path(p: &Path) -> serde_json::Value {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ControlError {
-    #[error("{path}: cannot reach the daemon's control socket: {source}")]
+    #[error("{}: cannot reach the daemon's control socket: {source}", crate::show_path(.path))]
     Connect { path: PathBuf, source: std::io::Error },
-    #[error("{path}: the daemon did not answer: {source}")]
+    #[error("{}: the daemon did not answer: {source}", crate::show_path(.path))]
     Exchange { path: PathBuf, source: std::io::Error },
-    #[error("{path}: the daemon's answer is not understood: {source}")]
+    #[error("{}: the daemon's answer is not understood: {source}", crate::show_path(.path))]
     Garbled { path: PathBuf, source: serde_json::Error },
 }
 

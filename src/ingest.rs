@@ -39,15 +39,15 @@ const QUEUE: usize = 256;
 pub enum IngestError {
     #[error(transparent)]
     Store(#[from] StoreError),
-    #[error("{path}: {source}")]
+    #[error("{}: {source}", crate::show_path(.path))]
     Root { path: PathBuf, source: std::io::Error },
-    #[error("{path}: not a directory")]
+    #[error("{}: not a directory", crate::show_path(.path))]
     RootNotDir { path: PathBuf },
     #[error("bad --exclude pattern: {0}")]
     Pattern(#[from] ignore::Error),
     #[error("no roots: give one or more directories to index")]
     NoRoots,
-    #[error("{path}: not a root of the index; {hint}")]
+    #[error("{}: not a root of the index; {hint}", crate::show_path(.path))]
     NotARoot { path: PathBuf, hint: String },
     #[error(
         "{}: on a {fstype} file system, whose files the kernel makes as they are read (their sizes are not their \
@@ -520,6 +520,35 @@ fn run_roots(store: &Store, opts: &IndexOptions) -> Result<RunRoots, IngestError
     let mut warnings = Vec::new();
     for r in roots {
         let result = canonical_roots(std::slice::from_ref(&r));
+        // A remembered root is kept as its real path: one that leads
+        // elsewhere now (itself, or a directory above it, replaced by a
+        // symlink) is not followed, as no symlink is. Followed, the
+        // daemon's rescans took the link's target for a new root and
+        // kept the old one's files for good (session 71). It is missing.
+        let elsewhere = match &result {
+            Ok(c) if tolerate && c.first() != Some(&r) && remembered.contains(&scan::path_bytes(&r)) => c.first(),
+            _ => None,
+        };
+        if let Some(to) = elsewhere {
+            let (r_shown, to) = (crate::show_path(&r), crate::show_path(to));
+            let said = format!(
+                "{r_shown}: this root now leads to {to} through a symlink, which simd does not follow; its files are \
+                 recorded as removed (`simd index {to}` indexes where it leads, `simd forget {r_shown}` forgets this \
+                 root)"
+            );
+            // The daemon says so once, when the root goes.
+            if opts.tolerate_missing {
+                tracing::debug!("{said}");
+            } else {
+                warnings.push(said);
+            }
+            if opts.spared.contains(&r) {
+                spared.push(r);
+            } else {
+                missing.push(r);
+            }
+            continue;
+        }
         if opts.spared.contains(&r) {
             match result {
                 Ok(_) => present.push(r.clone()),

@@ -16,7 +16,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use crossbeam_channel::Sender;
-use ignore::{overrides::OverrideBuilder, WalkBuilder, WalkState};
+use ignore::{
+    overrides::{Override, OverrideBuilder},
+    WalkBuilder, WalkState,
+};
 
 use crate::fingerprint::Prior;
 use crate::store::{FileId, FileRecord, Files, Paths, Store, StoreError};
@@ -771,6 +774,47 @@ impl RootDir {
 /// index of the Django tree.
 pub const WALK_BATCH: usize = 32;
 
+/// An `--exclude` pattern as the walk and the daemon match it, or why it
+/// is refused. Gitignore syntax, matched against absolute paths: a pattern
+/// that starts with `/` is an absolute path (`/srv/kb/tmp`); one with a
+/// `/` elsewhere matches at any depth (`build/tmp` as `**/build/tmp`,
+/// where gitignore would anchor it at `/`, outside every root); one
+/// without matches a name anywhere (`*.bak`). A blank pattern, which a
+/// glob would read as "everything" (an unset `--exclude "$VAR"` left every
+/// file out and emptied the index), is refused.
+pub fn exclude_glob(pattern: &str) -> Result<String, String> {
+    if pattern.trim().is_empty() {
+        return Err("an empty pattern; give a glob such as '*.tmp' or 'build/'".to_string());
+    }
+    let glob = match pattern.trim_end_matches('/').contains('/') && !pattern.starts_with('/') {
+        true if !pattern.starts_with("**/") => format!("**/{pattern}"),
+        _ => pattern.to_string(),
+    };
+    // Checked here, as the walk will build it, so that a bad one is
+    // refused before anything is written.
+    ignore::overrides::OverrideBuilder::new("/").add(&format!("!{glob}")).and_then(|b| b.build()).map_err(
+        |e| match e {
+            ignore::Error::Glob { err, .. } => err,
+            e => e.to_string(),
+        },
+    )?;
+    Ok(glob)
+}
+
+/// The override that leaves out what `excludes` match ([`exclude_glob`]),
+/// None when there is none.
+pub fn exclude_override(excludes: &[String]) -> Result<Option<Override>, ignore::Error> {
+    if excludes.is_empty() {
+        return Ok(None);
+    }
+    let mut b = OverrideBuilder::new("/");
+    for pattern in excludes {
+        let glob = exclude_glob(pattern).map_err(|err| ignore::Error::Glob { glob: Some(pattern.clone()), err })?;
+        b.add(&format!("!{glob}"))?;
+    }
+    b.build().map(Some)
+}
+
 /// Walks `roots` in parallel; sends new or changed files to `tx`, in
 /// batches of up to [`WALK_BATCH`], and returns what needed no reading.
 pub fn walk(
@@ -787,10 +831,6 @@ pub fn walk(
     for r in rest {
         builder.add(r);
     }
-    let mut overrides = OverrideBuilder::new("/");
-    for glob in &opts.excludes {
-        overrides.add(&format!("!{glob}"))?;
-    }
     let skip_dirs: Vec<PathBuf> = opts.skip_dirs.iter().chain(&opts.kernel_dirs).cloned().collect();
     builder
         .hidden(false)
@@ -803,11 +843,13 @@ pub fn walk(
         .follow_links(false)
         .same_file_system(opts.one_file_system)
         .threads(opts.threads)
-        .overrides(overrides.build()?)
         .filter_entry(move |e| {
             let is_dir = e.file_type().is_some_and(|t| t.is_dir());
             !(is_dir && (e.file_name() == ".git" || skip_dirs.iter().any(|d| d == e.path())))
         });
+    if let Some(excludes) = exclude_override(&opts.excludes)? {
+        builder.overrides(excludes);
+    }
     if !opts.no_ignore {
         builder.add_custom_ignore_filename(".simdignore");
     }
@@ -826,12 +868,12 @@ pub fn walk(
                 Ok(e) => e,
                 Err(err) => {
                     let path = error_path(&err);
-                    // `ignore`'s message names the path already.
-                    match &path {
-                        // (Said again when it is not UTF-8: the message has it lossily.)
-                        Some(p) if p.to_str().is_none() || !err.to_string().starts_with(&p.display().to_string()) => {
-                            tracing::warn!("{}: {err}", crate::show_path(p))
-                        }
+                    // `ignore`'s message names the path, lossily and with
+                    // its control characters as they are: said as every
+                    // path is, with the system's error.
+                    match (&path, err.io_error()) {
+                        (Some(p), Some(io)) => tracing::warn!("{}: {io}", crate::show_path(p)),
+                        (Some(p), None) => tracing::warn!("{}: {err}", crate::show_path(p)),
                         _ => tracing::warn!("{err}"),
                     }
                     if let Some(p) = path {

@@ -262,15 +262,7 @@ impl Filter {
         if let Ok(own) = index_dir.canonicalize() {
             skip_dirs.push(path_bytes(&own));
         }
-        let excludes = if opts.walk.excludes.is_empty() {
-            None
-        } else {
-            let mut b = ignore::overrides::OverrideBuilder::new("/");
-            for g in &opts.walk.excludes {
-                b.add(&format!("!{g}"))?;
-            }
-            Some(b.build()?)
-        };
+        let excludes = crate::scan::exclude_override(&opts.walk.excludes)?;
         let mut filter = Filter {
             skip_dirs,
             kernel_dirs: Vec::new(),
@@ -787,6 +779,15 @@ impl Early {
             if content && !e.need_rescan() && !e.paths.is_empty() && e.paths.iter().all(read_since) {
                 continue;
             }
+            // Written again since it was read at its close: the debouncer
+            // hands a file made and written to within a debounce over as
+            // its creation alone, which the daemon compared by its stat,
+            // and a write that set the mtime back was missed for good
+            // (session 71). Its bytes are read, whatever its stat.
+            let mut e = e;
+            if matches!(e.kind, EventKind::Create(_)) && e.paths.iter().any(|p| s.taken.contains_key(p)) {
+                e.event.kind = EventKind::Modify(ModifyKind::Data(notify::event::DataChange::Any));
+            }
             out.push(e);
         }
         // The closes [`EARLY_DELAY`] old. A path the debouncer's events
@@ -858,6 +859,12 @@ struct Tap {
     busy: Busy,
     early: Early,
     closes: crossbeam_channel::Sender<DebounceEventResult>,
+    /// The index directory, when it lies in a root: its own writes are
+    /// dropped at the tap. They reached the daemon as messages it then
+    /// skipped, and the state saved after each batch counted them as
+    /// pending, for good (an index inside a root said "1 pending" after
+    /// any change, session 71).
+    own: Option<PathBuf>,
 }
 
 /// notify's watcher with its raw events noted in a [`Busy`] set on their
@@ -868,7 +875,7 @@ struct TappedWatcher(notify::RecommendedWatcher);
 
 impl notify::Watcher for TappedWatcher {
     fn new<F: notify::EventHandler>(mut handler: F, config: notify::Config) -> notify::Result<Self> {
-        let Some(Tap { busy, early, closes }) = TAP.with(|t| t.borrow_mut().take()) else {
+        let Some(Tap { busy, early, closes, own }) = TAP.with(|t| t.borrow_mut().take()) else {
             return Err(notify::Error::generic("a tapped watcher is made by tapped_debouncer"));
         };
         // Tests make notify's thread fail at an event for a file of this
@@ -881,6 +888,10 @@ impl notify::Watcher for TappedWatcher {
                     if event.paths.iter().any(|p| p.file_name() == Some(name.as_os_str())) {
                         panic!("an event for {}: the failure the test asked for", crate::show_path(&event.paths[0]));
                     }
+                }
+                let inside = |d: &PathBuf| event.paths.iter().all(|p| p.starts_with(d) && p != d);
+                if !event.paths.is_empty() && own.as_ref().is_some_and(inside) {
+                    return;
                 }
                 if !early.note(event, &closes) {
                     return;
@@ -931,8 +942,9 @@ fn tapped_debouncer(
     config: notify::Config,
     busy: Busy,
     early: Early,
+    own: Option<PathBuf>,
 ) -> notify::Result<Debouncer> {
-    TAP.with(|t| *t.borrow_mut() = Some(Tap { busy, early, closes: tx.clone() }));
+    TAP.with(|t| *t.borrow_mut() = Some(Tap { busy, early, closes: tx.clone(), own }));
     let made =
         new_debouncer_opt::<_, TappedWatcher, RecommendedCache>(debounce, None, tx, RecommendedCache::new(), config);
     TAP.with(|t| t.borrow_mut().take());
@@ -1168,7 +1180,8 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
     let early = Early::new(opts.debounce);
     // How long `early` keeps what it noted of a path.
     let early_keep = 4 * opts.debounce + EARLY_AGAIN;
-    let mut debouncer = tapped_debouncer(opts.debounce, tx.clone(), config, busy.clone(), early.clone())?;
+    let own = store.dir().canonicalize().ok();
+    let mut debouncer = tapped_debouncer(opts.debounce, tx.clone(), config, busy.clone(), early.clone(), own.clone())?;
     // A path with no event for a debounce is the debouncer's to hand over
     // (at its next tick); one with a newer event it holds back.
     let quiet = opts.debounce;
@@ -1252,7 +1265,7 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
         Err(e) => {
             tracing::warn!(
                 "{}: no control socket ({e}): template marks and rescans need the daemon stopped",
-                control::socket_path(&dir).display()
+                crate::show_path(control::socket_path(&dir))
             );
             (None, crossbeam_channel::never())
         }
@@ -1631,7 +1644,8 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                     // watches every directory there is now, before the
                     // rescan looks at them.
                     tracing::info!("watching the roots anew");
-                    debouncer = tapped_debouncer(opts.debounce, tx.clone(), config, busy.clone(), early.clone())?;
+                    debouncer =
+                        tapped_debouncer(opts.debounce, tx.clone(), config, busy.clone(), early.clone(), own.clone())?;
                     mounts = Mounts::open();
                     // A root in its grace keeps it: unwatching a root that
                     // went away is what overflowed the queue (an IN_IGNORED
@@ -2045,7 +2059,9 @@ fn mount_changes(before: &[Mount], after: &[Mount]) -> String {
 
 /// The (device, inode) of the directory at `path`, if there is one.
 fn root_id(path: &Path) -> Option<(u64, u64)> {
-    std::fs::metadata(path).ok().filter(|m| m.is_dir()).map(|m| (m.dev(), m.ino()))
+    // A root replaced by a symlink is gone: no symlink is followed, and
+    // the scans leave such a root out ([`crate::ingest`]).
+    std::fs::symlink_metadata(path).ok().filter(|m| m.is_dir()).map(|m| (m.dev(), m.ino()))
 }
 
 /// Watches a root and all below it; hitting the inotify watch limit

@@ -29,31 +29,33 @@ pub use schema::*;
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error(
-        "{dir}: index in use by pid {pid}; if that is `simd watch`, it keeps the index current already (`simd rescan` asks it to rescan now, `simd index ROOT` without options has it add a root, and `simd template` reaches it too): to run this command, stop it (kill -TERM {pid}), then start it again"
+        "{}: index in use by pid {pid}; if that is `simd watch`, it keeps the index current already (`simd rescan` asks it to rescan now, `simd index ROOT` without options has it add a root, and `simd template` reaches it too): to run this command, stop it (kill -TERM {pid}), then start it again",
+        crate::show_path(.dir)
     )]
     InUse { dir: PathBuf, pid: String },
-    #[error("{dir}: not a simd index ({reason}); give --db an empty or new directory")]
+    #[error("{}: not a simd index ({reason}); give --db an empty or new directory", crate::show_path(.dir))]
     NotAnIndex { dir: PathBuf, reason: String },
-    #[error("{dir}: no index here yet (run `simd index ROOT` first)")]
+    #[error("{}: no index here yet (run `simd index ROOT` first)", crate::show_path(.dir))]
     Missing { dir: PathBuf },
-    #[error("{dir}: index schema version {found}, this simd reads version {expected}; rebuild it with `simd index` into a new --db")]
+    #[error("{}: index schema version {found}, this simd reads version {expected}; rebuild it with `simd index` into a new --db", crate::show_path(.dir))]
     SchemaMismatch { dir: PathBuf, found: u32, expected: u32 },
-    #[error("{dir}: index schema version {found}, this simd reads version {expected} and upgrades it in place when it writes: run `simd index` (or start `simd watch`) once, then ask again (older simd versions cannot open the index after that)")]
+    #[error("{}: index schema version {found}, this simd reads version {expected} and upgrades it in place when it writes: run `simd index` (or start `simd watch`) once, then ask again (older simd versions cannot open the index after that)", crate::show_path(.dir))]
     NeedsUpgrade { dir: PathBuf, found: u32, expected: u32 },
     #[error(
-        "{dir}: the index has handed out all {} content ids; rebuild it with `simd index` into a new --db",
+        "{}: the index has handed out all {} content ids; rebuild it with `simd index` into a new --db",
+        crate::show_path(.dir),
         ContentId::MAX
     )]
     ContentIdsExhausted { dir: PathBuf },
-    #[error("{dir}: index was made with chunk parameters {found}, asked for {requested}; use the index's own (omit --avg-chunk) or another --db")]
+    #[error("{}: index was made with chunk parameters {found}, asked for {requested}; use the index's own (omit --avg-chunk) or another --db", crate::show_path(.dir))]
     ParamsMismatch { dir: PathBuf, found: ChunkParams, requested: ChunkParams },
-    #[error("{dir}: corrupt index: {cf} key {key}: {reason}")]
+    #[error("{}: corrupt index: {cf} key {key}: {reason}", crate::show_path(.dir))]
     Corrupt { dir: PathBuf, cf: &'static str, key: String, reason: String },
-    #[error("{dir}: {source}{hint}", hint = rocks_hint(.source))]
+    #[error("{}: {source}{hint}", crate::show_path(.dir), hint = rocks_hint(.source))]
     Rocks { dir: PathBuf, source: rocksdb::Error },
-    #[error("{path}: {source}")]
+    #[error("{}: {source}", crate::show_path(.path))]
     Io { path: PathBuf, source: std::io::Error },
-    #[error("{dir}: the thread writing to the index stopped before it wrote what it was given")]
+    #[error("{}: the thread writing to the index stopped before it wrote what it was given", crate::show_path(.dir))]
     WriterGone { dir: PathBuf },
 }
 
@@ -490,7 +492,7 @@ impl Store {
                     tracing::warn!(
                         "{}: index upgraded from schema version {from} to {SCHEMA_VERSION} ({done}); older simd \
                          versions cannot open it any more",
-                        dir.display(),
+                        crate::show_path(dir),
                     );
                 }
                 store.format = found;
@@ -512,7 +514,7 @@ impl Store {
                     tracing::warn!(
                         "{}: the index's first run was stopped before it wrote its postings: rebuilt them for \
                          {posted} contents",
-                        dir.display()
+                        crate::show_path(dir)
                     );
                 }
                 // Killed: a writer's open repairs it, and the lock is free

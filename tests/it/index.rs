@@ -186,6 +186,37 @@ fn deletion_leaves_a_ghost_and_drops_postings_of_the_last_name() {
     env.check();
 }
 
+/// A remembered root replaced by a symlink (a release directory moved
+/// aside, a link to another put in its place) is not followed, as no
+/// symlink is: its files are recorded as removed, with a warning that says
+/// where it leads, and the link's target is no new root.
+#[test]
+fn a_remembered_root_replaced_by_a_symlink_is_missing() {
+    let env = Env::new();
+    let (a, b) = (env.root.join("a"), env.root.join("b"));
+    env.write("a/one.txt", text(1, 300));
+    env.write("b/two.txt", text(2, 300));
+    env.simd().args(["--quiet", "index"]).arg(&a).arg(&b).assert().success();
+    let other = env.tmp.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::write(other.join("three.txt"), text(3, 300)).unwrap();
+    std::fs::rename(&b, env.tmp.path().join("b-old")).unwrap();
+    std::os::unix::fs::symlink(&other, &b).unwrap();
+    let out = env.simd().args(["--format", "json", "index"]).assert().success();
+    let s: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert_eq!((s["new"].as_u64(), s["removed"].as_u64()), (Some(0), Some(1)), "{s}");
+    assert_eq!(s["missing_roots"], serde_json::json!([b.to_str().unwrap()]), "{s}");
+    let other = other.canonicalize().unwrap();
+    let said = format!("{}: this root now leads to {} through a symlink", b.display(), other.display());
+    assert!(err.contains(&said) && !err.contains("root is missing"), "{err}");
+    let roots = env.json(&["status"])["roots"].clone();
+    assert_eq!(roots, serde_json::json!([a.to_str().unwrap(), b.to_str().unwrap()]), "{roots}");
+    let names: Vec<String> = env.files().iter().map(|(p, _)| String::from_utf8_lossy(p).into_owned()).collect();
+    assert_eq!(names, [a.join("one.txt").to_str().unwrap()], "{names:?}");
+    env.check();
+}
+
 /// A remembered root that is gone (deleted, moved away, not mounted) is
 /// walked as an empty one, with a warning naming it, and the other roots
 /// are indexed; it stays remembered and is indexed again once back. When
@@ -392,6 +423,41 @@ fn ignore_files_and_excludes_are_honoured() {
     };
     assert!(lost("keep.txt").contains("it is there, but not in the index"), "{}", lost("keep.txt"));
     assert!(lost("copy.txt").contains("last seen"), "{}", lost("copy.txt"));
+}
+
+/// An `--exclude` pattern is checked before anything is written: a
+/// blank one (an unset `--exclude "$VAR"`, which a glob reads as
+/// "everything") or one that is no glob is refused, and neither an index
+/// nor a root is made or remembered. A pattern with a slash inside matches
+/// at any depth; one starting with a slash is an absolute path.
+#[test]
+fn exclude_patterns_are_checked_first_and_match_at_any_depth() {
+    let env = Env::new();
+    env.write("a/build/tmp/t.txt", text(1, 100));
+    env.write("a/build/keep.txt", text(2, 100));
+    env.write("a/old/x.txt", text(3, 100));
+    env.write("b.txt", text(4, 100));
+    for (pattern, said) in [("", "an empty pattern"), (" ", "an empty pattern"), ("[", "unclosed character class")] {
+        let out = env.simd().args(["index", "--exclude", pattern]).arg(&env.root).assert().failure();
+        let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+        assert!(stderr.contains(&format!("invalid value '{pattern}' for '--exclude <GLOB>': {said}")), "{stderr}");
+        assert!(!env.db.exists(), "{pattern:?}: nothing is written");
+    }
+    let old = env.root.join("a/old").canonicalize().unwrap();
+    let s =
+        env.json(&["index", "--exclude", "build/tmp", "--exclude", old.to_str().unwrap(), env.root.to_str().unwrap()]);
+    assert_eq!(s["new"].as_u64(), Some(2), "{s}");
+    let names: Vec<String> = env.files().iter().map(|(p, _)| String::from_utf8_lossy(p).into_owned()).collect();
+    assert!(
+        names.iter().any(|n| n.ends_with("/a/build/keep.txt")) && names.iter().any(|n| n.ends_with("/b.txt")),
+        "{names:?}"
+    );
+    // An index that exists gains no root from a refused run.
+    let other = env.tmp.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    env.simd().args(["index", "--exclude", "", other.to_str().unwrap()]).assert().failure();
+    let roots = env.json(&["status"])["roots"].clone();
+    assert_eq!(roots.as_array().unwrap().len(), 1, "{roots}");
 }
 
 #[test]

@@ -358,6 +358,15 @@ fn a_write_that_leaves_the_stat_as_it_was_is_read() {
     converges(&env, "start");
     write_keeping_stat(&a, 100, b"XXXX");
     converges(&env, "an edit with its mtime set back");
+    // Files made and so edited within the debounce, after the daemon took
+    // them at their first close: the debouncer hands their events over as
+    // their creation alone.
+    for (k, wait) in [15, 25, 40].into_iter().enumerate() {
+        let p = env.write(&format!("new{k}.txt"), text(2, 300));
+        std::thread::sleep(Duration::from_millis(wait));
+        write_keeping_stat(&p, 100, b"YYYY");
+    }
+    converges(&env, "new files edited with their mtimes set back within the debounce");
 }
 
 /// Such a write made while no daemon ran is not seen by its start's
@@ -511,6 +520,10 @@ fn an_index_inside_its_root_neither_indexes_nor_wakes_itself() {
     let before = batches();
     std::thread::sleep(Duration::from_millis(1000));
     assert_eq!(batches(), before, "with nothing changing in the tree, the daemon handles no batch");
+    // Nor are its own writes counted as pending (the state it saved after
+    // a batch counted the message its own save had raised).
+    let pending = simd::watch::DaemonState::running(&env.db).unwrap().pending;
+    assert_eq!(pending, 0, "nothing is pending in a quiet tree");
 }
 
 /// Ignore files at several depths, and one written while the daemon runs:
@@ -1143,6 +1156,41 @@ fn a_root_away_within_its_grace_keeps_its_files_and_is_not_read_again() {
     assert!(said.contains("its files stay in the index for 2 s"), "{said}");
     assert!(said.contains(&format!("{root}: the root's grace is over")), "{said}");
     assert_eq!(state(&env.db).unwrap().0.len(), 1, "the other root's file stays");
+    stop_with_sigterm(d);
+}
+
+/// A root replaced by a symlink under the daemon is gone (no symlink is
+/// followed): its files leave the index past its grace, and neither the
+/// root checks nor a rescan take the link's target for a new root.
+#[test]
+fn a_root_replaced_by_a_symlink_is_gone_for_the_daemon() {
+    let env = Env::new();
+    let (a, b) = (env.root.join("a"), env.root.join("b"));
+    env.write("a/one.txt", text(1, 300));
+    env.write("b/two.txt", text(2, 300));
+    env.simd().args(["--quiet", "index"]).arg(&a).arg(&b).assert().success();
+    let other = env.tmp.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::write(other.join("three.txt"), text(3, 300)).unwrap();
+    let d = {
+        let _starting = LIMITS.read().unwrap_or_else(|p| p.into_inner());
+        spawn(&env, &["--debounce-ms", "50", "--root-grace", "0"], None, false)
+    };
+    std::fs::rename(&b, env.tmp.path().join("b-old")).unwrap();
+    std::os::unix::fs::symlink(&other, &b).unwrap();
+    let names = || -> Vec<String> {
+        state(&env.db).unwrap().0.iter().map(|(p, _)| String::from_utf8_lossy(p).into_owned()).collect()
+    };
+    let want = [a.join("one.txt").to_str().unwrap().to_owned()];
+    let until = Instant::now() + Duration::from_secs(60);
+    while names() != want {
+        assert!(Instant::now() < until, "the live index holds {:?}", names());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    env.json(&["rescan"]);
+    assert_eq!(names(), want);
+    let roots = env.json(&["status"])["roots"].clone();
+    assert_eq!(roots, serde_json::json!([a.to_str().unwrap(), b.to_str().unwrap()]), "{roots}");
     stop_with_sigterm(d);
 }
 
