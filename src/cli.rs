@@ -539,6 +539,13 @@ pub fn run(cli: Cli) -> Result<Exit> {
                 crate::lost::absolute(&lexical).with_context(|| crate::show_path(&path))?
             };
             let answer = crate::lost::lost(&store, &abs, limit, since)?;
+            // A file's answer is its last record, whenever it was made.
+            if since.is_some() && matches!(answer, crate::lost::Answer::Live { .. } | crate::lost::Answer::File(_)) {
+                tracing::warn!(
+                    "{}: a file: --since keeps what went from a directory in that time, and is not applied",
+                    crate::show_path(&path)
+                );
+            }
             match cli.format {
                 Format::Json => {
                     serde_json::to_writer_pretty(&mut out, &lost_json(&answer))?;
@@ -1580,7 +1587,10 @@ fn parse_since(s: &str) -> Result<i64, String> {
             "w" => 604_800,
             _ => return Err(bad()),
         };
-        let ago = n.checked_mul(unit).and_then(|x| x.checked_mul(1_000_000_000)).ok_or_else(bad)?;
+        let ago = n
+            .checked_mul(unit)
+            .and_then(|x| x.checked_mul(1_000_000_000))
+            .ok_or_else(|| format!("{s}: too long ago (at most {} days)", i64::MAX / 86_400_000_000_000))?;
         return Ok(ingest::now_ns().saturating_sub(ago));
     }
     let t = t.strip_suffix(" UTC").or_else(|| t.strip_suffix('Z')).unwrap_or(t);
@@ -1646,6 +1656,8 @@ mod tests {
         {
             assert!(super::parse_since(bad).is_err(), "{bad}");
         }
+        let far = super::parse_since("99999999d").unwrap_err();
+        assert!(far.contains("too long ago"), "{far}");
     }
 
     #[test]

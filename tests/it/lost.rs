@@ -208,6 +208,11 @@ fn lost_since_keeps_what_went_in_that_time() {
     let out = env.simd().args(["lost", "--since", "1h"]).arg(&docs).assert().success();
     let text_answer = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
     assert!(text_answer.contains("directory, 1 file in the index, 3 files gone from it since "), "{text_answer}");
+    // A file's answer is its last record, whenever: --since is said not
+    // to apply, rather than ignored without a word.
+    let out = env.simd().args(["lost", "--since", "1h"]).arg(docs.join("f0.txt")).assert().success();
+    let said = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(said.contains("f0.txt: a file: --since keeps what went from a directory in that time"), "{said}");
 }
 
 /// A directory moved away with a symlink left in its place (to the
