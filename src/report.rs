@@ -80,13 +80,15 @@ impl View {
     }
 
     /// The identical directories `--under`, `--min-size` and `--since`
-    /// keep, before `--limit`: those with a directory under the path, of
-    /// at least that many bytes, with a file first indexed since then.
+    /// keep, before `--limit`: those with a directory under the path or
+    /// holding it (a set left out as its parents' says the path is a
+    /// copy too), of at least that many bytes, with a file first indexed
+    /// since then.
     fn kept_dirs<'a, 's>(&'s self, a: &'a Analysis) -> impl Iterator<Item = &'a DirSet> + use<'a, 's> {
         let min = self.min_size.unwrap_or(0);
         a.dirs.iter().filter(move |d| {
             d.size >= min
-                && self.under.as_ref().is_none_or(|u| d.dirs.iter().any(|p| is_under(p, u)))
+                && self.under.as_ref().is_none_or(|u| d.dirs.iter().any(|p| is_under(p, u) || is_under(u, p)))
                 && self.since.is_none_or(|s| d.newest.0 >= s.first_id)
         })
     }

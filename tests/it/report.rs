@@ -1614,6 +1614,9 @@ fn identical_directories_are_found_name_for_name() {
     let r = json(&env, &["report", "--under", root.join("e").to_str().unwrap()]);
     assert_eq!(sets(&r), std::slice::from_ref(&subs), "{:#}", r["directories"]);
     assert_eq!(r["selected"]["directory_sets"].as_u64(), Some(1), "{:#}", r["selected"]);
+    // A path inside copied directories: the set that holds it.
+    let r = json(&env, &["report", "--under", root.join("b/sub/deeper").to_str().unwrap()]);
+    assert_eq!(sets(&r), [top.clone(), subs.clone()], "{:#}", r["directories"]);
     let r = json(&env, &["report", "--min-size", &(sub + 1).to_string()]);
     assert_eq!(sets(&r), std::slice::from_ref(&top), "{:#}", r["directories"]);
     let r = json(&env, &["report", "--limit", "1"]);
