@@ -404,8 +404,16 @@ pub fn run(cli: Cli) -> Result<Exit> {
             let store = Store::open(&db, Access::Read, None)?;
             warn_if_first_scan(&db, &store);
             let params = thresholds.params()?;
+            // A path gone from the disk (a tree deleted, a share not
+            // mounted) is taken as written: the index may hold its files.
             let under = match under {
-                Some(p) => Some(crate::scan::path_bytes(&p.canonicalize().with_context(|| crate::show_path(&p))?)),
+                Some(p) => Some(crate::scan::path_bytes(&match p.canonicalize() {
+                    Ok(c) => c,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                        crate::lost::lexical(&p).with_context(|| crate::show_path(&p))?
+                    }
+                    Err(e) => return Err(anyhow::Error::from(e).context(crate::show_path(&p))),
+                })),
                 None => None,
             };
             let links = match (cli.format, links) {
@@ -446,22 +454,38 @@ pub fn run(cli: Cli) -> Result<Exit> {
                     cache::Provenance::Computed => tracing::info!("analysis computed"),
                 }
                 let mut view = view.clone();
-                if verify {
-                    let v = verify_shown(&store, analysis, &view, progress);
-                    all_copies = v.tally().not_copies() == 0;
-                    view.verified = Some(v);
-                }
-                match format {
-                    Format::Text => report::write_text(sink, analysis, &view)?,
-                    Format::Json => report::write_json(sink, analysis, &view, pretty)?,
-                    Format::Csv => report::write_csv(sink, analysis, &view, table)?,
-                    Format::Html => {
-                        let mut counted = Counted { inner: &mut *sink, bytes: 0 };
-                        report::write_html(&mut counted, analysis, &view)?;
-                        warn_if_large_page(counted.bytes, out_file.as_deref(), view.links.is_some());
+                // The identical directories are found on another core while
+                // the rest is written, and waited for where they come.
+                std::thread::scope(|s| {
+                    let walk = std::sync::Mutex::new(Some(s.spawn(|| {
+                        crate::analysis::dirs::identical(&store, &analysis.identical, &analysis.linked)
+                            .map_err(|e| e.to_string())
+                    })));
+                    let found = std::sync::OnceLock::new();
+                    let dirs = report::LateDirs::new(|| {
+                        let found = found.get_or_init(|| {
+                            let walk = walk.lock().unwrap_or_else(|p| p.into_inner()).take();
+                            walk.map_or(Ok(Vec::new()), |w| w.join().expect("finding directories does not panic"))
+                        });
+                        found.as_deref().map_err(|e| std::io::Error::other(e.clone()))
+                    });
+                    if verify {
+                        let v = verify_shown(&store, analysis, &view, progress);
+                        all_copies = v.tally().not_copies() == 0;
+                        view.verified = Some(v);
                     }
-                }
-                sink.flush()
+                    match format {
+                        Format::Text => report::write_text(sink, analysis, &view, &dirs)?,
+                        Format::Json => report::write_json(sink, analysis, &view, &dirs, pretty)?,
+                        Format::Csv => report::write_csv(sink, analysis, &view, &dirs, table)?,
+                        Format::Html => {
+                            let mut counted = Counted { inner: &mut *sink, bytes: 0 };
+                            report::write_html(&mut counted, analysis, &view, &dirs)?;
+                            warn_if_large_page(counted.bytes, out_file.as_deref(), view.links.is_some());
+                        }
+                    }
+                    sink.flush()
+                })
             })?;
             match (written, &out_file) {
                 // The report it was to replace is as it was.
@@ -1157,7 +1181,10 @@ impl OutFile {
         use std::os::unix::fs::OpenOptionsExt;
         let target = link_target(p);
         let existing = std::fs::metadata(&target).ok();
-        if existing.as_ref().is_none_or(|m| m.is_file()) {
+        // A link still, after as many as the kernel follows: a loop, which
+        // opening says so (and it is not replaced).
+        let looped = std::fs::symlink_metadata(&target).is_ok_and(|m| m.file_type().is_symlink());
+        if !looped && existing.as_ref().is_none_or(|m| m.is_file()) {
             if let (Some(dir), Some(name)) = (target.parent(), target.file_name()) {
                 let mut tmp_name = std::ffi::OsString::from(".");
                 tmp_name.push(name);

@@ -49,6 +49,29 @@ pub struct Since {
     pub first_id: u64,
 }
 
+/// The identical directories of the index ([`crate::analysis::dirs`]),
+/// found beside the writing of the rest of a report and waited for where
+/// their part comes (last): their walk of every path takes ~45 ms on a
+/// 66k-file tree, which a report brought up to date after one change
+/// (~80 ms) should not wait for before it starts (a live report's latency,
+/// issue 4's bar, grew by ~100 ms with the walk ahead of it).
+pub struct LateDirs<'a>(Box<dyn Fn() -> io::Result<&'a [DirSet]> + 'a>);
+
+impl<'a> LateDirs<'a> {
+    pub fn new(get: impl Fn() -> io::Result<&'a [DirSet]> + 'a) -> Self {
+        LateDirs(Box::new(get))
+    }
+
+    /// Directories found already.
+    pub fn ready(dirs: &'a [DirSet]) -> Self {
+        LateDirs(Box::new(move || Ok(dirs)))
+    }
+
+    fn get(&self) -> io::Result<&'a [DirSet]> {
+        (self.0)()
+    }
+}
+
 /// Links a text report shows per cluster unless told otherwise: a cluster
 /// of a few hundred files held together by a shared licence has a
 /// thousand links, which would bury the rest of the report on a terminal.
@@ -84,9 +107,9 @@ impl View {
     /// holding it (a set left out as its parents' says the path is a
     /// copy too), of at least that many bytes, with a file first indexed
     /// since then.
-    fn kept_dirs<'a, 's>(&'s self, a: &'a Analysis) -> impl Iterator<Item = &'a DirSet> + use<'a, 's> {
+    fn kept_dirs<'a, 's>(&'s self, dirs: &'a [DirSet]) -> impl Iterator<Item = &'a DirSet> + use<'a, 's> {
         let min = self.min_size.unwrap_or(0);
-        a.dirs.iter().filter(move |d| {
+        dirs.iter().filter(move |d| {
             d.size >= min
                 && self.under.as_ref().is_none_or(|u| d.dirs.iter().any(|p| is_under(p, u) || is_under(u, p)))
                 && self.since.is_none_or(|s| d.newest.0 >= s.first_id)
@@ -94,8 +117,14 @@ impl View {
     }
 
     /// The identical directories this view shows.
-    pub fn select_dirs<'a>(&self, a: &'a Analysis) -> Vec<&'a DirSet> {
-        self.kept_dirs(a).take(self.limit.unwrap_or(usize::MAX)).collect()
+    pub fn select_dirs<'a>(&self, dirs: &'a [DirSet]) -> Vec<&'a DirSet> {
+        self.kept_dirs(dirs).take(self.limit.unwrap_or(usize::MAX)).collect()
+    }
+
+    /// How many sets of identical directories, and directories, the view
+    /// keeps before `--limit`.
+    fn kept_dir_totals(&self, dirs: &[DirSet]) -> (usize, usize) {
+        self.kept_dirs(dirs).fold((0, 0), |(sets, n), d| (sets + 1, n + d.dirs.len()))
     }
 
     /// The clusters `--under` and `--min-size` keep, before `--limit`.
@@ -116,11 +145,7 @@ impl View {
         for c in self.kept_clusters(a) {
             (clusters, cluster_files) = (clusters + 1, cluster_files + c.files());
         }
-        let (mut dir_sets, mut dirs) = (0, 0);
-        for d in self.kept_dirs(a) {
-            (dir_sets, dirs) = (dir_sets + 1, dirs + d.dirs.len());
-        }
-        Totals { sets, set_files, wasted, clusters, cluster_files, dir_sets, dirs }
+        Totals { sets, set_files, wasted, clusters, cluster_files }
     }
 
     /// What `--verify` found for `s`.
@@ -172,8 +197,6 @@ struct Totals {
     wasted: u64,
     clusters: usize,
     cluster_files: usize,
-    dir_sets: usize,
-    dirs: usize,
 }
 
 /// A path for JSON: `{"path": str}` when it is UTF-8, else `{"path_b64": raw bytes in base64}`.
@@ -262,7 +285,7 @@ impl Serialize for JsonHash<'_> {
 }
 
 #[derive(Serialize)]
-struct JsonReport<'a> {
+struct JsonReport<'a, 'd> {
     format: &'static str,
     index: Value,
     params: Value,
@@ -276,7 +299,48 @@ struct JsonReport<'a> {
     verify: Option<Value>,
     identical: Vec<JsonSet<'a>>,
     clusters: Vec<JsonCluster<'a>>,
-    directories: Vec<JsonDirSet<'a>>,
+    /// Last, as they are found beside the rest ([`LateDirs`]).
+    directories: JsonDirs<'a, 'd>,
+    directory_totals: JsonDirTotals<'a, 'd>,
+}
+
+/// The identical directories a view shows, then their totals
+/// (`directory_totals`), once found.
+struct JsonDirs<'a, 'd>(&'a LateDirs<'d>, &'a View);
+
+impl Serialize for JsonDirs<'_, '_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let all = self.0.get().map_err(serde::ser::Error::custom)?;
+        s.collect_seq(self.1.select_dirs(all).into_iter().map(|d| JsonDirSet {
+            signature: JsonHash(&d.signature),
+            files: d.files,
+            size: d.size,
+            copies: d.dirs.len(),
+            wasted: d.wasted,
+            paths: d.dirs.iter().map(|p| JsonPath(p)).collect(),
+        }))
+    }
+}
+
+/// What the JSON report ends with: the identical directories' totals.
+struct JsonDirTotals<'a, 'd>(&'a LateDirs<'d>, &'a View);
+
+impl Serialize for JsonDirTotals<'_, '_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let (all, view) = (self.0.get().map_err(serde::ser::Error::custom)?, self.1);
+        let mut v = json!({
+            "sets": all.len(),
+            "directories": all.iter().map(|d| d.dirs.len()).sum::<usize>(),
+            "wasted_bytes": all.iter().map(|d| d.wasted).sum::<u64>(),
+        });
+        if !view.keeps_all() || view.limit.is_some() {
+            let (sets, dirs) = view.kept_dir_totals(all);
+            v["selected_sets"] = json!(sets);
+            v["selected_directories"] = json!(dirs);
+            v["shown_sets"] = json!(view.select_dirs(all).len());
+        }
+        v.serialize(s)
+    }
 }
 
 #[derive(Serialize)]
@@ -379,9 +443,8 @@ struct JsonWords {
 /// no document tree is built in memory. `pretty` indents it for a reader;
 /// a program gets it on one line (on a 66k-file tree, 19 MB instead of 34,
 /// and a quarter of a repeated report's time).
-pub fn write_json(out: &mut dyn Write, a: &Analysis, view: &View, pretty: bool) -> io::Result<()> {
+pub fn write_json(out: &mut dyn Write, a: &Analysis, view: &View, dirs: &LateDirs, pretty: bool) -> io::Result<()> {
     let (sets, clusters) = view.select(a);
-    let dirs = view.select_dirs(a);
     let report = JsonReport {
         format: "simd-report/1",
         index: json!({ "sequence": a.sequence, "files": a.files, "contents": a.contents, "bytes": a.bytes }),
@@ -403,9 +466,6 @@ pub fn write_json(out: &mut dyn Write, a: &Analysis, view: &View, pretty: bool) 
             "wasted_bytes": a.wasted(),
             "clusters": a.clusters.len(),
             "cluster_files": a.clusters.iter().map(Cluster::files).sum::<usize>(),
-            "directory_sets": a.dirs.len(),
-            "directories": a.dirs.iter().map(|d| d.dirs.len()).sum::<usize>(),
-            "directory_wasted_bytes": a.dirs.iter().map(|d| d.wasted).sum::<u64>(),
         }),
         selected: (!view.keeps_all() || view.limit.is_some()).then(|| {
             let t = view.selected(a);
@@ -417,9 +477,6 @@ pub fn write_json(out: &mut dyn Write, a: &Analysis, view: &View, pretty: bool) 
                 "cluster_files": t.cluster_files,
                 "shown_sets": sets.len(),
                 "shown_clusters": clusters.len(),
-                "directory_sets": t.dir_sets,
-                "directories": t.dirs,
-                "shown_directory_sets": dirs.len(),
             });
             if let Some(under) = &view.under {
                 v["under"] = serde_json::to_value(JsonPath(under)).unwrap_or(Value::Null);
@@ -465,17 +522,8 @@ pub fn write_json(out: &mut dyn Write, a: &Analysis, view: &View, pretty: bool) 
                 links: JsonLinks(&c.links),
             })
             .collect(),
-        directories: dirs
-            .iter()
-            .map(|d| JsonDirSet {
-                signature: JsonHash(&d.signature),
-                files: d.files,
-                size: d.size,
-                copies: d.dirs.len(),
-                wasted: d.wasted,
-                paths: d.dirs.iter().map(|p| JsonPath(p)).collect(),
-            })
-            .collect(),
+        directories: JsonDirs(dirs, view),
+        directory_totals: JsonDirTotals(dirs, view),
     };
     // serde_json writes a token at a time: through a buffer of a concrete
     // type those writes are inlined copies, not a virtual call each.
@@ -508,9 +556,9 @@ pub enum CsvTable {
     Links,
 }
 
-pub fn write_csv(out: &mut dyn Write, a: &Analysis, view: &View, table: CsvTable) -> io::Result<()> {
+pub fn write_csv(out: &mut dyn Write, a: &Analysis, view: &View, dirs: &LateDirs, table: CsvTable) -> io::Result<()> {
     match table {
-        CsvTable::Files => write_csv_files(out, a, view),
+        CsvTable::Files => write_csv_files(out, a, view, dirs),
         CsvTable::Links => write_csv_links(out, a, view),
     }
 }
@@ -520,7 +568,7 @@ pub fn write_csv(out: &mut dyn Write, a: &Analysis, view: &View, table: CsvTable
 /// content hash or the cluster's id, as the text report shows them; a
 /// name that is a hard link says of which name (`hard_link_of`), so a
 /// script deleting copies can leave hard links alone.
-fn write_csv_files(out: &mut dyn Write, a: &Analysis, view: &View) -> io::Result<()> {
+fn write_csv_files(out: &mut dyn Write, a: &Analysis, view: &View, dirs: &LateDirs) -> io::Result<()> {
     let (sets, clusters) = view.select(a);
     let p = |n: &Name| csv_field(&crate::report_path(&n.path));
     // With --verify, a last column: each name's verdict (empty for a
@@ -558,7 +606,7 @@ fn write_csv_files(out: &mut dyn Write, a: &Analysis, view: &View) -> io::Result
     // A directory's row: its set's signature for a content, the bytes of
     // each directory for a size, and how many directories for names.
     let empty = if verify { "," } else { "" };
-    for d in view.select_dirs(a) {
+    for d in view.select_dirs(dirs.get()?) {
         let (group, signature) = (short_hash(&d.signature), d.signature.to_string());
         for path in &d.dirs {
             let path = csv_field(&crate::report_path(path));
@@ -637,15 +685,6 @@ fn summary_lines(a: &Analysis, view: &View, shown: (usize, usize)) -> Vec<String
             pct(a.params.min_containment)
         ),
     ];
-    if !a.dirs.is_empty() {
-        let dirs: usize = a.dirs.iter().map(|d| d.dirs.len()).sum();
-        lines.push(format!(
-            "identical directories: {}, {dirs} {}, {} wasted (their files are among the identical files)",
-            count(a.dirs.len(), "set"),
-            if dirs == 1 { "directory" } else { "directories" },
-            human_bytes(a.dirs.iter().map(|d| d.wasted).sum())
-        ));
-    }
     if let Some(v) = &view.verified {
         lines.push(verify_line(v, shown.0));
     }
@@ -654,39 +693,59 @@ fn summary_lines(a: &Analysis, view: &View, shown: (usize, usize)) -> Vec<String
     }
     let t = view.selected(a);
     if !view.keeps_all() {
-        let mut what = Vec::new();
-        if let Some(under) = &view.under {
-            what.push(format!("with a file under {}", crate::report_path(under)));
-        }
-        if let Some(min) = view.min_size {
-            what.push(format!("of files of at least {}", human_bytes(min)));
-        }
-        if let Some(since) = view.since {
-            what.push(format!("with a file first indexed since {}", crate::cli::utc_ns(since.at)));
-        }
         lines.push(format!(
-            "{}: {}, {}, {} wasted    similar: {}, {}    directories: {}",
-            what.join(", "),
+            "{}: {}, {}, {} wasted    similar: {}, {}",
+            view_filters(view),
             count(t.sets, "set"),
             count(t.set_files, "file"),
             human_bytes(t.wasted),
             count(t.clusters, "cluster"),
-            count(t.cluster_files, "file"),
-            count(t.dir_sets, "set")
+            count(t.cluster_files, "file")
         ));
     }
-    if view.limit.is_some_and(|n| n < t.sets.max(t.clusters).max(t.dir_sets)) {
-        let mut showing = format!(
+    if view.limit.is_some_and(|n| n < t.sets.max(t.clusters)) {
+        lines.push(format!(
             "showing {} of {} and {} of {}",
             shown.0,
             count(t.sets, "set"),
             shown.1,
             count(t.clusters, "cluster")
-        );
-        if t.dir_sets > 0 {
-            showing += &format!(" and {} of {} of directories", view.select_dirs(a).len(), count(t.dir_sets, "set"));
-        }
-        lines.push(showing);
+        ));
+    }
+    lines
+}
+
+/// What `--under`, `--min-size` and `--since` keep, in words.
+fn view_filters(view: &View) -> String {
+    let mut what = Vec::new();
+    if let Some(under) = &view.under {
+        what.push(format!("with a file under {}", crate::report_path(under)));
+    }
+    if let Some(min) = view.min_size {
+        what.push(format!("of files of at least {}", human_bytes(min)));
+    }
+    if let Some(since) = view.since {
+        what.push(format!("with a file first indexed since {}", crate::cli::utc_ns(since.at)));
+    }
+    what.join(", ")
+}
+
+/// Section C's opening lines (text and HTML): the identical directories'
+/// totals, and what the view keeps of them.
+fn dir_lines(all: &[DirSet], view: &View) -> Vec<String> {
+    let n: usize = all.iter().map(|d| d.dirs.len()).sum();
+    let mut lines = vec![format!(
+        "{}, {n} {}, {} wasted (their files are among the identical files)",
+        count(all.len(), "set"),
+        if n == 1 { "directory" } else { "directories" },
+        human_bytes(all.iter().map(|d| d.wasted).sum())
+    )];
+    let (kept, kept_dirs) = view.kept_dir_totals(all);
+    if !view.keeps_all() {
+        lines.push(format!("{}: {}, {kept_dirs} directories", view_filters(view), count(kept, "set")));
+    }
+    if view.limit.is_some_and(|l| l < kept) {
+        lines.push(format!("showing {} of {}", view.select_dirs(all).len(), count(kept, "set")));
     }
     lines
 }
@@ -800,7 +859,7 @@ fn strongest_first(c: &Cluster) -> Vec<&Link> {
     links
 }
 
-pub fn write_text(out: &mut dyn Write, a: &Analysis, view: &View) -> io::Result<()> {
+pub fn write_text(out: &mut dyn Write, a: &Analysis, view: &View, dirs: &LateDirs) -> io::Result<()> {
     let (sets, clusters) = view.select(a);
     let p = crate::report_path;
     for line in summary_lines(a, view, (sets.len(), clusters.len())) {
@@ -870,7 +929,13 @@ pub fn write_text(out: &mut dyn Write, a: &Analysis, view: &View) -> io::Result<
     }
 
     writeln!(out, "\nC. Identical directories")?;
-    let dirs = view.select_dirs(a);
+    let all = dirs.get()?;
+    if !all.is_empty() {
+        for line in dir_lines(all, view) {
+            writeln!(out, "  {line}")?;
+        }
+    }
+    let dirs = view.select_dirs(all);
     if dirs.is_empty() {
         writeln!(out, "  none")?;
     }
@@ -910,7 +975,7 @@ summary{cursor:pointer}li{margin:.1em 0}.copy{color:#555}";
 /// (every one unless `view.links` says how many), strongest first, in a
 /// table that folds away. The same view as the text report (`--under`,
 /// `--limit`); paths are shown as text shows them.
-pub fn write_html(out: &mut dyn Write, a: &Analysis, view: &View) -> io::Result<()> {
+pub fn write_html(out: &mut dyn Write, a: &Analysis, view: &View, dirs: &LateDirs) -> io::Result<()> {
     let (sets, clusters) = view.select(a);
     let p = |path: &[u8]| html_escape(&crate::report_path(path));
     writeln!(out, "<!doctype html>")?;
@@ -1003,7 +1068,13 @@ pub fn write_html(out: &mut dyn Write, a: &Analysis, view: &View) -> io::Result<
     }
 
     writeln!(out, "<h2>C. Identical directories</h2>")?;
-    let dirs = view.select_dirs(a);
+    let all = dirs.get()?;
+    if !all.is_empty() {
+        for line in dir_lines(all, view) {
+            writeln!(out, "<p>{}</p>", html_escape(&line))?;
+        }
+    }
+    let dirs = view.select_dirs(all);
     if dirs.is_empty() {
         writeln!(out, "<p>none</p>")?;
     } else {

@@ -43,10 +43,12 @@ use crate::store::{ContentId, FileId, Store, StoreError};
 // database (its creation time), and the basis holds each content's size.
 // 12: the basis holds each content's names (ids) and content id.
 // 13: a trailer holds a checksum of the basis and of the analysis.
-// 14: the analysis holds its identical directories.
+// 14: the analysis held its identical directories; 15: no longer (they
+// are found beside each report, session 71). 16: it lists the contents
+// whose names are all one file, for identical directories.
 // (Bump it whenever what an analysis finds changes: a cache made by an
 // older binary would otherwise be served.)
-const VERSION: u8 = 14;
+const VERSION: u8 = 16;
 
 /// Where an analysis came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use xxhash_rust::xxh3::Xxh3;
 
-use crate::analysis::IdenticalSet;
+use crate::analysis::{IdenticalSet, Linked};
 use crate::fingerprint::ContentHash;
 use crate::scan::{is_under, is_under_any, HashMap, HashSet};
 use crate::store::{FileId, Meta, MetaKey, MetaValue, Store, StoreError};
@@ -91,19 +91,27 @@ fn split(path: &[u8]) -> Option<(&[u8], &[u8])> {
 /// One pass over `paths` in key order, a directory's paths one run of keys:
 /// a stack of the directories the current path lies in, each closed (its
 /// signature finished and handed to its parent) when a path leaves it.
-pub fn identical(store: &Store, identical: &[IdenticalSet]) -> Result<Vec<DirSet>, StoreError> {
+pub fn identical(store: &Store, identical: &[IdenticalSet], linked: &[Linked]) -> Result<Vec<DirSet>, StoreError> {
     let roots = match store.get::<Meta>(&MetaKey::Roots)? {
         Some(MetaValue::Roots(r)) => r,
         _ => Vec::new(),
     };
     let started = std::time::Instant::now();
-    // Every name with a copy, by file id, its content held in place: the
-    // walk looks them up in path order, at random in this table.
-    let copies: HashMap<u64, ([u8; 16], u64)> =
-        identical.iter().flat_map(|s| s.names.iter().map(move |n| (n.id.0, (s.content.0, n.size)))).collect();
+    // Every name with a copy (or another name of its file: a directory
+    // of hard links of another's files, some copied again since, still
+    // wastes those), by file id, its content held in place: the walk looks
+    // them up in path order, at random in this table. The place in
+    // `linked` of a name of one file alone.
+    let mut copies: HashMap<u64, ([u8; 16], u64, u32)> =
+        identical.iter().flat_map(|s| s.names.iter().map(move |n| (n.id.0, (s.content.0, n.size, u32::MAX)))).collect();
+    for (k, l) in linked.iter().enumerate() {
+        copies.extend(l.ids.iter().map(|id| (id.0, (l.content.0, l.size, k as u32))));
+    }
     if copies.is_empty() {
         return Ok(Vec::new());
     }
+    // The paths of those names of one file alone, and which.
+    let mut linked_seen: Vec<(Vec<u8>, u32)> = Vec::new();
     let mut candidates: Vec<Candidate> = Vec::new();
     let mut dir: Vec<u8> = b"/".to_vec();
     let mut stack = vec![Open::new(1)];
@@ -153,7 +161,10 @@ pub fn identical(store: &Store, identical: &[IdenticalSet]) -> Result<Vec<DirSet
         dir.extend_from_slice(parent);
         let d = stack.last_mut().expect("the path's directory");
         match copies.get(&id.0) {
-            Some(&(content, size)) => {
+            Some(&(content, size, alone)) => {
+                if alone != u32::MAX {
+                    linked_seen.push((path.to_vec(), alone));
+                }
                 d.hasher.update(name);
                 d.hasher.update(&[0, b'f']);
                 d.hasher.update(&content);
@@ -195,7 +206,7 @@ pub fn identical(store: &Store, identical: &[IdenticalSet]) -> Result<Vec<DirSet
     // (`cp -al`, rsnapshot) waste nothing.
     let candidates = &candidates;
     let mut taken: Vec<u64> = sets.iter().map(|m| m.iter().map(|&k| candidates[k].bytes).sum()).collect();
-    if identical.iter().any(|s| s.copies() < s.names.len()) {
+    if !linked_seen.is_empty() || identical.iter().any(|s| s.copies() < s.names.len()) {
         let shown: HashMap<&[u8], usize> = sets
             .iter()
             .enumerate()
@@ -203,12 +214,16 @@ pub fn identical(store: &Store, identical: &[IdenticalSet]) -> Result<Vec<DirSet
             .collect();
         let mut seen: Vec<HashSet<(u64, u64)>> = vec![HashSet::default(); sets.len()];
         taken.fill(0);
-        for n in identical.iter().flat_map(|s| &s.names) {
-            let mut at = split(&n.path).map(|(d, _)| d);
+        // A name of one file alone is that file wherever it is.
+        let alone =
+            linked_seen.iter().map(|(p, k)| (p.as_slice(), Some((u64::MAX, u64::from(*k))), linked[*k as usize].size));
+        let names = identical.iter().flat_map(|s| &s.names).map(|n| (&*n.path, n.file, n.size));
+        for (path, file, size) in names.chain(alone) {
+            let mut at = split(path).map(|(d, _)| d);
             while let Some(d) = at {
                 if let Some(&i) = shown.get(d) {
-                    if n.file.is_none_or(|f| seen[i].insert(f)) {
-                        taken[i] += n.size;
+                    if file.is_none_or(|f| seen[i].insert(f)) {
+                        taken[i] += size;
                     }
                 }
                 at = split(d).map(|(p, _)| p).filter(|p| p.len() < d.len());

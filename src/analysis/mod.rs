@@ -421,8 +421,18 @@ pub struct Analysis {
     pub ignored: Totals,
     pub identical: Vec<IdenticalSet>,
     pub clusters: Vec<Cluster>,
-    /// Directories whose files are all copies of another's, name for name.
-    pub dirs: Vec<dirs::DirSet>,
+    /// Contents whose names are all one file (hard links): no identical
+    /// set, but a directory of such names can still be a copy of another
+    /// ([`dirs`]).
+    pub linked: Vec<Linked>,
+}
+
+/// A content whose several names are all one file (hard links).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Linked {
+    pub content: ContentHash,
+    pub size: u64,
+    pub ids: Vec<FileId>,
 }
 
 impl Analysis {
@@ -1821,17 +1831,13 @@ pub(crate) fn assemble(
     let t = std::time::Instant::now();
     // Naming touches every name of the tree once or twice, each a
     // random read of the file table: the identical sets are named on
-    // another core beside the clusters, and their directories found.
+    // another core beside the clusters.
     let (clusters, identical) = std::thread::scope(|s| {
-        let identical = s.spawn(|| {
-            let sets = identical_sets(&files, contents, ids)?;
-            let found = dirs::identical(store, &sets)?;
-            Ok::<_, StoreError>((sets, found))
-        });
+        let identical = s.spawn(|| identical_sets(&files, contents, ids));
         let clusters = name_clusters(&files, contents, ids, links, info, uf.groups());
         (clusters, identical.join().expect("naming identical sets does not panic"))
     });
-    let (clusters, (identical, dirs)) = (clusters?, identical?);
+    let (clusters, (identical, linked)) = (clusters?, identical?);
     tracing::debug!("clusters and identical sets named after {:?}", t.elapsed());
     let counts = store.counts()?;
     // Every file's size: each content's, once a name.
@@ -1858,8 +1864,8 @@ pub(crate) fn assemble(
         cutoff,
         ignored: totals,
         identical,
-        dirs,
         clusters,
+        linked,
     };
     Ok((analysis, renamed))
 }
@@ -1921,8 +1927,8 @@ fn identical_sets(
     files: &Namer,
     contents: &[ContentHash],
     ids: &[Vec<FileId>],
-) -> Result<Vec<IdenticalSet>, StoreError> {
-    let mut identical = Vec::new();
+) -> Result<(Vec<IdenticalSet>, Vec<Linked>), StoreError> {
+    let (mut identical, mut linked) = (Vec::new(), Vec::new());
     for (i, names) in ids.iter().enumerate() {
         if names.len() > 1 {
             let names = files.names(&contents[i], names)?;
@@ -1930,11 +1936,13 @@ fn identical_sets(
             let set = IdenticalSet::new(contents[i], size, names);
             if set.copies() > 1 {
                 identical.push(set);
+            } else {
+                linked.push(Linked { content: set.content, size, ids: set.names.iter().map(|n| n.id).collect() });
             }
         }
     }
     identical.sort_by(|a, b| b.wasted().cmp(&a.wasted()).then_with(|| a.content.cmp(&b.content)));
-    Ok(identical)
+    Ok((identical, linked))
 }
 
 /// A value made on another thread, taken (waited for) once.

@@ -1530,6 +1530,11 @@ fn report_out_replaces_its_file_only_with_a_whole_report() {
     env.simd().args(["--format", "json", "report", "--out"]).arg(dir.join("to-new")).assert().success();
     assert!(std::fs::symlink_metadata(dir.join("to-new")).unwrap().file_type().is_symlink());
     assert_eq!(serde_json::from_slice::<serde_json::Value>(&std::fs::read(dir.join("new.json")).unwrap()).unwrap(), r);
+    // A link to itself is an error, and stays a link.
+    std::os::unix::fs::symlink("loop", dir.join("loop")).unwrap();
+    let out = env.simd().args(["report", "--out"]).arg(dir.join("loop")).assert().failure();
+    assert!(String::from_utf8_lossy(&out.get_output().stderr).contains("cannot write the report"), "{out:?}");
+    assert!(std::fs::symlink_metadata(dir.join("loop")).unwrap().file_type().is_symlink());
 }
 
 /// Directories whose files are, name for name, copies of another's are
@@ -1574,6 +1579,14 @@ fn identical_directories_are_found_name_for_name() {
     for dir in ["one1", "one2"] {
         env.write(&format!("{dir}/only.txt"), text(7, 100));
     }
+    // Hard links of another directory's files but one, copied again (a
+    // `cp -al` backup after a file was saved anew): what that file takes.
+    let linked = env.write("l1/p.txt", text(11, 20));
+    let again = noise(12, 1_000);
+    env.write("l1/q.bin", &again);
+    std::fs::create_dir(env.root.join("l2")).unwrap();
+    std::fs::hard_link(&linked, env.root.join("l2/p.txt")).unwrap();
+    env.write("l2/q.bin", &again);
     env.index();
     let root = env.root.canonicalize().unwrap();
     let at = |rel: &str| root.join(rel).to_str().unwrap().to_owned();
@@ -1605,15 +1618,23 @@ fn identical_directories_are_found_name_for_name() {
         sub,
         5 * sub,
     );
-    assert_eq!(sets(&r), [top.clone(), subs.clone()], "{:#}", r["directories"]);
-    assert_eq!(r["totals"]["directory_sets"].as_u64(), Some(2), "{:#}", r["totals"]);
-    assert_eq!(r["totals"]["directories"].as_u64(), Some(11), "{:#}", r["totals"]);
-    assert_eq!(r["totals"]["directory_wasted_bytes"].as_u64(), Some(2 * size + 5 * sub), "{:#}", r["totals"]);
+    let l_size = text(11, 20).len() as u64 + 1_000;
+    let ls = (vec![at("l1"), at("l2")], 2, l_size, 1_000);
+    assert_eq!(sets(&r), [top.clone(), subs.clone(), ls.clone()], "{:#}", r["directories"]);
+    let totals = &r["directory_totals"];
+    assert_eq!((totals["sets"].as_u64(), totals["directories"].as_u64()), (Some(3), Some(13)), "{totals:#}");
+    assert_eq!(totals["wasted_bytes"].as_u64(), Some(2 * size + 5 * sub + 1_000), "{totals:#}");
+    assert!(totals.get("selected_sets").is_none(), "{totals:#}");
 
     // The view's filters: --under, --min-size, --limit.
     let r = json(&env, &["report", "--under", root.join("e").to_str().unwrap()]);
     assert_eq!(sets(&r), std::slice::from_ref(&subs), "{:#}", r["directories"]);
-    assert_eq!(r["selected"]["directory_sets"].as_u64(), Some(1), "{:#}", r["selected"]);
+    assert_eq!(r["directory_totals"]["selected_sets"].as_u64(), Some(1), "{:#}", r["directory_totals"]);
+    // A path gone from the disk is taken as written: the index holds it.
+    std::fs::rename(root.join("e"), root.join("e-moved")).unwrap();
+    let r = json(&env, &["report", "--under", root.join("e").to_str().unwrap()]);
+    assert_eq!(sets(&r), std::slice::from_ref(&subs), "{:#}", r["directories"]);
+    std::fs::rename(root.join("e-moved"), root.join("e")).unwrap();
     // A path inside copied directories: the set that holds it.
     let r = json(&env, &["report", "--under", root.join("b/sub/deeper").to_str().unwrap()]);
     assert_eq!(sets(&r), [top.clone(), subs.clone()], "{:#}", r["directories"]);
@@ -1621,20 +1642,21 @@ fn identical_directories_are_found_name_for_name() {
     assert_eq!(sets(&r), std::slice::from_ref(&top), "{:#}", r["directories"]);
     let r = json(&env, &["report", "--limit", "1"]);
     assert_eq!(sets(&r), std::slice::from_ref(&top), "{:#}", r["directories"]);
-    assert_eq!(r["selected"]["shown_directory_sets"].as_u64(), Some(1), "{:#}", r["selected"]);
+    let totals = &r["directory_totals"];
+    assert_eq!((totals["selected_sets"].as_u64(), totals["shown_sets"].as_u64()), (Some(3), Some(1)), "{totals:#}");
 
     // Text, CSV and HTML list them too.
     let out = env.simd().arg("report").assert().success();
     let text_out = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
-    assert!(text_out.contains("identical directories: 2 sets, 11 directories, "), "{text_out}");
     let c = text_out.split("C. Identical directories").nth(1).expect("a section C");
+    assert!(c.starts_with("\n  3 sets, 13 directories, "), "{c}");
     assert!(c.contains(&format!("4 copies of a directory of 6 files ({}", simd::cli::human_bytes(size))), "{c}");
     let listed: Vec<&str> = c.lines().map(str::trim).filter(|l| l.starts_with('/')).collect();
-    assert_eq!(listed, [top.0.clone(), subs.0.clone()].concat(), "{c}");
+    assert_eq!(listed, [top.0.clone(), subs.0.clone(), ls.0.clone()].concat(), "{c}");
     let out = env.simd().args(["report", "--format", "csv"]).assert().success();
     let csv = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
     let rows: Vec<&str> = csv.lines().filter(|l| l.starts_with("directory,")).collect();
-    assert_eq!(rows.len(), 11, "{csv}");
+    assert_eq!(rows.len(), 13, "{csv}");
     assert!(rows[0].ends_with(&format!(",{size},4,{},", at("a"))), "{csv}");
     let out = env.simd().args(["report", "--format", "html"]).assert().success();
     let html = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
@@ -1647,6 +1669,6 @@ fn identical_directories_are_found_name_for_name() {
     env.index();
     let r = json(&env, &["report"]);
     let top = (vec![at("a"), at("deep/er/c"), at("h")], 6, size, size);
-    assert_eq!(sets(&r), [subs, top], "most bytes wasted first: {:#}", r["directories"]);
+    assert_eq!(sets(&r), [subs, top, ls], "most bytes wasted first: {:#}", r["directories"]);
     assert_eq!(r, fresh_report(&env, &[]), "the updated analysis differs from a fresh one");
 }
