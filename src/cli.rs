@@ -456,31 +456,19 @@ pub fn run(cli: Cli) -> Result<Exit> {
                 let mut view = view.clone();
                 // The identical directories are found on another core while
                 // the rest is written, and waited for where they come.
-                std::thread::scope(|s| {
-                    let walk = std::sync::Mutex::new(Some(s.spawn(|| {
-                        crate::analysis::dirs::identical(&store, &analysis.identical, &analysis.linked)
-                            .map_err(|e| e.to_string())
-                    })));
-                    let found = std::sync::OnceLock::new();
-                    let dirs = report::LateDirs::new(|| {
-                        let found = found.get_or_init(|| {
-                            let walk = walk.lock().unwrap_or_else(|p| p.into_inner()).take();
-                            walk.map_or(Ok(Vec::new()), |w| w.join().expect("finding directories does not panic"))
-                        });
-                        found.as_deref().map_err(|e| std::io::Error::other(e.clone()))
-                    });
+                crate::analysis::dirs::beside(&store, analysis, |dirs| {
                     if verify {
                         let v = verify_shown(&store, analysis, &view, progress);
                         all_copies = v.tally().not_copies() == 0;
                         view.verified = Some(v);
                     }
                     match format {
-                        Format::Text => report::write_text(sink, analysis, &view, &dirs)?,
-                        Format::Json => report::write_json(sink, analysis, &view, &dirs, pretty)?,
-                        Format::Csv => report::write_csv(sink, analysis, &view, &dirs, table)?,
+                        Format::Text => report::write_text(sink, analysis, &view, dirs)?,
+                        Format::Json => report::write_json(sink, analysis, &view, dirs, pretty)?,
+                        Format::Csv => report::write_csv(sink, analysis, &view, dirs, table)?,
                         Format::Html => {
                             let mut counted = Counted { inner: &mut *sink, bytes: 0 };
-                            report::write_html(&mut counted, analysis, &view, &dirs)?;
+                            report::write_html(&mut counted, analysis, &view, dirs)?;
                             warn_if_large_page(counted.bytes, out_file.as_deref(), view.links.is_some());
                         }
                     }
@@ -673,6 +661,9 @@ pub fn run(cli: Cli) -> Result<Exit> {
             let store = Store::open(&db, Access::Read, None)?;
             let mut s = crate::status::status(&store)?;
             s.daemon = DaemonState::running(&db);
+            if s.daemon.is_none() {
+                s.writer_pid = crate::store::writer_pid(&db);
+            }
             match cli.format {
                 Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&s)?)?,
                 _ => print_status(&mut out, &s)?,
@@ -1507,7 +1498,14 @@ fn print_status(out: &mut impl Write, s: &crate::status::Status) -> std::io::Res
             if d.degraded { ", DEGRADED: inotify limit reached, periodic rescans" } else { "" },
             d.last_event.map_or("none".into(), format_time)
         )?,
-        None => writeln!(out, "daemon       not running")?,
+        None => match s.writer_pid {
+            Some(pid) => writeln!(
+                out,
+                "daemon       not running; pid {pid} is writing the index (a `simd index`, `reread` or `forget` run): \
+                 what it has not committed yet is not shown"
+            )?,
+            None => writeln!(out, "daemon       not running")?,
+        },
     }
     if let Some(since) = s.daemon.as_ref().and_then(|d| d.disk_full_since) {
         writeln!(

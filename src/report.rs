@@ -12,7 +12,7 @@ use serde::ser::SerializeMap;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::analysis::dirs::DirSet;
+use crate::analysis::dirs::{DirSet, LateDirs};
 use crate::analysis::{Analysis, Cluster, IdenticalSet, Link, Member, Name};
 use crate::cli::{count, human_bytes};
 use crate::fingerprint::{hex16, ContentHash};
@@ -47,29 +47,6 @@ pub struct View {
 pub struct Since {
     pub at: crate::store::TimeNs,
     pub first_id: u64,
-}
-
-/// The identical directories of the index ([`crate::analysis::dirs`]),
-/// found beside the writing of the rest of a report and waited for where
-/// their part comes (last): their walk of every path takes ~45 ms on a
-/// 66k-file tree, which a report brought up to date after one change
-/// (~80 ms) should not wait for before it starts (a live report's latency,
-/// issue 4's bar, grew by ~100 ms with the walk ahead of it).
-pub struct LateDirs<'a>(Box<dyn Fn() -> io::Result<&'a [DirSet]> + 'a>);
-
-impl<'a> LateDirs<'a> {
-    pub fn new(get: impl Fn() -> io::Result<&'a [DirSet]> + 'a) -> Self {
-        LateDirs(Box::new(get))
-    }
-
-    /// Directories found already.
-    pub fn ready(dirs: &'a [DirSet]) -> Self {
-        LateDirs(Box::new(move || Ok(dirs)))
-    }
-
-    fn get(&self) -> io::Result<&'a [DirSet]> {
-        (self.0)()
-    }
 }
 
 /// Links a text report shows per cluster unless told otherwise: a cluster

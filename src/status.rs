@@ -49,6 +49,10 @@ pub struct Status {
     pub last_update: Option<TimeNs>,
     /// The daemon holding the index, if one runs.
     pub daemon: Option<crate::watch::DaemonState>,
+    /// Else the process writing to the index, if one does (a `simd index`
+    /// run): its pid.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub writer_pid: Option<u32>,
 }
 
 /// One column family's table files on disk.
@@ -106,6 +110,7 @@ pub fn status(store: &Store) -> Result<Status, StoreError> {
         created: format.created,
         last_update,
         daemon: None,
+        writer_pid: None,
     })
 }
 

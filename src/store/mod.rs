@@ -1752,6 +1752,27 @@ pub fn lock_writer(dir: &Path) -> Result<WriterLock> {
     Ok(WriterLock { file: take_lock(dir)? })
 }
 
+/// The process that holds the writer's lock of the index at `dir` (a
+/// `simd index`, `reread` or `forget` run, or a daemon), if one does: read
+/// from the kernel's table of file locks, `/proc/locks`. Taking the lock
+/// to see would make a writer starting at that instant fail with "in use".
+pub fn writer_pid(dir: &Path) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let m = fs::metadata(dir.join(LOCK_FILE)).ok()?;
+    // The kernel's encoding of a device number (glibc's gnu_dev_major and
+    // gnu_dev_minor), as /proc/locks prints it: `fe:00:10117130`.
+    let dev = m.dev();
+    let (major, minor) = (((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff), (dev & 0xff) | ((dev >> 12) & !0xff));
+    let want = format!("{major:02x}:{minor:02x}:{}", m.ino());
+    // "1: FLOCK  ADVISORY  WRITE 32242 fe:00:10117130 0 EOF"; a waiter's
+    // line has "->" after its number.
+    fs::read_to_string("/proc/locks").ok()?.lines().find_map(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let held = f.get(1) == Some(&"FLOCK") && f.get(3) == Some(&"WRITE") && f.get(5) == Some(&want.as_str());
+        held.then(|| f.get(4)?.parse().ok()).flatten()
+    })
+}
+
 fn take_lock(dir: &Path) -> Result<File> {
     let path = dir.join(LOCK_FILE);
     let io = |source| StoreError::Io { path: path.clone(), source };

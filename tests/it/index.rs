@@ -193,15 +193,8 @@ fn deletion_leaves_a_ghost_and_drops_postings_of_the_last_name() {
 #[test]
 fn a_remembered_root_replaced_by_a_symlink_is_missing() {
     let env = Env::new();
-    let (a, b) = (env.root.join("a"), env.root.join("b"));
-    env.write("a/one.txt", text(1, 300));
-    env.write("b/two.txt", text(2, 300));
-    env.simd().args(["--quiet", "index"]).arg(&a).arg(&b).assert().success();
-    let other = env.tmp.path().join("other");
-    std::fs::create_dir(&other).unwrap();
-    std::fs::write(other.join("three.txt"), text(3, 300)).unwrap();
-    std::fs::rename(&b, env.tmp.path().join("b-old")).unwrap();
-    std::os::unix::fs::symlink(&other, &b).unwrap();
+    let (a, b, other) = super::two_roots_and_another(&env);
+    super::link_in_place_of(&b, &other);
     let out = env.simd().args(["--format", "json", "index"]).assert().success();
     let s: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
     let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
@@ -494,6 +487,16 @@ fn status_text_names_the_figures() {
     assert!(sizes.iter().sum::<u64>() <= st["disk_bytes"].as_u64().unwrap(), "{st}");
     let line = t.lines().find(|l| l.starts_with("  by table   ")).unwrap_or_else(|| panic!("no tables in\n{t}"));
     assert!(line.contains("content_chunks ") && line.contains("files "), "{line}");
+    assert!(t.contains("daemon       not running\n") && st.get("writer_pid").is_none(), "{t}");
+    // A process writing to the index (here, this one holding the writer's
+    // lock, as a `simd index` run does) is named by its pid.
+    let lock = simd::store::lock_writer(&env.db).unwrap();
+    let out = env.simd().arg("status").assert().success();
+    let t = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    assert!(t.contains(&format!("not running; pid {} is writing the index", std::process::id())), "{t}");
+    assert_eq!(env.json(&["status"])["writer_pid"].as_u64(), Some(u64::from(std::process::id())));
+    drop(lock);
+    assert!(env.json(&["status"]).get("writer_pid").is_none());
 }
 
 /// `simd status` counts the contents with a name, their bytes and chunks,

@@ -121,6 +121,26 @@ impl Env {
     }
 }
 
+/// Two roots, `a` (one.txt) and `b` (two.txt), indexed, and beside them a
+/// directory `other` (three.txt) that is none: what a root replaced by a
+/// symlink is tested on ([`link_in_place_of`]).
+pub fn two_roots_and_another(env: &Env) -> (PathBuf, PathBuf, PathBuf) {
+    let (a, b) = (env.root.join("a"), env.root.join("b"));
+    env.write("a/one.txt", text(1, 300));
+    env.write("b/two.txt", text(2, 300));
+    env.simd().args(["--quiet", "index"]).arg(&a).arg(&b).assert().success();
+    let other = env.tmp.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::write(other.join("three.txt"), text(3, 300)).unwrap();
+    (a, b, other)
+}
+
+/// Moves the directory `dir` aside and puts a symlink to `to` in its place.
+pub fn link_in_place_of(dir: &Path, to: &Path) {
+    std::fs::rename(dir, dir.with_extension("old")).unwrap();
+    std::os::unix::fs::symlink(to, dir).unwrap();
+}
+
 /// Whether the tests run as root (which reads any file, whatever its mode).
 pub fn is_root() -> bool {
     std::process::Command::new("id").arg("-u").output().map(|o| o.stdout.starts_with(b"0\n")).unwrap_or(false)

@@ -1165,19 +1165,12 @@ fn a_root_away_within_its_grace_keeps_its_files_and_is_not_read_again() {
 #[test]
 fn a_root_replaced_by_a_symlink_is_gone_for_the_daemon() {
     let env = Env::new();
-    let (a, b) = (env.root.join("a"), env.root.join("b"));
-    env.write("a/one.txt", text(1, 300));
-    env.write("b/two.txt", text(2, 300));
-    env.simd().args(["--quiet", "index"]).arg(&a).arg(&b).assert().success();
-    let other = env.tmp.path().join("other");
-    std::fs::create_dir(&other).unwrap();
-    std::fs::write(other.join("three.txt"), text(3, 300)).unwrap();
+    let (a, b, other) = super::two_roots_and_another(&env);
     let d = {
         let _starting = LIMITS.read().unwrap_or_else(|p| p.into_inner());
         spawn(&env, &["--debounce-ms", "50", "--root-grace", "0"], None, false)
     };
-    std::fs::rename(&b, env.tmp.path().join("b-old")).unwrap();
-    std::os::unix::fs::symlink(&other, &b).unwrap();
+    super::link_in_place_of(&b, &other);
     let names = || -> Vec<String> {
         state(&env.db).unwrap().0.iter().map(|(p, _)| String::from_utf8_lossy(p).into_owned()).collect()
     };
