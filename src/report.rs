@@ -784,7 +784,6 @@ fn name_note(check: Option<&SetCheck>, k: usize) -> String {
     check.and_then(|c| c.verdicts.get(k)).map(crate::verify::Verdict::note).unwrap_or_default()
 }
 
-/// An identical set's heading (text and HTML).
 /// What an identical directory set is, in a line (text and HTML).
 fn dir_heading(d: &DirSet) -> String {
     format!(
@@ -796,6 +795,7 @@ fn dir_heading(d: &DirSet) -> String {
     )
 }
 
+/// An identical set's heading (text and HTML).
 fn set_heading(s: &IdenticalSet) -> String {
     let copies = s.copies();
     let links = match s.names.len() - copies {

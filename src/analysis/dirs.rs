@@ -1,23 +1,22 @@
 //! Identical directories: directories whose files are, name for name, copies
 //! of another directory's files (a folder copied whole, "Project – copy",
 //! one release unpacked beside another). Found from an analysis's
-//! identical sets and the index's file records, never from the disk.
+//! identical sets and the index's `paths`, never from the disk.
 //!
 //! A directory's *signature* is a 128-bit XXH3 over its entries in path
 //! order: each file as (name, content hash), each subdirectory as (name,
 //! its signature), so two directories share a signature when the same
 //! relative names hold the same contents beneath them (a Merkle tree, as
-//! git's tree objects; XXH3 rather than MD5, 3× faster here, because it
-//! only groups what the content hashes already tell apart). Only files with a copy somewhere can be in an
-//! identical directory, so only the identical sets' names are hashed; a
-//! directory is then kept only if the index holds no other file beneath it.
+//! git's tree objects; not MD5, as it only groups what the content hashes
+//! already tell apart). Only files with a copy somewhere can be in an
+//! identical directory, so only the copies' names are hashed; a directory
+//! is then kept only if the index holds no other file beneath it.
 //! The index knows the files it indexes and nothing else: a directory's
 //! ignored, excluded or unreadable files, and its empty subdirectories,
 //! take no part.
 
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
 use xxhash_rust::xxh3::Xxh3;
 
 use crate::analysis::{IdenticalSet, Linked};
@@ -27,7 +26,7 @@ use crate::store::{FileId, Meta, MetaKey, MetaValue, Store, StoreError};
 
 /// Directories with the same files under the same names, each directory
 /// holding nothing else the index knows of.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct DirSet {
     /// The directories' signature (see the module's documentation).
     pub signature: ContentHash,
@@ -39,7 +38,6 @@ pub struct DirSet {
     /// several names (hard links) counted once.
     pub wasted: u64,
     /// The directories, sorted.
-    #[serde(with = "arc_paths")]
     pub dirs: Vec<Arc<[u8]>>,
     /// The highest file id beneath any of them: the newest file first
     /// indexed (`report --since`).
@@ -126,7 +124,7 @@ fn split(path: &[u8]) -> Option<(&[u8], &[u8])> {
 /// One pass over `paths` in key order, a directory's paths one run of keys:
 /// a stack of the directories the current path lies in, each closed (its
 /// signature finished and handed to its parent) when a path leaves it.
-pub fn identical(store: &Store, identical: &[IdenticalSet], linked: &[Linked]) -> Result<Vec<DirSet>, StoreError> {
+fn identical(store: &Store, identical: &[IdenticalSet], linked: &[Linked]) -> Result<Vec<DirSet>, StoreError> {
     let roots = match store.get::<Meta>(&MetaKey::Roots)? {
         Some(MetaValue::Roots(r)) => r,
         _ => Vec::new(),
@@ -286,23 +284,6 @@ pub fn identical(store: &Store, identical: &[IdenticalSet], linked: &[Linked]) -
     out.sort_by(|x, y| y.wasted.cmp(&x.wasted).then_with(|| x.dirs[0].cmp(&y.dirs[0])));
     tracing::debug!("{} sets of identical directories found in {:?}", out.len(), started.elapsed());
     Ok(out)
-}
-
-/// Paths as byte strings (postcard writes a `Vec<u8>` byte by byte
-/// otherwise, in the same wire format).
-mod arc_paths {
-    use std::sync::Arc;
-
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(paths: &[Arc<[u8]>], s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq(paths.iter().map(|p| serde_bytes::Bytes::new(p)))
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Arc<[u8]>>, D::Error> {
-        let paths: Vec<serde_bytes::ByteBuf> = Vec::deserialize(d)?;
-        Ok(paths.into_iter().map(|p| Arc::from(p.into_vec())).collect())
-    }
 }
 
 #[cfg(test)]
