@@ -91,7 +91,7 @@ pub fn status(store: &Store) -> Result<Status, StoreError> {
     };
     let format = store.format();
     Ok(Status {
-        index: store.dir().display().to_string(),
+        index: crate::show_path(store.dir()),
         schema_version: format.schema_version,
         params: format.params,
         roots,

@@ -312,7 +312,7 @@ pub fn with_analysis<R>(
             // write (a read-only mount, another user's index) still gets
             // its report.
             if let Err(e) = save(store, &analysis, &basis) {
-                tracing::debug!("{}: analysis not cached: {e}", store.dir().display());
+                tracing::debug!("{}: analysis not cached: {e}", crate::show_path(store.dir()));
             }
             tracing::debug!("cache written after {:?}", started.elapsed());
         });
