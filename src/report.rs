@@ -294,7 +294,7 @@ impl Serialize for JsonDirs<'_, '_> {
             size: d.size,
             copies: d.dirs.len(),
             wasted: d.wasted,
-            paths: d.dirs.iter().map(|p| JsonPath(p)).collect(),
+            paths: d.dirs.iter().zip(&d.links_of).map(|(p, &of)| JsonDirPath(p, of)).collect(),
         }))
     }
 }
@@ -320,6 +320,21 @@ impl Serialize for JsonDirTotals<'_, '_> {
     }
 }
 
+/// A directory of a set in JSON: its path, and when its files are all
+/// hard links of another directory's of the set, that one's index.
+struct JsonDirPath<'a>(&'a [u8], Option<usize>);
+
+impl Serialize for JsonDirPath<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(None)?;
+        JsonPath(self.0).entry(&mut m)?;
+        if let Some(of) = self.1 {
+            m.serialize_entry("hard_links_of", &of)?;
+        }
+        m.end()
+    }
+}
+
 #[derive(Serialize)]
 struct JsonDirSet<'a> {
     signature: JsonHash<'a>,
@@ -327,7 +342,7 @@ struct JsonDirSet<'a> {
     size: u64,
     copies: usize,
     wasted: u64,
-    paths: Vec<JsonPath<'a>>,
+    paths: Vec<JsonDirPath<'a>>,
 }
 
 #[derive(Serialize)]
@@ -585,9 +600,10 @@ fn write_csv_files(out: &mut dyn Write, a: &Analysis, view: &View, dirs: &LateDi
     let empty = if verify { "," } else { "" };
     for d in view.select_dirs(dirs.get()?) {
         let (group, signature) = (short_hash(&d.signature), d.signature.to_string());
-        for path in &d.dirs {
+        for (path, of) in d.dirs.iter().zip(&d.links_of) {
             let path = csv_field(&crate::report_path(path));
-            writeln!(out, "directory,{group},{signature},{},{},{path},{empty}", d.size, d.dirs.len())?;
+            let of = of.map(|j| csv_field(&crate::report_path(&d.dirs[j]))).unwrap_or_default();
+            writeln!(out, "directory,{group},{signature},{},{},{path},{of}{empty}", d.size, d.dirs.len())?;
         }
     }
     Ok(())
@@ -812,6 +828,13 @@ fn link_note(s: &IdenticalSet, k: usize, p: &dyn Fn(&[u8]) -> String) -> String 
     s.link_of(k).map(|j| format!("  (hard link of {})", p(&s.names[j].path))).unwrap_or_default()
 }
 
+/// What a directory of an identical set is: a copy, or hard links of
+/// another's files (text and HTML).
+fn dir_link_note(d: &DirSet, k: usize, p: &dyn Fn(&[u8]) -> String) -> String {
+    let of = d.links_of.get(k).copied().flatten();
+    of.map(|j| format!("  (hard links of {}: removing it frees nothing)", p(&d.dirs[j]))).unwrap_or_default()
+}
+
 /// A content hash's first 12 hex digits, as reports show it.
 fn short_hash(c: &ContentHash) -> String {
     c.to_string()[..12].to_string()
@@ -918,8 +941,8 @@ pub fn write_text(out: &mut dyn Write, a: &Analysis, view: &View, dirs: &LateDir
     }
     for (i, d) in dirs.iter().enumerate() {
         writeln!(out, "  {:>4}. {}  [{}]", i + 1, dir_heading(d), short_hash(&d.signature))?;
-        for path in &d.dirs {
-            writeln!(out, "        {}", p(path))?;
+        for (k, path) in d.dirs.iter().enumerate() {
+            writeln!(out, "        {}{}", p(path), dir_link_note(d, k, &p))?;
         }
     }
     Ok(())
@@ -1063,8 +1086,8 @@ pub fn write_html(out: &mut dyn Write, a: &Analysis, view: &View, dirs: &LateDir
                 dir_heading(d),
                 short_hash(&d.signature)
             )?;
-            for path in &d.dirs {
-                writeln!(out, "<li class=\"path\">{}</li>", p(path))?;
+            for (k, path) in d.dirs.iter().enumerate() {
+                writeln!(out, "<li class=\"path\">{}{}</li>", p(path), dir_link_note(d, k, &p))?;
             }
             writeln!(out, "</ul></details></li>")?;
         }

@@ -39,6 +39,10 @@ pub struct DirSet {
     pub wasted: u64,
     /// The directories, sorted.
     pub dirs: Vec<Arc<[u8]>>,
+    /// For each directory, when every file beneath it is a hard link of a
+    /// file of another of them (`cp -al`): the first such other one (by
+    /// its place in `dirs`). Removing it alone frees nothing.
+    pub links_of: Vec<Option<usize>>,
     /// The highest file id beneath any of them: the newest file first
     /// indexed (`report --since`).
     pub newest: FileId,
@@ -239,13 +243,21 @@ fn identical(store: &Store, identical: &[IdenticalSet], linked: &[Linked]) -> Re
     // (`cp -al`, rsnapshot) waste nothing.
     let candidates = &candidates;
     let mut taken: Vec<u64> = sets.iter().map(|m| m.iter().map(|&k| candidates[k].bytes).sum()).collect();
+    // For each directory of a set (by candidate), the first other
+    // directory of its set holding a file of it, and whether all of its
+    // files are so held.
+    let mut links_of: HashMap<usize, usize> = HashMap::default();
     if !linked_seen.is_empty() || identical.iter().any(|s| s.copies() < s.names.len()) {
-        let shown: HashMap<&[u8], usize> = sets
+        let shown: HashMap<&[u8], (usize, usize)> = sets
             .iter()
             .enumerate()
-            .flat_map(|(i, m)| m.iter().map(move |&k| (candidates[k].path.as_slice(), i)))
+            .flat_map(|(i, m)| m.iter().map(move |&k| (candidates[k].path.as_slice(), (i, k))))
             .collect();
         let mut seen: Vec<HashSet<(u64, u64)>> = vec![HashSet::default(); sets.len()];
+        // Each file of a set's directories: the directories holding it.
+        let mut holders: HashMap<(usize, (u64, u64)), Vec<usize>> = HashMap::default();
+        // Each directory's files (None: a name of no known file).
+        let mut files_of: HashMap<usize, Vec<Option<(u64, u64)>>> = HashMap::default();
         taken.fill(0);
         // A name of one file alone is that file wherever it is.
         let alone =
@@ -254,12 +266,30 @@ fn identical(store: &Store, identical: &[IdenticalSet], linked: &[Linked]) -> Re
         for (path, file, size) in names.chain(alone) {
             let mut at = split(path).map(|(d, _)| d);
             while let Some(d) = at {
-                if let Some(&i) = shown.get(d) {
+                if let Some(&(i, k)) = shown.get(d) {
                     if file.is_none_or(|f| seen[i].insert(f)) {
                         taken[i] += size;
                     }
+                    if let Some(f) = file {
+                        let held = holders.entry((i, f)).or_default();
+                        if !held.contains(&k) {
+                            held.push(k);
+                        }
+                    }
+                    files_of.entry(k).or_default().push(file);
                 }
                 at = split(d).map(|(p, _)| p).filter(|p| p.len() < d.len());
+            }
+        }
+        for (i, members) in sets.iter().enumerate() {
+            for &k in members.iter() {
+                let other = |f: &Option<(u64, u64)>| {
+                    f.and_then(|f| holders.get(&(i, f))).and_then(|h| h.iter().copied().find(|&o| o != k))
+                };
+                let files = files_of.get(&k).map_or(&[][..], Vec::as_slice);
+                if !files.is_empty() && files.iter().all(|f| other(f).is_some()) {
+                    links_of.insert(k, other(&files[0]).expect("held by another"));
+                }
             }
         }
     }
@@ -268,9 +298,13 @@ fn identical(store: &Store, identical: &[IdenticalSet], linked: &[Linked]) -> Re
         .zip(taken)
         .map(|(members, taken)| {
             let one = &candidates[members[0]];
-            let mut dirs: Vec<Arc<[u8]>> = members.iter().map(|&k| Arc::from(candidates[k].path.as_slice())).collect();
-            dirs.sort_unstable();
+            let mut sorted: Vec<usize> = members.to_vec();
+            sorted.sort_unstable_by(|&x, &y| candidates[x].path.cmp(&candidates[y].path));
+            let place = |k: usize| sorted.iter().position(|&s| s == k).expect("a member");
+            let links_of = sorted.iter().map(|k| links_of.get(k).map(|&o| place(o))).collect();
+            let dirs = sorted.iter().map(|&k| Arc::from(candidates[k].path.as_slice())).collect();
             DirSet {
+                links_of,
                 signature: ContentHash(one.signature),
                 files: one.files,
                 size: one.bytes,

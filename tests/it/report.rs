@@ -1621,6 +1621,9 @@ fn identical_directories_are_found_name_for_name() {
     let l_size = text(11, 20).len() as u64 + 1_000;
     let ls = (vec![at("l1"), at("l2")], 2, l_size, 1_000);
     assert_eq!(sets(&r), [top.clone(), subs.clone(), ls.clone()], "{:#}", r["directories"]);
+    let of: Vec<Option<u64>> =
+        r["directories"][0]["paths"].as_array().unwrap().iter().map(|p| p["hard_links_of"].as_u64()).collect();
+    assert_eq!(of, [Some(3), None, None, Some(0)], "a and h: {:#}", r["directories"][0]);
     let totals = &r["directory_totals"];
     assert_eq!((totals["sets"].as_u64(), totals["directories"].as_u64()), (Some(3), Some(13)), "{totals:#}");
     assert_eq!(totals["wasted_bytes"].as_u64(), Some(2 * size + 5 * sub + 1_000), "{totals:#}");
@@ -1651,13 +1654,24 @@ fn identical_directories_are_found_name_for_name() {
     let c = text_out.split("C. Identical directories").nth(1).expect("a section C");
     assert!(c.starts_with("\n  3 sets, 13 directories, "), "{c}");
     assert!(c.contains(&format!("4 copies of a directory of 6 files ({}", simd::cli::human_bytes(size))), "{c}");
-    let listed: Vec<&str> = c.lines().map(str::trim).filter(|l| l.starts_with('/')).collect();
+    let listed: Vec<&str> =
+        c.lines().map(str::trim).filter(|l| l.starts_with('/')).map(|l| l.split("  (").next().unwrap()).collect();
+    // a and h are hard links of each other's files: either alone frees
+    // nothing, and says so (as a and h under them).
+    let note = |of: &str| format!("  (hard links of {}: removing it frees nothing)", at(of));
+    assert!(
+        c.contains(&format!("{}{}\n", at("a"), note("h"))) && c.contains(&format!("{}{}\n", at("h"), note("a"))),
+        "{c}"
+    );
+    assert!(c.contains(&format!("{}{}\n", at("h/sub"), note("a/sub"))), "{c}");
+    assert!(c.contains(&format!("{}\n", at("b"))) && c.contains(&format!("{}\n", at("l2"))), "{c}");
     assert_eq!(listed, [top.0.clone(), subs.0.clone(), ls.0.clone()].concat(), "{c}");
     let out = env.simd().args(["report", "--format", "csv"]).assert().success();
     let csv = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
     let rows: Vec<&str> = csv.lines().filter(|l| l.starts_with("directory,")).collect();
     assert_eq!(rows.len(), 13, "{csv}");
-    assert!(rows[0].ends_with(&format!(",{size},4,{},", at("a"))), "{csv}");
+    assert!(rows[0].ends_with(&format!(",{size},4,{},{}", at("a"), at("h"))), "{csv}");
+    assert!(rows[1].ends_with(&format!(",{size},4,{},", at("b"))), "{csv}");
     let out = env.simd().args(["report", "--format", "html"]).assert().success();
     let html = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
     assert!(html.contains("<h2>C. Identical directories</h2>"), "{html}");
