@@ -243,9 +243,8 @@ fn identical(store: &Store, identical: &[IdenticalSet], linked: &[Linked]) -> Re
     // (`cp -al`, rsnapshot) waste nothing.
     let candidates = &candidates;
     let mut taken: Vec<u64> = sets.iter().map(|m| m.iter().map(|&k| candidates[k].bytes).sum()).collect();
-    // For each directory of a set (by candidate), the first other
-    // directory of its set holding a file of it, and whether all of its
-    // files are so held.
+    // The directories of sets (by candidate) whose every file is also a
+    // file of another directory of the set: another one holding the first.
     let mut links_of: HashMap<usize, usize> = HashMap::default();
     if !linked_seen.is_empty() || identical.iter().any(|s| s.copies() < s.names.len()) {
         let shown: HashMap<&[u8], (usize, usize)> = sets
