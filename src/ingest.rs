@@ -1847,10 +1847,7 @@ pub fn remembered(store: &Store) -> Result<Vec<PathBuf>, StoreError> {
 }
 
 fn remembered_roots(store: &Store) -> Result<Vec<Vec<u8>>, StoreError> {
-    Ok(match store.get::<Meta>(&MetaKey::Roots)? {
-        Some(MetaValue::Roots(r)) => r,
-        _ => Vec::new(),
-    })
+    store.roots()
 }
 
 /// The path of a root as the user names it: its canonical path when it

@@ -251,11 +251,7 @@ pub fn lost(store: &Store, path: &Path, limit: usize, since: Option<TimeNs>) -> 
 }
 
 fn parent(p: &[u8]) -> &[u8] {
-    match p.iter().rposition(|&b| b == b'/') {
-        Some(0) => b"/",
-        Some(i) => &p[..i],
-        None => p,
-    }
+    crate::scan::split_last(p).map_or(p, |(dir, _)| dir)
 }
 
 /// The order of candidates, best first. Which file is where the lost one

@@ -1071,6 +1071,13 @@ fn error_path(err: &ignore::Error) -> Option<PathBuf> {
     }
 }
 
+/// Splits a path at its last `/`: (directory, name); a root-level file's
+/// directory is `/` itself. None for a path without a `/`.
+pub fn split_last(path: &[u8]) -> Option<(&[u8], &[u8])> {
+    let at = path.iter().rposition(|&b| b == b'/')?;
+    Some((if at == 0 { &path[..1] } else { &path[..at] }, &path[at + 1..]))
+}
+
 /// Whether `path` is `dir` or lies under it (by path components).
 pub fn is_under(path: &[u8], dir: &[u8]) -> bool {
     let dir = dir.strip_suffix(b"/").unwrap_or(dir);
@@ -1084,6 +1091,14 @@ pub fn is_under_any(path: &[u8], dirs: &[Vec<u8>]) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn paths_split_at_their_last_slash() {
+        use super::split_last;
+        assert_eq!(split_last(b"/a/b/c"), Some((&b"/a/b"[..], &b"c"[..])));
+        assert_eq!(split_last(b"/c"), Some((&b"/"[..], &b"c"[..])));
+        assert_eq!(split_last(b"c"), None);
+    }
+
     #[test]
     fn closeness_counts_shared_components_from_both_ends() {
         assert_eq!(super::closeness(b"/a/x/tests/s/__init__.py", b"/b/tests/s/__init__.py").0, 3);

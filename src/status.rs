@@ -81,10 +81,7 @@ pub fn status(store: &Store) -> Result<Status, StoreError> {
     });
     let ((files, bytes), (contents, content_bytes, chunks), distinct_chunks) = (files?, contents?, distinct_chunks?);
     let history = store.scan::<History>().count() as u64;
-    let roots = match store.get::<Meta>(&MetaKey::Roots)? {
-        Some(MetaValue::Roots(r)) => r.iter().map(|r| crate::report_path(r)).collect(),
-        _ => Vec::new(),
-    };
+    let roots = store.roots()?.iter().map(|r| crate::report_path(r)).collect();
     let last_update = match store.get::<Meta>(&MetaKey::LastUpdate)? {
         Some(MetaValue::LastUpdate(t)) => Some(t),
         _ => None,

@@ -21,8 +21,8 @@ use xxhash_rust::xxh3::Xxh3;
 
 use crate::analysis::{IdenticalSet, Linked};
 use crate::fingerprint::ContentHash;
-use crate::scan::{is_under, is_under_any, HashMap, HashSet};
-use crate::store::{FileId, Meta, MetaKey, MetaValue, Store, StoreError};
+use crate::scan::{is_under, is_under_any, split_last as split, HashMap, HashSet};
+use crate::store::{FileId, Store, StoreError};
 
 /// Directories with the same files under the same names, each directory
 /// holding nothing else the index knows of.
@@ -112,13 +112,6 @@ struct Candidate {
     newest: u64,
 }
 
-/// Splits a path at its last `/`: (directory, name).
-fn split(path: &[u8]) -> Option<(&[u8], &[u8])> {
-    let at = path.iter().rposition(|&b| b == b'/')?;
-    // A root-level file's directory is `/` itself.
-    Some((if at == 0 { &path[..1] } else { &path[..at] }, &path[at + 1..]))
-}
-
 /// The identical directories of the analysed index, most bytes wasted
 /// first; a set that only repeats its parents' (the same subdirectory of
 /// each of a set of identical directories) is left out, as are sets of
@@ -129,10 +122,7 @@ fn split(path: &[u8]) -> Option<(&[u8], &[u8])> {
 /// a stack of the directories the current path lies in, each closed (its
 /// signature finished and handed to its parent) when a path leaves it.
 fn identical(store: &Store, identical: &[IdenticalSet], linked: &[Linked]) -> Result<Vec<DirSet>, StoreError> {
-    let roots = match store.get::<Meta>(&MetaKey::Roots)? {
-        Some(MetaValue::Roots(r)) => r,
-        _ => Vec::new(),
-    };
+    let roots = store.roots()?;
     let started = std::time::Instant::now();
     // Every name with a copy (or another name of its file: a directory
     // of hard links of another's files, some copied again since, still
@@ -317,16 +307,4 @@ fn identical(store: &Store, identical: &[IdenticalSet], linked: &[Linked]) -> Re
     out.sort_by(|x, y| y.wasted.cmp(&x.wasted).then_with(|| x.dirs[0].cmp(&y.dirs[0])));
     tracing::debug!("{} sets of identical directories found in {:?}", out.len(), started.elapsed());
     Ok(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::split;
-
-    #[test]
-    fn paths_split_at_their_last_slash() {
-        assert_eq!(split(b"/a/b/c"), Some((&b"/a/b"[..], &b"c"[..])));
-        assert_eq!(split(b"/c"), Some((&b"/"[..], &b"c"[..])));
-        assert_eq!(split(b"c"), None);
-    }
 }

@@ -910,6 +910,15 @@ impl Store {
         })
     }
 
+    /// The roots the index remembers (`simd index ROOT` given them), as
+    /// their canonical paths' bytes.
+    pub fn roots(&self) -> Result<Vec<Vec<u8>>> {
+        Ok(match self.get::<Meta>(&MetaKey::Roots)? {
+            Some(MetaValue::Roots(r)) => r,
+            _ => Vec::new(),
+        })
+    }
+
     /// The next file id to hand out (1 in an index that has none yet).
     pub fn next_file_id(&self) -> Result<u64> {
         Ok(match self.get::<Meta>(&MetaKey::NextFileId)? {
