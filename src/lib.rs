@@ -51,8 +51,11 @@ pub fn raise_open_file_limit() {
 }
 
 /// A path's bytes for a human: UTF-8 as is, except that each byte that is
-/// not valid UTF-8, and each byte of a control character, shows as `\xNN`,
-/// and a backslash as `\\` (as `ls -b` does). Nothing is lost or silently
+/// not valid UTF-8, and each byte of a control character or of a
+/// bidirectional formatting character, shows as `\xNN`, and a backslash as
+/// `\\` (as `ls -b` does). The bidirectional ones (U+202E and its kin)
+/// would otherwise reorder what a terminal shows after them, so that
+/// `report\u{202e}fdp.exe` reads as `reportexe.pdf`. Nothing is lost or silently
 /// replaced, and two different paths never show the same: `\xNN` always
 /// stands for one byte, so a name holding the four characters `\xff`
 /// (shown `\\xff`) is told from one holding the byte 0xff.
@@ -62,7 +65,7 @@ pub fn report_path(bytes: &[u8]) -> String {
         for c in chunk.valid().chars() {
             if c == '\\' {
                 out.push_str("\\\\");
-            } else if c.is_control() {
+            } else if c.is_control() || is_bidi_format(c) {
                 let mut utf8 = [0; 4];
                 for b in c.encode_utf8(&mut utf8).bytes() {
                     out.push_str(&format!("\\x{b:02x}"));
@@ -76,6 +79,13 @@ pub fn report_path(bytes: &[u8]) -> String {
         }
     }
     out
+}
+
+/// Unicode's explicit bidirectional formatting characters: the marks,
+/// embeddings, overrides and isolates that change the order in which the
+/// text around them is shown.
+fn is_bidi_format(c: char) -> bool {
+    matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
 /// [`report_path`] of a path: for paths in messages and logs, which
@@ -97,6 +107,9 @@ mod tests {
         // A C1 control character is two bytes of UTF-8, each shown.
         assert_eq!(report_path("a\u{85}b".as_bytes()), "a\\xc2\\x85b");
         assert_eq!(report_path(b"a\\b"), "a\\\\b");
+        // A right-to-left override would show what follows it reversed.
+        assert_eq!(report_path("report\u{202e}fdp.exe".as_bytes()), "report\\xe2\\x80\\xaefdp.exe");
+        assert_eq!(report_path("a\u{2067}b\u{200f}".as_bytes()), "a\\xe2\\x81\\xa7b\\xe2\\x80\\x8f");
     }
 
     /// Reads [`report_path`]'s output back: `\\` is a backslash, `\xNN` a

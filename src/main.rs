@@ -14,7 +14,20 @@ use simd::cli::{self, Cli, Exit};
 static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() -> ExitCode {
+    // clap takes an empty SIMD_DB for `--db ''` and answers "a value is
+    // required for '--db <DIR>'", naming an option nobody gave. An empty
+    // variable is most often one meant to be set and not (`SIMD_DB=$DIR`
+    // with DIR unset): falling back to the default index would write where
+    // the user did not mean to, so it is refused unless --db is given.
+    let empty_env = std::env::var_os("SIMD_DB").is_some_and(|v| v.is_empty());
+    if empty_env {
+        std::env::remove_var("SIMD_DB");
+    }
     let cli = Cli::parse();
+    if empty_env && cli.db.is_none() {
+        eprintln!("simd: SIMD_DB is set but empty: set it to the index directory, give --db DIR, or unset it for the default index");
+        return ExitCode::from(2);
+    }
     init_logging(cli.verbose, cli.quiet);
     simd::raise_open_file_limit();
     match cli::run(cli) {

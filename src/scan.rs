@@ -889,6 +889,13 @@ pub fn walk(
             };
             let Some(ft) = entry.file_type() else { return WalkState::Continue };
             if ft.is_dir() {
+                // A line of the directory's ignore files that is not a
+                // glob (`[abc`) is left out and the rest still applies;
+                // `ignore` hands the error over with the directory,
+                // where it would be lost without a word.
+                if let Some(err) = entry.error() {
+                    warn_ignore_file(err);
+                }
                 return WalkState::Continue;
             }
             if ft.is_symlink() {
@@ -956,6 +963,21 @@ pub fn walk(
         })
     });
     Ok(shared.into_inner().unwrap_or_else(|p| p.into_inner()))
+}
+
+/// Says what is wrong with an ignore file, one line per error, each with
+/// its path as every path is said (`ignore` names it lossily).
+fn warn_ignore_file(err: &ignore::Error) {
+    match err {
+        ignore::Error::Partial(errs) => errs.iter().for_each(warn_ignore_file),
+        ignore::Error::WithPath { path, err } => match err.io_error() {
+            Some(io) => tracing::warn!("{}: {io}; its ignore rules are not applied", crate::show_path(path)),
+            None => {
+                tracing::warn!("{}: {err}; that line is left out, the rest of the file applies", crate::show_path(path))
+            }
+        },
+        _ => tracing::warn!("{err}; an ignore file's line is left out, the rest of the file applies"),
+    }
 }
 
 /// A walker thread's findings, merged into the shared outcome when the

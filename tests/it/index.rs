@@ -371,6 +371,70 @@ fn roots_are_remembered_and_the_index_never_indexes_itself() {
     assert_eq!(st["roots"][0].as_str().unwrap(), env.root.canonicalize().unwrap().to_str().unwrap());
 }
 
+/// The index lives under `$XDG_DATA_HOME/simd` (else `~/.local/share/simd`)
+/// when neither --db nor SIMD_DB names it, so `simd index DIR` then `simd
+/// report` just works. An empty SIMD_DB (a variable meant to be set and
+/// not) is refused with what to do, unless --db is given: the default
+/// index is not where the user meant to write.
+#[test]
+fn the_index_is_found_where_no_option_names_it() {
+    let env = Env::new();
+    env.write("a.txt", text(1, 400));
+    env.write("b.txt", text(1, 400));
+    let home = env.tmp.path().join("home");
+    let bare = |envs: &[(&str, &std::path::Path)]| {
+        let mut c = assert_cmd::Command::cargo_bin("simd").unwrap();
+        c.env_remove("SIMD_DB").env_remove("SIMD_LOG").env_remove("XDG_DATA_HOME").env("HOME", &home);
+        for (k, v) in envs {
+            c.env(k, v);
+        }
+        c
+    };
+    bare(&[]).args(["--quiet", "index"]).arg(&env.root).assert().success();
+    let default = home.join(".local/share/simd");
+    let st = Store::open(&default, Access::Read, None).unwrap();
+    assert_eq!(super::files_of(&st).len(), 2);
+    drop(st);
+    let out = bare(&[]).args(["--format", "json", "report"]).assert().success();
+    let r: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(r["identical"].as_array().map(Vec::len), Some(1), "{r}");
+
+    let xdg = env.tmp.path().join("xdg");
+    bare(&[("XDG_DATA_HOME", &xdg)]).args(["--quiet", "index"]).arg(&env.root).assert().success();
+    assert!(xdg.join("simd").is_dir());
+
+    let empty = std::path::Path::new("");
+    let out = bare(&[("SIMD_DB", empty)]).arg("status").assert().code(2);
+    let err = String::from_utf8_lossy(&out.get_output().stderr);
+    assert!(err.contains("SIMD_DB is set but empty") && !err.contains("--db <DIR>"), "{err}");
+    // Nothing was written in the default place by the refused command.
+    let listing = std::fs::read_dir(&default).unwrap().count();
+    bare(&[("SIMD_DB", empty)]).args(["--quiet", "index"]).arg(&env.root).assert().code(2);
+    assert_eq!(std::fs::read_dir(&default).unwrap().count(), listing);
+    bare(&[("SIMD_DB", empty)]).arg("--db").arg(&env.db).args(["--quiet", "index"]).arg(&env.root).assert().success();
+    assert_eq!(env.files().len(), 2);
+}
+
+/// A line of an ignore file that is not a glob is said, with the file and
+/// line, and the file's other lines still apply.
+#[test]
+fn a_bad_line_of_an_ignore_file_is_said_and_the_rest_applies() {
+    let env = Env::new();
+    env.write("keep.txt", text(1, 300));
+    env.write("sub/drop.log", text(2, 300));
+    env.write("sub/keep.log", text(3, 300));
+    env.write("sub/.simdignore", "a{b\ndrop.log\n");
+    let out = env.simd().args(["--format", "json", "index"]).arg(&env.root).assert().success();
+    let err = String::from_utf8_lossy(&out.get_output().stderr);
+    assert!(
+        err.contains("sub/.simdignore: line 1: error parsing glob 'a{b'") && err.contains("that line is left out"),
+        "{err}"
+    );
+    let names: Vec<String> = env.files().iter().map(|(p, _)| String::from_utf8_lossy(p).into_owned()).collect();
+    assert!(names.iter().any(|n| n.ends_with("/sub/keep.log")), "{names:?}");
+    assert!(!names.iter().any(|n| n.ends_with("/drop.log")), "{names:?}");
+}
+
 #[test]
 fn ignore_files_and_excludes_are_honoured() {
     let env = Env::new();
