@@ -199,9 +199,15 @@ pub fn perform(store: &crate::store::Store, request: Request, threads: usize) ->
                 human_bytes(m.bytes),
                 count(m.samples, "word sample")
             );
+            if m.shared > 0 {
+                text.push_str(&format!(
+                    " ({} of the chunks other clusters marked too: they stay template until all are unmarked)",
+                    m.shared
+                ));
+            }
             let mut json = serde_json::json!({
                 "cluster": m.cluster, "chunks": m.chunks, "bytes": m.bytes, "word_samples": m.samples,
-                "distinct_contents": m.members,
+                "chunks_marked_by_others_too": m.shared, "distinct_contents": m.members,
             });
             if let Some(w) = &m.widest {
                 text = format!(
@@ -226,10 +232,22 @@ pub fn perform(store: &crate::store::Store, request: Request, threads: usize) ->
             Ok(Answer::new(text, json))
         }
         Request::TemplateUnmark { cluster } => {
-            let (chunks, samples) = marks::unmark(store, &cluster).map_err(|e| e.to_string())?;
+            let u = marks::unmark(store, &cluster).map_err(|e| e.to_string())?;
+            let mut text =
+                format!("unmarked {} and {}", count(u.chunks, "template chunk"), count(u.samples, "word sample"));
+            if u.kept_chunks + u.kept_samples > 0 {
+                text.push_str(&format!(
+                    "; {} and {} stay template, marked by other clusters too",
+                    count(u.kept_chunks, "chunk"),
+                    count(u.kept_samples, "word sample")
+                ));
+            }
             Ok(Answer::new(
-                format!("unmarked {} and {}", count(chunks, "template chunk"), count(samples, "word sample")),
-                serde_json::json!({ "unmarked_chunks": chunks, "unmarked_word_samples": samples }),
+                text,
+                serde_json::json!({
+                    "unmarked_chunks": u.chunks, "unmarked_word_samples": u.samples,
+                    "kept_chunks": u.kept_chunks, "kept_word_samples": u.kept_samples,
+                }),
             ))
         }
         Request::Forget { roots } => {

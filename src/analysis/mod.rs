@@ -2465,7 +2465,7 @@ pub mod marks {
 
     use super::{cluster_id_str, features, Analysis};
     use crate::fingerprint::ChunkKey;
-    use crate::store::{Store, StoreError, TemplateMark, TemplateSamples, Templates};
+    use crate::store::{Marker, Store, StoreError, Table, TemplateMark, TemplateSamples, Templates};
 
     #[derive(Debug, thiserror::Error)]
     pub enum MarkError {
@@ -2473,8 +2473,17 @@ pub mod marks {
         Store(#[from] StoreError),
         #[error("no cluster {0} in the current report (run `simd report` to see the ids)")]
         NoCluster(String),
+        #[error(
+            "cluster {0} is marked already ({1} template chunks): its shared chunks are ignored, so it is no \
+             cluster any more; `simd template unmark {0}` undoes the mark"
+        )]
+        Marked(String, u64),
+        #[error("no template marks from cluster {0} (`simd template list` shows the marks)")]
+        NoMarks(String),
         #[error("cluster id {0} is ambiguous: it starts {1} clusters; give more digits")]
         Ambiguous(String, usize),
+        #[error("no cluster id given (run `simd report` to see the ids)")]
+        Empty,
     }
 
     /// What `mark` recorded.
@@ -2483,6 +2492,8 @@ pub mod marks {
         pub chunks: u64,
         pub bytes: u64,
         pub samples: u64,
+        /// Of `chunks`, those other clusters had marked already.
+        pub shared: u64,
         /// The cluster's distinct contents.
         pub members: usize,
         /// When nothing was marked: the chunks held by the most of the
@@ -2512,11 +2523,23 @@ pub mod marks {
     /// holding one large file had 3 of the header's ~200 samples marked,
     /// and its pages stayed linked by the other ~197.
     pub fn mark(store: &Store, analysis: &Analysis, id: &str, min_share: f64) -> Result<Marked, MarkError> {
-        let id = id.to_ascii_lowercase();
+        let id = id.trim().to_ascii_lowercase();
+        if id.is_empty() {
+            return Err(MarkError::Empty);
+        }
         let found: Vec<_> = analysis.clusters.iter().filter(|c| c.id_str().starts_with(&id)).collect();
         let cluster = match found.as_slice() {
             [c] => *c,
-            [] => return Err(MarkError::NoCluster(id)),
+            // A marked cluster is gone from the report: its links were its
+            // shared chunks. Said so, rather than "no cluster".
+            [] => {
+                let marked = list(store)?.into_iter().filter(|l| l.cluster.starts_with(&id)).collect::<Vec<_>>();
+                return Err(match marked.as_slice() {
+                    [l] => MarkError::Marked(l.cluster.clone(), l.chunks),
+                    [] => MarkError::NoCluster(id),
+                    many => MarkError::Ambiguous(id, many.len()),
+                });
+            }
             many => return Err(MarkError::Ambiguous(id, many.len())),
         };
         let mut held: HashMap<ChunkKey, (u32, usize)> = HashMap::new();
@@ -2553,9 +2576,10 @@ pub mod marks {
             let min_share = (top as f64 / members as f64 * 100.0).floor() / 100.0;
             Widest { held_by: top, chunks, bytes, min_share }
         });
+        let mut shared = 0;
         for (chunk, (len, n)) in held {
             if n >= need {
-                batch.put::<Templates>(&chunk, &TemplateMark { marked: now, cluster: cluster.id, len });
+                shared += u64::from(add_marker::<Templates>(store, &mut batch, &chunk, cluster.id, now, len)?);
                 chunks += 1;
                 bytes += u64::from(len);
             }
@@ -2563,40 +2587,107 @@ pub mod marks {
         let mut samples = 0;
         for (s, n) in held_samples {
             if n >= needed(keeping[usize::from(crate::sketch::level_of(s))]) {
-                batch.put::<TemplateSamples>(&s, &TemplateMark { marked: now, cluster: cluster.id, len: 0 });
+                add_marker::<TemplateSamples>(store, &mut batch, &s, cluster.id, now, 0)?;
                 samples += 1;
             }
         }
         store.write(batch)?;
         store.sync()?;
         let widest = widest.filter(|_| chunks == 0 && samples == 0);
-        Ok(Marked { cluster: cluster.id_str(), chunks, bytes, samples, members, widest })
+        Ok(Marked { cluster: cluster.id_str(), chunks, bytes, samples, shared, members, widest })
+    }
+
+    /// Adds `cluster` to the markers of a chunk or sample (a new mark when
+    /// it had none). Returns whether another cluster had marked it.
+    fn add_marker<T: Table<Value = TemplateMark>>(
+        store: &Store,
+        batch: &mut crate::store::Batch,
+        key: &T::Key,
+        cluster: u64,
+        now: i64,
+        len: u32,
+    ) -> Result<bool, StoreError> {
+        let (mark, shared) = match store.get::<T>(key)? {
+            None => (TemplateMark::new(cluster, now, len), false),
+            Some(m) if m.by(cluster) => return Ok(m.by.len() > 1),
+            Some(mut m) => {
+                m.by.push(Marker { marked: now, cluster });
+                (m, true)
+            }
+        };
+        batch.put::<T>(key, &mark);
+        Ok(shared)
+    }
+
+    /// What `unmark` did.
+    pub struct Unmarked {
+        /// Chunks and samples no longer template.
+        pub chunks: u64,
+        pub samples: u64,
+        /// Chunks and samples the cluster had marked that other clusters
+        /// marked too, and so stay template.
+        pub kept_chunks: u64,
+        pub kept_samples: u64,
     }
 
     /// Removes the marks made from a cluster (a unique id prefix), or all
-    /// marks for `all`. Returns how many chunks and word samples were
-    /// unmarked.
-    pub fn unmark(store: &Store, id: &str) -> Result<(u64, u64), StoreError> {
-        let id = id.to_ascii_lowercase();
+    /// marks for `all`. A chunk or sample another cluster marked too stays
+    /// template, marked by that one.
+    pub fn unmark(store: &Store, id: &str) -> Result<Unmarked, MarkError> {
+        let id = id.trim().to_ascii_lowercase();
+        if id.is_empty() {
+            return Err(MarkError::Empty);
+        }
+        let all = id == "all";
+        let of = |cluster: u64| all || cluster_id_str(cluster).starts_with(&id);
+        let mut clusters: Vec<u64> = Vec::new();
         let mut batch = store.batch();
-        let of = |mark: &TemplateMark| id == "all" || cluster_id_str(mark.cluster).starts_with(&id);
-        for item in store.scan::<Templates>() {
-            let (chunk, mark) = item?;
-            if of(&mark) {
-                batch.delete::<Templates>(&chunk);
+        let (chunks, kept_chunks) = unmark_in::<Templates>(store, &mut batch, &of, &mut clusters)?;
+        let (samples, kept_samples) = unmark_in::<TemplateSamples>(store, &mut batch, &of, &mut clusters)?;
+        let done = Unmarked { chunks, samples, kept_chunks, kept_samples };
+        if !all {
+            match clusters.len() {
+                0 => return Err(MarkError::NoMarks(id)),
+                1 => {}
+                n => return Err(MarkError::Ambiguous(id, n)),
             }
         }
-        let chunks = batch.len() as u64;
-        for item in store.scan::<TemplateSamples>() {
-            let (sample, mark) = item?;
-            if of(&mark) {
-                batch.delete::<TemplateSamples>(&sample);
-            }
-        }
-        let samples = batch.len() as u64 - chunks;
         store.write(batch)?;
         store.sync()?;
-        Ok((chunks, samples))
+        Ok(done)
+    }
+
+    /// Takes the clusters `of` picks off the marks of one CF, noting them
+    /// in `clusters`. Returns how many marks went, and how many stay
+    /// because other clusters marked them too.
+    fn unmark_in<T: Table<Value = TemplateMark>>(
+        store: &Store,
+        batch: &mut crate::store::Batch,
+        of: &dyn Fn(u64) -> bool,
+        clusters: &mut Vec<u64>,
+    ) -> Result<(u64, u64), StoreError> {
+        let (mut gone, mut kept) = (0, 0);
+        for item in store.scan::<T>() {
+            let (key, mut mark) = item?;
+            let before = mark.by.len();
+            mark.by.retain(|m| {
+                if of(m.cluster) && !clusters.contains(&m.cluster) {
+                    clusters.push(m.cluster);
+                }
+                !of(m.cluster)
+            });
+            if mark.by.len() == before {
+                continue;
+            }
+            if mark.by.is_empty() {
+                batch.delete::<T>(&key);
+                gone += 1;
+            } else {
+                batch.put::<T>(&key, &mark);
+                kept += 1;
+            }
+        }
+        Ok((gone, kept))
     }
 
     /// Template chunks and word samples grouped by the cluster they were
@@ -2619,15 +2710,20 @@ pub mod marks {
             })
         }
         let mut by = By::new();
+        // A chunk two clusters marked is listed under each.
         for item in store.scan::<Templates>() {
             let (_, mark) = item?;
-            let e = of(&mut by, mark.cluster);
-            e.chunks += 1;
-            e.bytes += u64::from(mark.len);
+            for m in &mark.by {
+                let e = of(&mut by, m.cluster);
+                e.chunks += 1;
+                e.bytes += u64::from(mark.len);
+            }
         }
         for item in store.scan::<TemplateSamples>() {
             let (_, mark) = item?;
-            of(&mut by, mark.cluster).samples += 1;
+            for m in &mark.by {
+                of(&mut by, m.cluster).samples += 1;
+            }
         }
         Ok(by.into_values().collect())
     }

@@ -1088,20 +1088,79 @@ impl Table for ContentNames {
 
 // ---------------------------------------------------------------- templates
 
-/// Why a chunk is a template chunk.
+/// A cluster that marked a chunk or a sample as template, and when.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Marker {
+    pub marked: TimeNs,
+    /// The cluster id it was marked from.
+    pub cluster: u64,
+}
+
+/// Why a chunk (or a sketch sample) is template: the clusters that marked
+/// it, the first first. Marks are a union: a chunk two clusters marked
+/// stays marked until both are unmarked.
+///
+/// Stored as the first marker in the layout of value version 1 (`marked`,
+/// `cluster`, `len`), then, only when other clusters marked it too,
+/// `postcard(Vec<Marker>)` of those. postcard reads a value and leaves what
+/// follows it, so a simd from before this reads the first marker and no
+/// version changes (schema/templates.md).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TemplateMark {
-    pub marked: TimeNs,
-    /// The cluster id the chunk was marked from.
-    pub cluster: u64,
+    /// The chunk's length (0 for a sample).
     pub len: u32,
+    /// Never empty.
+    pub by: Vec<Marker>,
+}
+
+impl TemplateMark {
+    pub fn new(cluster: u64, marked: TimeNs, len: u32) -> TemplateMark {
+        TemplateMark { len, by: vec![Marker { marked, cluster }] }
+    }
+
+    /// Whether `cluster` marked it.
+    pub fn by(&self, cluster: u64) -> bool {
+        self.by.iter().any(|m| m.cluster == cluster)
+    }
+}
+
+/// The layout of a mark's first marker, as value version 1 stored the
+/// only one.
+#[derive(Serialize, Deserialize)]
+struct FirstMarker {
+    marked: TimeNs,
+    cluster: u64,
+    len: u32,
+}
+
+fn write_mark(version: u8, mark: &TemplateMark, out: &mut Vec<u8>) {
+    out.push(version);
+    let first = mark.by.first().copied().unwrap_or(Marker { marked: 0, cluster: 0 });
+    let head = FirstMarker { marked: first.marked, cluster: first.cluster, len: mark.len };
+    postcard::to_io(&head, &mut *out).expect("postcard encodes into a Vec");
+    if mark.by.len() > 1 {
+        postcard::to_io(&mark.by[1..], &mut *out).expect("postcard encodes into a Vec");
+    }
+}
+
+fn decode_mark(version: u8, bytes: &[u8]) -> Result<TemplateMark, DecodeError> {
+    let (&found, rest) = bytes.split_first().ok_or(DecodeError::Empty)?;
+    if found != version {
+        return Err(DecodeError::Version { found, expected: version });
+    }
+    let (head, rest): (FirstMarker, _) = postcard::take_from_bytes(rest)?;
+    let mut by = vec![Marker { marked: head.marked, cluster: head.cluster }];
+    if !rest.is_empty() {
+        by.extend(postcard::from_bytes::<Vec<Marker>>(rest)?);
+    }
+    Ok(TemplateMark { len: head.len, by })
 }
 
 /// `templates`: template chunks, ignored by analysis.
 ///
 /// ```text
 /// key:   chunk key (u64 BE, 8 bytes; the whole 16-byte id before schema version 8)
-/// value: 0x01 ‖ postcard(TemplateMark)
+/// value: 0x01 ‖ postcard(marked i64, cluster u64, len u32) [‖ postcard(Vec<Marker>)]
 /// ```
 pub struct Templates;
 
@@ -1110,6 +1169,14 @@ impl Table for Templates {
     const VALUE_VERSION: u8 = 1;
     type Key = ChunkKey;
     type Value = TemplateMark;
+
+    fn write_value(value: &TemplateMark, out: &mut Vec<u8>) {
+        write_mark(Self::VALUE_VERSION, value, out)
+    }
+
+    fn decode_value(bytes: &[u8]) -> Result<TemplateMark, DecodeError> {
+        decode_mark(Self::VALUE_VERSION, bytes)
+    }
 
     fn encode_key(key: &ChunkKey) -> Vec<u8> {
         key.0.to_be_bytes().to_vec()
@@ -1128,7 +1195,7 @@ impl Table for Templates {
 ///
 /// ```text
 /// key:   sample (u32 BE, 4 bytes)
-/// value: 0x01 ‖ postcard(TemplateMark)   (len is 0)
+/// value: as `templates`' (len is 0)
 /// ```
 pub struct TemplateSamples;
 
@@ -1137,6 +1204,14 @@ impl Table for TemplateSamples {
     const VALUE_VERSION: u8 = 1;
     type Key = u32;
     type Value = TemplateMark;
+
+    fn write_value(value: &TemplateMark, out: &mut Vec<u8>) {
+        write_mark(Self::VALUE_VERSION, value, out)
+    }
+
+    fn decode_value(bytes: &[u8]) -> Result<TemplateMark, DecodeError> {
+        decode_mark(Self::VALUE_VERSION, bytes)
+    }
 
     fn encode_key(key: &u32) -> Vec<u8> {
         key.to_be_bytes().to_vec()
@@ -1227,6 +1302,27 @@ mod tests {
 
     fn content_id() -> impl Strategy<Value = ContentId> {
         (0..=ContentId::MAX).prop_map(ContentId)
+    }
+
+    proptest! {
+        /// A template mark of any number of clusters reads back as written,
+        /// and its first marker reads as value version 1 stored it, which
+        /// is what a simd from before marks were a union reads.
+        #[test]
+        fn template_marks_round_trip_and_read_as_version_1(
+            len in any::<u32>(),
+            by in proptest::collection::vec((any::<i64>(), any::<u64>()), 1..5),
+        ) {
+            let mark = TemplateMark { len, by: by.iter().map(|&(marked, cluster)| Marker { marked, cluster }).collect() };
+            let bytes = Templates::encode_value(&mark);
+            prop_assert_eq!(Templates::decode_value(&bytes).unwrap(), mark.clone());
+            prop_assert_eq!(TemplateSamples::decode_value(&bytes).unwrap(), mark.clone());
+            let old: FirstMarker = postcard::from_bytes(&bytes[1..]).unwrap();
+            prop_assert_eq!((old.marked, old.cluster, old.len), (by[0].0, by[0].1, len));
+            if by.len() == 1 {
+                prop_assert_eq!(bytes.len(), 1 + postcard::to_allocvec(&old).unwrap().len());
+            }
+        }
     }
 
     proptest! {

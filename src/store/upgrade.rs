@@ -332,7 +332,7 @@ mod tests {
         // Two marks as version 7 wrote them, and one already re-keyed (as a
         // crash part way through the upgrade leaves them); the format
         // record says 7 again.
-        let mark = |cluster| Templates::encode_value(&TemplateMark { marked: 1, cluster, len: 1000 });
+        let mark = |cluster| Templates::encode_value(&TemplateMark::new(cluster, 1, 1000));
         let mut b = WriteBatch::default();
         let cf = s.cf(Templates::NAME);
         b.put_cf(cf, whole_id(ChunkKey(1)).0, mark(1));
@@ -345,7 +345,7 @@ mod tests {
         let s = Store::open(tmp.path(), Access::Write, None).unwrap();
         assert_eq!(s.format().schema_version, SCHEMA_VERSION);
         let marks: Vec<(ChunkKey, u64)> =
-            s.scan::<Templates>().map(|r| r.map(|(k, m)| (k, m.cluster))).collect::<Result<_>>().unwrap();
+            s.scan::<Templates>().map(|r| r.map(|(k, m)| (k, m.by[0].cluster))).collect::<Result<_>>().unwrap();
         assert_eq!(marks, [(ChunkKey(1), 1), (ChunkKey(7), 3), (ChunkKey(u64::MAX), 2)]);
         assert_eq!(s.upgrade_template_keys().unwrap(), 0, "nothing is left to re-key");
         assert!(crate::check::check(&s).unwrap().is_consistent());

@@ -571,6 +571,80 @@ fn templates_are_ignored_without_rereading_a_file() {
     assert!(String::from_utf8_lossy(&out.get_output().stderr).contains("no cluster ffffffffffff"));
 }
 
+/// Marks are a union: two clusters sharing a header (too little of each
+/// file to link them) both mark it, and unmarking one leaves the header
+/// template for the other, whose cluster stays gone. A mark of a cluster
+/// already marked, an unmark of a cluster never marked and an empty id
+/// each fail with what to do.
+#[test]
+fn a_chunk_two_clusters_marked_stays_template_until_both_are_unmarked() {
+    let env = Env::new();
+    let header = text(1, 1500);
+    for i in 0..3u64 {
+        env.write(&format!("a/{i}.txt"), [header.clone(), text(2, 4000), text(10 + i, 300)].concat());
+        env.write(&format!("b/{i}.txt"), [header.clone(), text(3, 4000), text(20 + i, 300)].concat());
+    }
+    env.index();
+    let clusters = |r: &serde_json::Value| -> Vec<(String, String)> {
+        let mut v: Vec<(String, String)> = r["clusters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                let first = &c["members"][0]["files"][0];
+                let dir = if first["path"].as_str().unwrap().contains("/a/") { "a" } else { "b" };
+                (dir.to_string(), c["id"].as_str().unwrap().to_string())
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let listed = |env: &Env| -> Vec<(String, u64)> {
+        let l = json(env, &["template", "list"]);
+        l.as_array()
+            .unwrap()
+            .iter()
+            .map(|t| (t["cluster"].as_str().unwrap().to_string(), t["chunks"].as_u64().unwrap()))
+            .collect()
+    };
+    let before = clusters(&json(&env, &["report"]));
+    assert_eq!(before.iter().map(|(d, _)| d.as_str()).collect::<Vec<_>>(), ["a", "b"], "{before:?}");
+    let (ca, cb) = (before[0].1.clone(), before[1].1.clone());
+
+    let b = json(&env, &["template", "mark", &cb]);
+    assert_eq!(b["chunks_marked_by_others_too"], 0, "{b:#}");
+    assert_eq!(clusters(&json(&env, &["report"])), [before[0].clone()]);
+    let a = json(&env, &["template", "mark", &ca]);
+    // The header's chunks: B marked them first.
+    let shared = a["chunks_marked_by_others_too"].as_u64().unwrap();
+    assert!(shared >= 3 && shared < a["chunks"].as_u64().unwrap(), "{a:#}");
+    assert!(clusters(&json(&env, &["report"])).is_empty());
+    let mut want = vec![(ca.clone(), a["chunks"].as_u64().unwrap()), (cb.clone(), b["chunks"].as_u64().unwrap())];
+    want.sort();
+    assert_eq!(listed(&env), want, "each cluster lists every chunk it marked");
+
+    let out = env.simd().args(["template", "mark", &cb]).assert().failure();
+    let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(err.contains(&format!("cluster {cb} is marked already")) && err.contains("template unmark"), "{err}");
+
+    let u = json(&env, &["template", "unmark", &ca]);
+    assert_eq!(u["kept_chunks"].as_u64(), Some(shared), "{u:#}");
+    assert_eq!(u["unmarked_chunks"].as_u64(), Some(a["chunks"].as_u64().unwrap() - shared), "{u:#}");
+    // A's own chunks link it again; B's header is still template for B.
+    assert_eq!(clusters(&json(&env, &["report"])), [before[0].clone()]);
+    assert_eq!(listed(&env), [(cb.clone(), b["chunks"].as_u64().unwrap())]);
+
+    for (id, says) in [(ca.as_str(), "no template marks from cluster"), ("", "no cluster id given")] {
+        let out = env.simd().args(["template", "unmark", id]).assert().failure();
+        let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+        assert!(err.contains(says), "{id:?}: {err}");
+    }
+    let u = json(&env, &["template", "unmark", &cb]);
+    assert_eq!((u["unmarked_chunks"].as_u64(), u["kept_chunks"].as_u64()), (b["chunks"].as_u64(), Some(0)), "{u:#}");
+    assert_eq!(clusters(&json(&env, &["report"])), before);
+    assert!(listed(&env).is_empty());
+}
+
 /// A boilerplate shared by small pages and by one large file, whose sketch
 /// keeps only the boilerplate's rarer samples (its level is higher): each
 /// sample is counted among the files whose sketches keep its level, so the

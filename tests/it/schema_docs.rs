@@ -71,8 +71,8 @@ fn examples() -> Vec<(&'static str, u8, String, String)> {
         example::<SketchContents>((0x0400_8000, id), ()),
         example::<ContentById>(id, content),
         example::<ContentNames>((content, file), ()),
-        example::<Templates>(c1.key(), TemplateMark { marked: T, cluster: 7, len: 1000 }),
-        example::<TemplateSamples>(0x0400_8000, TemplateMark { marked: T, cluster: 7, len: 0 }),
+        example::<Templates>(c1.key(), TemplateMark::new(7, T, 1000)),
+        example::<TemplateSamples>(0x0400_8000, TemplateMark::new(7, T, 0)),
         example::<History>(
             (b"/docs/old.txt".to_vec(), T),
             HistoryRecord::Ghost { content, size: 1234, since: FileId(40) },
