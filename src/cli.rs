@@ -817,6 +817,9 @@ fn lost_file_json(f: &crate::lost::LostFile) -> serde_json::Value {
                 "resemblance": c.resemblance,
                 "via": c.via.iter().map(|p| report::JsonPath(p)).collect::<Vec<_>>(),
             });
+            if c.kind == crate::lost::Kind::Moved {
+                e["changed_since"] = c.changed.into();
+            }
             merge_path(&mut e, &c.path);
             e
         }).collect::<Vec<_>>(),
@@ -895,6 +898,13 @@ fn print_lost_file(out: &mut impl Write, f: &crate::lost::LostFile, indent: &str
             crate::lost::Kind::Similar => writeln!(
                 out,
                 "{indent}  similar    {}  ({:.0}% of it there, resemblance {:.0}%){via}",
+                p(&c.path),
+                100.0 * c.score,
+                100.0 * c.resemblance
+            )?,
+            crate::lost::Kind::Moved if c.changed => writeln!(
+                out,
+                "{indent}  moved      {}  (changed there since: {:.0}% of it there, resemblance {:.0}%){via}",
                 p(&c.path),
                 100.0 * c.score,
                 100.0 * c.resemblance

@@ -2908,7 +2908,7 @@ impl<'s> Writer<'s> {
         self.group.batch.delete::<Paths>(&rec.path);
         self.group.batch.put::<Paths>(&to_bytes, &id);
         self.group.batch.put::<Files>(&id, &new);
-        let moved = HistoryRecord::Moved { to: to_bytes.clone() };
+        let moved = HistoryRecord::Moved { to: to_bytes.clone(), content: Some(rec.content) };
         self.group.batch.put::<History>(&(rec.path.clone(), self.stamp()), &moved);
         self.set_path(rec.path.clone(), None)?;
         self.set_path(to_bytes, Some((id, new)))?;
@@ -3732,7 +3732,10 @@ impl<'s> Writer<'s> {
         b.put::<Files>(&old_id, new);
         b.delete::<Paths>(&old.path);
         b.put::<Paths>(&new.path, &old_id);
-        b.put::<History>(&(old.path.clone(), stamp), &HistoryRecord::Moved { to: new.path.clone() });
+        b.put::<History>(
+            &(old.path.clone(), stamp),
+            &HistoryRecord::Moved { to: new.path.clone(), content: Some(new.content) },
+        );
         // The content keeps its name under the old id.
         self.remove_name(new.content, new_id);
         self.group.counts.files -= 1;

@@ -17,7 +17,7 @@ use crate::analysis::{self, AnalysisParams, Name};
 use crate::fingerprint::ContentHash;
 use crate::query;
 use crate::scan::{closeness, path_bytes};
-use crate::store::{ContentChunks, FileId, HistoryRecord, Paths, Store, StoreError, TimeNs};
+use crate::store::{ContentChunks, FileId, Files, HistoryRecord, Paths, Store, StoreError, TimeNs};
 
 /// How a candidate relates to the lost path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -51,6 +51,10 @@ pub struct Candidate {
     pub resemblance: f64,
     /// Intermediate paths of a chain of moves.
     pub via: Vec<Vec<u8>>,
+    /// A move whose destination holds other content now (edited or
+    /// replaced there since): `score` and `resemblance` say how much of
+    /// the moved content it still holds.
+    pub changed: bool,
 }
 
 /// What is known of one lost path.
@@ -156,6 +160,9 @@ type Holder = (Name, f64, f64);
 struct Ctx<'s> {
     store: &'s Store,
     limit: usize,
+    /// Asked about a directory: a file moved whole is answered by its move
+    /// alone (its copies elsewhere would repeat for each of its files).
+    dir: bool,
     names: HashMap<ContentHash, Vec<Name>>,
     similar: HashMap<ContentHash, Vec<Holder>>,
 }
@@ -196,7 +203,7 @@ impl Ctx<'_> {
 /// Answers for `path` (absolute, as from [`absolute`]); for a directory,
 /// only the files last seen at `since` or later when it is given.
 pub fn lost(store: &Store, path: &Path, limit: usize, since: Option<TimeNs>) -> Result<Answer, StoreError> {
-    let mut ctx = Ctx { store, limit, names: HashMap::new(), similar: HashMap::new() };
+    let mut ctx = Ctx { store, limit, dir: false, names: HashMap::new(), similar: HashMap::new() };
     let pb = path_bytes(path);
     if let Some(id) = store.get::<Paths>(&pb)? {
         if let Some(rec) = store.get::<crate::store::Files>(&id)? {
@@ -223,6 +230,7 @@ pub fn lost(store: &Store, path: &Path, limit: usize, since: Option<TimeNs>) -> 
     if latest.is_empty() && live == 0 {
         return Ok(Answer::Unknown { path: pb });
     }
+    ctx.dir = true;
     // `--since`: only what went from it in that time.
     latest.retain(|_, (time, _)| since.is_none_or(|s| *time >= s));
     let mut files = Vec::new();
@@ -248,6 +256,25 @@ pub fn lost(store: &Store, path: &Path, limit: usize, since: Option<TimeNs>) -> 
     let mut destinations: Vec<(Vec<u8>, usize)> = dest.into_iter().collect();
     destinations.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     Ok(Answer::Dir { path: pb, files, destinations, live, since })
+}
+
+/// The content a file moved to `to` at `when` had, when an edit there since
+/// left it with no name: the ghost of it written at `to` after the move.
+fn moved_away(store: &Store, to: &[u8], when: TimeNs) -> Result<Option<ContentHash>, StoreError> {
+    for item in store.history_of(to) {
+        if let ((_, t), HistoryRecord::Ghost { content, .. }) = item? {
+            if t > when {
+                return Ok(Some(content));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// A content's size, from its record (kept while a name or a ghost refers
+/// to it).
+fn content_size(store: &Store, content: &ContentHash) -> Option<u64> {
+    store.get::<ContentChunks>(content).ok().flatten().map(|r| r.size)
 }
 
 fn parent(p: &[u8]) -> &[u8] {
@@ -298,21 +325,41 @@ fn answer_file(
     let mut candidates = Vec::new();
     let mut via = Vec::new();
     let mut seen: HashSet<Vec<u8>> = HashSet::from([path.clone()]);
-    let mut rec = rec;
+    let (mut rec, mut when) = (rec, last_seen);
     // Follow moves: a → b → c. A move chain can end at a live file (the
-    // answer), at a ghost (continue by content), or nowhere.
+    // answer, then its content's other places), at a ghost (continue by
+    // content), or nowhere.
     let ghost = loop {
         match rec {
-            HistoryRecord::Moved { to } => {
-                if store.get::<Paths>(&to)?.is_some() {
+            HistoryRecord::Moved { to, content } => {
+                if let Some(id) = store.get::<Paths>(&to)? {
+                    let now = store.get::<Files>(&id)?.map(|r| r.content);
+                    // What moved: the record says since session 72; for an
+                    // older one, an edit at `to` since that left the moved
+                    // content with no name left a ghost of it there.
+                    let moved = match content {
+                        Some(c) => Some(c),
+                        None => moved_away(store, &to, when)?.or(now),
+                    };
+                    let changed = moved.is_some() && moved != now;
+                    let (mut score, mut resemblance) = (1.0, 1.0);
+                    if let (true, Some(m)) = (changed, moved) {
+                        let held = ctx.similar(&m)?.iter().find(|h| *h.0.path == *to).map(|h| (h.1, h.2));
+                        (score, resemblance) = held.unwrap_or((0.0, 0.0));
+                    }
                     candidates.push(Candidate {
                         path: to,
                         kind: Kind::Moved,
-                        score: 1.0,
-                        resemblance: 1.0,
+                        score,
+                        resemblance,
                         via: via.clone(),
+                        changed,
                     });
-                    break None;
+                    // Its other copies follow; files holding part of it only
+                    // when it is not whole at the destination. No file is
+                    // taken as having appeared with the loss.
+                    let copies = !ctx.dir || changed;
+                    break moved.map(|c| (c, content_size(store, &c), FileId(u64::MAX), changed, copies));
                 }
                 if !seen.insert(to.clone()) {
                     break None; // a cycle of moves; nothing more to learn
@@ -320,16 +367,18 @@ fn answer_file(
                 let next = store.history_of(&to).last().transpose()?;
                 via.push(to);
                 match next {
-                    Some((_, r)) => rec = r,
+                    Some(((_, t), r)) => (rec, when) = (r, t),
                     None => break None,
                 }
             }
-            HistoryRecord::Ghost { content, size, since } => break Some((content, size, since)),
+            HistoryRecord::Ghost { content, size, since } => break Some((content, Some(size), since, true, true)),
         }
     };
-    let (content, size, since) = match ghost {
-        Some((c, s, since)) => (Some(c), Some(s), since),
-        None => (None, None, FileId(0)),
+    // (content, its size, the first file id of the pass that lost it,
+    // whether to look for files holding part of it, and for its copies).
+    let (content, size, since, search, copies) = match ghost {
+        Some((c, s, since, search, copies)) => (Some(c), s, since, search, copies),
+        None => (None, None, FileId(0), false, false),
     };
     if let Some(content) = content {
         let last = via.last().unwrap_or(&path).clone();
@@ -340,13 +389,18 @@ fn answer_file(
             .names(&content)?
             .iter()
             .filter(|n| !candidates.iter().any(|c: &Candidate| *c.path == *n.path))
-            .filter(|n| !empty || n.id >= since)
+            .filter(|n| copies && (!empty || n.id >= since))
             .cloned()
             .collect();
         // Live files holding much of the content. The search costs a
         // postings scan per chunk and sample, so it is skipped when a copy
         // that appeared with the loss already answers.
-        let similar = if same.iter().any(|n| n.id >= since) { Vec::new() } else { ctx.similar(&content)?.clone() };
+        let similar = if !search || same.iter().any(|n| n.id >= since) {
+            Vec::new()
+        } else {
+            let listed = |n: &Name| candidates.iter().any(|c: &Candidate| *c.path == *n.path);
+            ctx.similar(&content)?.iter().filter(|h| !listed(&h.0)).cloned().collect()
+        };
         let mut ranked: Vec<(Rank, Candidate)> = Vec::with_capacity(same.len() + similar.len());
         for n in same {
             let rank = Rank::new(Kind::Identical, 1.0, &n, since, &last);
@@ -356,6 +410,7 @@ fn answer_file(
                 score: 1.0,
                 resemblance: 1.0,
                 via: via.clone(),
+                changed: false,
             };
             ranked.push((rank, c));
         }
@@ -363,11 +418,24 @@ fn answer_file(
             let rank = Rank::new(Kind::Similar, score, &n, since, &last);
             ranked.push((
                 rank,
-                Candidate { path: n.path.to_vec(), kind: Kind::Similar, score, resemblance, via: via.clone() },
+                Candidate {
+                    path: n.path.to_vec(),
+                    kind: Kind::Similar,
+                    score,
+                    resemblance,
+                    via: via.clone(),
+                    changed: false,
+                },
             ));
         }
         ranked.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.path.cmp(&b.1.path)));
         candidates.extend(ranked.into_iter().map(|(_, c)| c));
+        // A move whose destination kept less than half of the content is
+        // a worse answer than a whole copy of it: it goes after them.
+        if candidates.first().is_some_and(|c| c.changed && c.score < 0.5) {
+            let copies = candidates[1..].iter().take_while(|c| c.kind == Kind::Identical).count();
+            candidates[..=copies].rotate_left(1);
+        }
     }
     candidates.truncate(ctx.limit);
     // A chain that reached a live file is in that answer's `via`.

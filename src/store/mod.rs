@@ -2165,7 +2165,10 @@ mod tests {
         flushed_below(1);
         let mut b = s.batch();
         for n in 0..1000u64 {
-            b.put::<History>(&(format!("/r/{n}").into_bytes(), 1), &HistoryRecord::Moved { to: vec![b'x'; 100] });
+            b.put::<History>(
+                &(format!("/r/{n}").into_bytes(), 1),
+                &HistoryRecord::Moved { to: vec![b'x'; 100], content: None },
+            );
         }
         s.write(b).unwrap();
         let wal = s.wal_size();
@@ -2229,7 +2232,7 @@ mod tests {
         assert!(built.is_bulk());
         let before = built.sequence();
         let mut b = built.batch();
-        b.put::<History>(&(b"/r/x".to_vec(), 1), &HistoryRecord::Moved { to: b"/r/y".to_vec() });
+        b.put::<History>(&(b"/r/x".to_vec(), 1), &HistoryRecord::Moved { to: b"/r/y".to_vec(), content: None });
         built.write(b).unwrap();
         assert!(built.keys_written_since(before).is_none(), "a write without the log is a gap");
     }
@@ -2274,7 +2277,10 @@ mod tests {
                 if first {
                     // The writer flushes meanwhile: its manifest moves on.
                     let mut b = writer.batch();
-                    b.put::<History>(&(b"/r/x".to_vec(), 1), &HistoryRecord::Moved { to: b"/r/y".to_vec() });
+                    b.put::<History>(
+                        &(b"/r/x".to_vec(), 1),
+                        &HistoryRecord::Moved { to: b"/r/y".to_vec(), content: None },
+                    );
                     writer.write(b).unwrap();
                     writer.flush().unwrap();
                 }

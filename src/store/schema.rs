@@ -1237,6 +1237,11 @@ pub enum HistoryRecord {
     Moved {
         #[serde(with = "serde_bytes")]
         to: Vec<u8>,
+        /// The content that moved, so that `simd lost` can tell whether it
+        /// is still at `to`; None in records written before session 72.
+        /// Stored after the record (see [`History`]), not in it.
+        #[serde(skip)]
+        content: Option<ContentHash>,
     },
 }
 
@@ -1244,11 +1249,15 @@ pub enum HistoryRecord {
 ///
 /// ```text
 /// key:   path bytes ‖ 0x00 ‖ time ns (i64 BE, 8 bytes)
-/// value: 0x02 ‖ postcard(HistoryRecord)
+/// value: 0x02 ‖ postcard(HistoryRecord) [‖ moved content (16 bytes)]
 /// ```
 ///
 /// Unix paths never contain NUL, so `path ‖ 0x00` is an exact prefix for one
 /// path and `path ‖ '/'` one for a directory.
+///
+/// A move's content follows the record rather than being in it: postcard
+/// reads a value and leaves what follows, so a simd from before it reads
+/// the record as it did, and no version changes.
 pub struct History;
 
 impl Table for History {
@@ -1256,6 +1265,26 @@ impl Table for History {
     const VALUE_VERSION: u8 = 2;
     type Key = (Vec<u8>, TimeNs);
     type Value = HistoryRecord;
+
+    fn write_value(value: &HistoryRecord, out: &mut Vec<u8>) {
+        out.push(Self::VALUE_VERSION);
+        postcard::to_io(value, &mut *out).expect("postcard encodes into a Vec");
+        if let HistoryRecord::Moved { content: Some(c), .. } = value {
+            out.extend_from_slice(&c.0);
+        }
+    }
+
+    fn decode_value(bytes: &[u8]) -> Result<HistoryRecord, DecodeError> {
+        let (&version, rest) = bytes.split_first().ok_or(DecodeError::Empty)?;
+        if version != Self::VALUE_VERSION {
+            return Err(DecodeError::Version { found: version, expected: Self::VALUE_VERSION });
+        }
+        let (mut rec, rest): (HistoryRecord, _) = postcard::take_from_bytes(rest)?;
+        if let (HistoryRecord::Moved { content, .. }, false) = (&mut rec, rest.is_empty()) {
+            *content = Some(ContentHash(fixed(rest, "16")?));
+        }
+        Ok(rec)
+    }
 
     fn encode_key((path, time): &(Vec<u8>, TimeNs)) -> Vec<u8> {
         let mut k = Vec::with_capacity(path.len() + 9);
@@ -1302,6 +1331,24 @@ mod tests {
 
     fn content_id() -> impl Strategy<Value = ContentId> {
         (0..=ContentId::MAX).prop_map(ContentId)
+    }
+
+    /// A move's content follows the record: it reads back, and without it
+    /// (a record written before) the move reads with no content, as a
+    /// simd from before reads a record with it.
+    #[test]
+    fn a_moves_content_follows_its_record() {
+        let with = HistoryRecord::Moved { to: b"/d/b.txt".to_vec(), content: Some(ContentHash([7; 16])) };
+        let bytes = History::encode_value(&with);
+        assert_eq!(History::decode_value(&bytes).unwrap(), with);
+        let without = HistoryRecord::Moved { to: b"/d/b.txt".to_vec(), content: None };
+        let old = History::encode_value(&without);
+        assert_eq!(&bytes[..old.len()], &old[..]);
+        assert_eq!(bytes.len(), old.len() + 16);
+        assert_eq!(History::decode_value(&old).unwrap(), without);
+        let read_before: HistoryRecord = postcard::from_bytes(&bytes[1..]).unwrap();
+        assert_eq!(read_before, without);
+        assert!(History::decode_value(&bytes[..bytes.len() - 1]).is_err());
     }
 
     proptest! {

@@ -275,10 +275,100 @@ fn a_moved_file_with_copies_elsewhere_is_found_at_its_new_place_first() {
     let r = lost(&env, &old);
     let c = r["files"][0]["candidates"].as_array().unwrap();
     // The copy that appeared when the old one went is where it moved; the
-    // copies that were there already are not offered beside a move.
-    assert_eq!(c.len(), 1, "{r:#}");
-    assert_eq!(c[0]["kind"], "moved", "{r:#}");
-    assert!(c[0]["path"].as_str().unwrap().ends_with("/zzz/report.txt"), "{r:#}");
+    // copies that were there already follow it, the closest name first.
+    let got: Vec<(&str, &str)> = c.iter().map(|c| (c["kind"].as_str().unwrap(), c["path"].as_str().unwrap())).collect();
+    assert_eq!(got.len(), 3, "{r:#}");
+    assert!(got[0].0 == "moved" && got[0].1.ends_with("/zzz/report.txt"), "{r:#}");
+    assert!(got[1].0 == "identical" && got[1].1.ends_with("/keep/report.txt"), "{r:#}");
+    assert!(got[2].0 == "identical" && got[2].1.ends_with("/aaa/copy-of-report.txt"), "{r:#}");
+    assert_eq!(
+        (r["files"][0]["size"].as_u64(), c[0]["changed_since"].as_bool()),
+        (Some(body.len() as u64), Some(false))
+    );
+    assert!(r["files"][0]["content"].is_string(), "{r:#}");
+    // Asked about the directory, the move alone answers for the file.
+    let r = lost(&env, &env.root.join("old"));
+    assert_eq!(r["files"][0]["candidates"].as_array().map(Vec::len), Some(1), "{r:#}");
+}
+
+/// A file moved, then edited or replaced at its new place: the move says
+/// so, with how much of the moved content is still there, and the
+/// content's copies follow it, or come first when the move kept less
+/// than half of it. A move recorded before moves held their content is
+/// told by the ghost an edit at the destination left there.
+#[test]
+fn a_move_whose_destination_changed_since_says_so() {
+    use simd::store::{Access, History, HistoryRecord, Store};
+    let env = Env::new();
+    let body = text(7, 4000);
+    let a = env.write("a.txt", &body);
+    env.write("copy/a.txt", &body);
+    let c = env.write("c.txt", text(8, 4000));
+    env.index();
+    fs::rename(&a, env.root.join("b.txt")).unwrap();
+    fs::rename(&c, env.root.join("d.txt")).unwrap();
+    env.index();
+    let kinds = |r: &serde_json::Value| -> Vec<(String, String, bool, f64)> {
+        r["files"][0]["candidates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                let changed = c["changed_since"].as_bool().unwrap_or(false);
+                (c["kind"].as_str().unwrap().to_string(), tail(c), changed, c["score"].as_f64().unwrap())
+            })
+            .collect()
+    };
+    let r = lost(&env, &a);
+    assert_eq!(
+        kinds(&r),
+        [("moved".into(), "b.txt".into(), false, 1.0), ("identical".into(), "a.txt".into(), false, 1.0)]
+    );
+
+    // Edited at its new place: text added.
+    next_second();
+    fs::write(env.root.join("b.txt"), [body.clone(), text(9, 300)].concat()).unwrap();
+    env.index();
+    let r = lost(&env, &a);
+    let k = kinds(&r);
+    assert_eq!((k[0].0.as_str(), k[0].1.as_str(), k[0].2), ("moved", "b.txt", true), "{r:#}");
+    // All of it is there, in a larger file.
+    let resemblance = r["files"][0]["candidates"][0]["resemblance"].as_f64().unwrap();
+    assert!(k[0].3 == 1.0 && resemblance > 0.8 && resemblance < 1.0, "{r:#}");
+    assert_eq!((k[1].0.as_str(), k[1].3), ("identical", 1.0), "{r:#}");
+    let out = env.simd().arg("lost").arg(&a).assert().success();
+    assert!(String::from_utf8_lossy(&out.get_output().stdout).contains("(changed there since: "));
+
+    // Replaced there by other text: the copy is the better answer.
+    fs::write(env.root.join("b.txt"), text(10, 4000)).unwrap();
+    env.index();
+    let k = kinds(&lost(&env, &a));
+    assert_eq!((k[0].0.as_str(), k[0].1.as_str()), ("identical", "a.txt"), "{k:?}");
+    assert_eq!((k[1].0.as_str(), k[1].1.as_str(), k[1].2), ("moved", "b.txt", true), "{k:?}");
+    assert!(k[1].3 < 0.1, "{k:?}");
+
+    // A move record without its content (as written before): the edit at
+    // d.txt left the moved content no name, and so a ghost there.
+    {
+        let store = Store::open(&env.db, Access::Write, None).unwrap();
+        let c_bytes = super::path_of(&env.root.canonicalize().unwrap().join("c.txt"));
+        let (key, rec) = store.history_of(&c_bytes).last().unwrap().unwrap();
+        let HistoryRecord::Moved { to, content } = rec else { panic!("{rec:?}") };
+        assert!(content.is_some());
+        let mut b = store.batch();
+        b.put::<History>(&key, &HistoryRecord::Moved { to, content: None });
+        store.write(b).unwrap();
+    }
+    let r = lost(&env, &c);
+    assert_eq!(kinds(&r)[0], ("moved".into(), "d.txt".into(), false, 1.0), "{r:#}");
+    next_second();
+    fs::write(env.root.join("d.txt"), [text(8, 2000), text(11, 2000)].concat()).unwrap();
+    env.index();
+    let r = lost(&env, &c);
+    let k = kinds(&r);
+    assert_eq!((k[0].0.as_str(), k[0].1.as_str(), k[0].2), ("moved", "d.txt", true), "{r:#}");
+    assert!(k[0].3 > 0.3 && k[0].3 < 0.7, "{r:#}");
+    env.check();
 }
 
 #[test]

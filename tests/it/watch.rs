@@ -78,7 +78,10 @@ fn assert_moved(env: &Env, rel: &str, to: &str) -> std::path::PathBuf {
     let old = env.root.canonicalize().unwrap().join(rel);
     let s = Store::open(&env.db, Access::Read, None).unwrap();
     let hist: Vec<_> = s.history_of(old.to_str().unwrap().as_bytes()).map(|r| r.unwrap().1).collect();
-    assert!(matches!(hist.last(), Some(HistoryRecord::Moved { to: t }) if t.ends_with(to.as_bytes())), "{hist:?}");
+    assert!(
+        matches!(hist.last(), Some(HistoryRecord::Moved { to: t, content: Some(_) }) if t.ends_with(to.as_bytes())),
+        "{hist:?}"
+    );
     old
 }
 
