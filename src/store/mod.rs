@@ -37,6 +37,12 @@ pub enum StoreError {
     NotAnIndex { dir: PathBuf, reason: String },
     #[error("{}: no index here yet (run `simd index ROOT` first)", crate::show_path(.dir))]
     Missing { dir: PathBuf },
+    #[error(
+        "{}: damaged index: db/CURRENT is missing, so its database cannot be opened; it is a cache of your files: \
+         move the directory aside and run `simd index ROOT...` to build it again",
+        crate::show_path(.dir)
+    )]
+    Damaged { dir: PathBuf },
     #[error("{}: index schema version {found}, this simd reads version {expected}; rebuild it with `simd index` into a new --db", crate::show_path(.dir))]
     SchemaMismatch { dir: PathBuf, found: u32, expected: u32 },
     #[error("{}: index schema version {found}, this simd reads version {expected} and upgrades it in place when it writes: run `simd index` (or start `simd watch`) once, then ask again (older simd versions cannot open the index after that)", crate::show_path(.dir))]
@@ -204,6 +210,13 @@ fn write_buffer_per_cf() -> usize {
     crate::test_setting("SIMD_TEST_MEMTABLE_KB").map_or(WRITE_BUFFER_PER_CF, |kb| (kb as usize) << 10)
 }
 
+/// Whether `db_dir` holds a RocksDB manifest: a database, whether or not
+/// its CURRENT file is there.
+fn has_manifest(db_dir: &Path) -> bool {
+    fs::read_dir(db_dir)
+        .is_ok_and(|entries| entries.flatten().any(|e| e.file_name().as_encoded_bytes().starts_with(b"MANIFEST-")))
+}
+
 /// Whether `dir` holds an index (a reader's open would find one).
 pub fn index_exists(dir: &Path) -> bool {
     dir.join(DB_DIR).join("CURRENT").exists()
@@ -261,14 +274,26 @@ impl Store {
         let exists = db_dir.join("CURRENT").exists();
         let bulk = build && !exists;
         if !exists {
+            // A database that lost its CURRENT file (RocksDB's pointer to
+            // its manifest) is an index damaged, not one not made yet.
+            if has_manifest(&db_dir) {
+                return Err(StoreError::Damaged { dir: dir.to_path_buf() });
+            }
             if access == Access::Read {
                 return Err(StoreError::Missing { dir: dir.to_path_buf() });
             }
-            // Never create an index inside a directory that holds something else.
+            // Never create an index inside a directory that holds something
+            // else: what an interrupted creation leaves (a lock file holding
+            // a pid, `db.creating`) is all it may hold. A `db` without a
+            // database, or a `simd.lock` of other text, is the user's.
             if let Ok(entries) = fs::read_dir(dir) {
                 let foreign = entries.flatten().any(|e| {
                     let n = e.file_name();
-                    n != LOCK_FILE && n != DB_DIR && n != CREATING_DIR
+                    let pid_file = || {
+                        e.file_type().is_ok_and(|t| t.is_file())
+                            && fs::read(e.path()).is_ok_and(|b| b.len() <= 20 && b.iter().all(u8::is_ascii_digit))
+                    };
+                    !(n == CREATING_DIR || (n == LOCK_FILE && pid_file()))
                 });
                 if foreign {
                     return Err(StoreError::NotAnIndex {

@@ -3,7 +3,7 @@
 
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command as Std;
 
 use super::{is_root, noise, path_of, text, Env};
@@ -274,6 +274,27 @@ fn a_second_writer_is_told_who_holds_the_index() {
     env.simd().arg("index").arg(&env.root).assert().success();
 }
 
+/// Every file under `dir` with its bytes, sorted (the lock file's pid
+/// aside: a failed writer may have held it).
+fn listing(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p.clone());
+                out.push((p, Vec::new()));
+            } else {
+                let bytes = std::fs::read(&p).unwrap();
+                out.push((p, bytes));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
 #[test]
 fn foreign_corrupt_and_missing_indexes_get_clear_errors() {
     let env = Env::new();
@@ -297,6 +318,38 @@ fn foreign_corrupt_and_missing_indexes_get_clear_errors() {
         assert!(err.contains("thesis.tex: not a simd index (it is not a directory)"), "{args:?}: {err}");
     }
     assert_eq!(std::fs::read(&file).unwrap(), b"precious");
+    // The user's own `db` directory and `simd.lock` file (names an index
+    // holds): refused, nothing written or added.
+    for (name, other) in [("db", "simd.lock"), ("simd.lock", "db.creating")] {
+        let mine = env.tmp.path().join(format!("mine-{name}"));
+        std::fs::create_dir_all(mine.join(other)).unwrap();
+        if name == "db" {
+            std::fs::create_dir(mine.join("db")).unwrap();
+            std::fs::write(mine.join("db/notes.txt"), "mine").unwrap();
+            std::fs::remove_dir(mine.join(other)).unwrap();
+            std::fs::write(mine.join(other), "my lock notes").unwrap();
+        } else {
+            std::fs::write(mine.join(name), "my lock notes").unwrap();
+        }
+        let before = listing(&mine);
+        let err = fail(&mine, &["index", env.root.to_str().unwrap()]);
+        assert!(err.contains("not a simd index"), "{name}: {err}");
+        assert_eq!(listing(&mine), before, "{name}");
+    }
+    // An index whose db/CURRENT went: damaged, said so by readers and
+    // writers, and left as it is.
+    let damaged = env.tmp.path().join("damaged");
+    env.simd().arg("--db").arg(&damaged).args(["-q", "index"]).arg(&env.root).assert().success();
+    std::fs::remove_file(damaged.join("db/CURRENT")).unwrap();
+    let before = listing(&damaged);
+    for args in [&["status"][..], &["index", env.root.to_str().unwrap()]] {
+        let err = fail(&damaged, args);
+        assert!(
+            err.contains("damaged index: db/CURRENT is missing") && err.contains("move the directory aside"),
+            "{args:?}: {err}"
+        );
+    }
+    assert_eq!(listing(&damaged), before);
     // A RocksDB directory whose files are garbage.
     let corrupt = env.tmp.path().join("corrupt");
     std::fs::create_dir_all(corrupt.join("db")).unwrap();
