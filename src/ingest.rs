@@ -518,6 +518,8 @@ fn run_roots(store: &Store, opts: &IndexOptions) -> Result<RunRoots, IngestError
     let tolerate = opts.roots.is_empty() || opts.tolerate_missing;
     let (mut present, mut missing, mut spared) = (Vec::new(), Vec::new(), Vec::new());
     let mut warnings = Vec::new();
+    // Roots taken as missing because nothing is mounted there, and why.
+    let mut bare_roots: Vec<(PathBuf, String)> = Vec::new();
     for r in roots {
         let result = canonical_roots(std::slice::from_ref(&r));
         // A remembered root is kept as its real path: one that leads
@@ -559,6 +561,49 @@ fn run_roots(store: &Store, opts: &IndexOptions) -> Result<RunRoots, IngestError
             spared.push(std::path::absolute(&r).unwrap_or(r));
             continue;
         }
+        // A root that is an empty directory on another file system than
+        // the files indexed under it: a mount point with nothing mounted
+        // (a share or disk not mounted now). Walked, it would record every
+        // file of the share as removed, to read them all again once it is
+        // back, and say nothing.
+        let bare = match &result {
+            Ok(c) => bare_mount_point(store, &c[0])?,
+            Err(_) => None,
+        };
+        if let Some((now, was)) = bare {
+            let why = format!(
+                "an empty directory on another file system (device {now}) than the files indexed under it (device \
+                 {was}): a file system not mounted?"
+            );
+            if !tolerate {
+                let source = std::io::Error::other(format!(
+                    "{why} nothing was changed (mount it, or `simd forget` the root if its files are gone for good)"
+                ));
+                return Err(IngestError::Root { path: r, source });
+            }
+            let said = format!("{}: {why}", crate::show_path(&r));
+            if opts.tolerate_missing {
+                tracing::debug!("{said}");
+            } else {
+                warnings.push(format!(
+                    "{said} taken as missing: its files are recorded as removed, and it is indexed again once it \
+                     is back (`simd forget` it if it is gone for good)"
+                ));
+            }
+            let r = std::path::absolute(&r).unwrap_or(r);
+            bare_roots.push((r.clone(), why));
+            missing.push(r);
+            continue;
+        }
+        // A root given to be indexed that cannot be listed: nothing of it
+        // could be indexed, and it is not remembered. (A remembered one
+        // that became unreadable keeps its files, as any unreadable
+        // directory's are.)
+        if let (Ok(c), false) = (&result, remembered.contains(&scan::path_bytes(&r))) {
+            if let Err(source) = std::fs::read_dir(&c[0]) {
+                return Err(IngestError::Root { path: r, source });
+            }
+        }
         match result {
             Ok(_) => present.push(r),
             Err(e @ IngestError::RootNotDir { .. }) if tolerate => {
@@ -583,9 +628,10 @@ fn run_roots(store: &Store, opts: &IndexOptions) -> Result<RunRoots, IngestError
     }
     if present.is_empty() && !opts.tolerate_missing && !missing.is_empty() {
         let path = missing.swap_remove(0);
+        let why = bare_roots.iter().find(|(r, _)| *r == path).map_or(String::new(), |(_, why)| format!("{why} "));
         let source = std::io::Error::new(
             std::io::ErrorKind::NotFound,
-            "every root of the index is missing; nothing was changed",
+            format!("{why}every root of the index is missing or not mounted; nothing was changed"),
         );
         return Err(IngestError::Root { path, source });
     }
@@ -604,6 +650,22 @@ fn run_roots(store: &Store, opts: &IndexOptions) -> Result<RunRoots, IngestError
         }
     }
     Ok(RunRoots { roots, missing, spared, remembered, walk: walk_opts, warnings })
+}
+
+/// Whether `root` (canonical) is a mount point with nothing mounted: an
+/// empty directory whose device is not the one the index recorded for the
+/// files under it. Returns (its device, theirs). A share mounted again
+/// under a new device number is not empty, and a root emptied by hand is
+/// on the device its files were.
+fn bare_mount_point(store: &Store, root: &Path) -> Result<Option<(u64, u64)>, IngestError> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = std::fs::metadata(root) else { return Ok(None) };
+    if std::fs::read_dir(root).map_or(true, |mut d| d.next().is_some()) {
+        return Ok(None);
+    }
+    let Some(first) = store.paths_under(&scan::path_bytes(root)).next().transpose()? else { return Ok(None) };
+    let Some(rec) = store.get::<Files>(&first.1)? else { return Ok(None) };
+    Ok((rec.dev != 0 && rec.dev != meta.dev()).then_some((meta.dev(), rec.dev)))
 }
 
 /// At most this many changed files are collected by [`prewalk`]; past it,

@@ -67,13 +67,35 @@ impl Default for WatchOptions {
     }
 }
 
+/// A notify error as simd says errors: the paths first (as every path is
+/// shown), then what went wrong. notify's own says `… about ["/a"]`,
+/// with the paths in Rust's debug quoting.
+fn notify_error(e: &notify::Error) -> String {
+    let what = match &e.kind {
+        notify::ErrorKind::Io(io) => io.to_string(),
+        notify::ErrorKind::Generic(s) => s.clone(),
+        notify::ErrorKind::MaxFilesWatch => "the inotify watch limit is reached".to_string(),
+        _ => notify::Error::new(match &e.kind {
+            notify::ErrorKind::PathNotFound => notify::ErrorKind::PathNotFound,
+            notify::ErrorKind::WatchNotFound => notify::ErrorKind::WatchNotFound,
+            _ => return e.to_string(),
+        })
+        .to_string(),
+    };
+    if e.paths.is_empty() {
+        what
+    } else {
+        format!("{}: {what}", e.paths.iter().map(crate::show_path).collect::<Vec<_>>().join(", "))
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum WatchError {
     #[error(transparent)]
     Ingest(#[from] IngestError),
     #[error(transparent)]
     Store(#[from] StoreError),
-    #[error("cannot start watching: {0}")]
+    #[error("cannot start watching: {}", notify_error(.0))]
     Notify(#[from] notify::Error),
     #[error("cannot install signal handlers: {0}")]
     Signals(std::io::Error),
@@ -1501,7 +1523,7 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                             classify(early.sift(events, early_keep, false))
                         } else {
                             for e in &errors {
-                                tracing::warn!("file-system events: {e}; rescanning");
+                                tracing::warn!("file-system events: {}; rescanning", notify_error(e));
                             }
                             Batch { rescan: true, ..Batch::default() }
                         }
@@ -2639,6 +2661,17 @@ fn examine(
     let meta = std::fs::symlink_metadata(path);
     let is_dir = meta.as_ref().is_ok_and(|m| m.is_dir());
     let is_file = meta.as_ref().is_ok_and(|m| m.is_file());
+    // Under a directory that cannot be searched (a `chmod 000`): not gone,
+    // but not to be looked at. What the index holds there stays, as a
+    // scan keeps an unreadable directory's files, and it is said, since
+    // nothing of it is indexed until it can be.
+    if let Some(e) = meta.as_ref().err().filter(|e| e.kind() == std::io::ErrorKind::PermissionDenied) {
+        tracing::warn!(
+            "{}: {e}: not indexed, and what the index holds there is kept, until it can be looked at",
+            crate::show_path(path)
+        );
+        return Ok(false);
+    }
     if meta.is_err() {
         if let Some((id, rec)) = writer.lookup(path)? {
             // A file the index held, gone: nothing is indexed under a
@@ -2697,7 +2730,19 @@ fn examine(
         let mut seen = HashSet::default();
         let mut stack = vec![path.to_path_buf()];
         while let Some(d) = stack.pop() {
-            let Ok(entries) = std::fs::read_dir(&d) else { continue };
+            let entries = match std::fs::read_dir(&d) {
+                Ok(entries) => entries,
+                Err(e) => {
+                    if e.kind() != std::io::ErrorKind::NotFound {
+                        tracing::warn!(
+                            "{}: {e}: its files are not indexed, and what the index holds under it is kept, until \
+                             it can be listed (a change to it, or a rescan, looks again)",
+                            crate::show_path(&d)
+                        );
+                    }
+                    continue;
+                }
+            };
             for e in entries.flatten() {
                 let p = e.path();
                 match e.file_type() {

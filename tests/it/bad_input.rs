@@ -36,6 +36,68 @@ fn unreadable_file_is_skipped_with_its_reason_and_kept_when_indexed_before() {
     env.check();
 }
 
+/// A root given to be indexed that cannot be listed fails the run, and is
+/// not remembered: nothing of it could be indexed.
+#[test]
+fn an_unreadable_new_root_fails_and_is_not_remembered() {
+    let env = Env::new();
+    env.write("a.txt", text(1, 300));
+    std::fs::set_permissions(&env.root, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let mut cmd = env.simd();
+    if is_root() {
+        std::fs::set_permissions(env.tmp.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        let bin = assert_cmd::cargo::cargo_bin("simd");
+        cmd = assert_cmd::Command::new("setpriv");
+        cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"]).arg(bin).arg("--db").arg(&env.db);
+    }
+    let out = cmd.arg("index").arg(&env.root).assert().failure();
+    let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    std::fs::set_permissions(&env.root, std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert!(err.contains("tree") && err.contains("ermission denied"), "{err}");
+    assert!(!env.db.join("db").exists() || env.json(&["status"])["roots"].as_array().is_none_or(|r| r.is_empty()));
+}
+
+/// A root that is an empty directory on another device than the files
+/// indexed under it (a mount point with its file system not mounted) is
+/// not taken as emptied: alone, nothing is changed; beside another root,
+/// it is missing, with a warning. The devices are made to differ by
+/// rewriting the records' (a test cannot mount).
+#[test]
+fn a_root_whose_file_system_is_not_mounted_is_not_emptied() {
+    use simd::store::Files;
+    let env = Env::new();
+    for i in 0..5u64 {
+        env.write(&format!("d/f{i}.txt"), text(i, 300));
+    }
+    env.index();
+    {
+        let store = Store::open(&env.db, Access::Write, None).unwrap();
+        let mut b = store.batch();
+        for item in store.scan::<Files>() {
+            let (id, mut rec) = item.unwrap();
+            rec.dev += 1;
+            b.put::<Files>(&id, &rec);
+        }
+        store.write(b).unwrap();
+    }
+    std::fs::remove_dir_all(env.root.join("d")).unwrap();
+    let before = env.files();
+    for args in [&["index"][..], &["index", env.root.to_str().unwrap()]] {
+        let out = env.simd().args(args).assert().failure();
+        let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+        assert!(err.contains("a file system not mounted?") && err.contains("nothing was changed"), "{args:?}: {err}");
+        assert_eq!(env.files(), before, "{args:?}");
+    }
+    let other = env.tmp.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::write(other.join("x.txt"), text(9, 300)).unwrap();
+    env.simd().args(["-q", "index"]).arg(&other).assert().success();
+    let out = env.simd().arg("index").assert().success();
+    let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(err.contains("a file system not mounted? taken as missing"), "{err}");
+    env.check();
+}
+
 #[test]
 fn fifos_sockets_devices_and_symlinks_are_never_opened() {
     let env = Env::new();

@@ -917,6 +917,10 @@ fn the_daemon_skips_an_unreadable_file_and_keeps_what_it_had_indexed() {
         // not be looked at).
         std::thread::sleep(Duration::from_millis(500));
         assert!(content_of("/locked/d.txt").is_none(), "{:?}", indexed());
+        // Not silently: the log says it could not look at it.
+        wait_for("the file it could not look at is not named in the log", &|| {
+            log().lines().any(|l| l.contains("locked/d.txt") && l.contains("not indexed"))
+        });
     }
     std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o755)).unwrap();
 
