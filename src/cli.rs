@@ -1517,12 +1517,13 @@ fn print_status(out: &mut impl Write, s: &crate::status::Status) -> std::io::Res
             None => writeln!(out, "daemon       not running")?,
         },
     }
-    if let Some(since) = s.daemon.as_ref().and_then(|d| d.disk_full_since) {
+    if let Some(d) = s.daemon.as_ref().filter(|d| d.disk_full_since.is_some()) {
         writeln!(
             out,
-            "             waiting since {} for {} MiB free beside the index, then rescanning: make room there",
-            format_time(since),
-            crate::watch::ROOM_TO_RESUME >> 20
+            "             waiting since {} for {} free beside the index{}, then rescanning: make room there",
+            format_time(d.disk_full_since.unwrap_or_default()),
+            human_bytes(d.room.map_or(crate::watch::ROOM_TO_RESUME, |(_, need)| need)),
+            d.room.map_or(String::new(), |(free, _)| format!(" ({} free now)", human_bytes(free)))
         )?;
     }
     if let Some(d) = s.daemon.as_ref().filter(|d| !d.missing_roots.is_empty()) {

@@ -164,6 +164,10 @@ pub struct DaemonState {
     /// system ([`serve`]), if it does.
     #[serde(default)]
     pub disk_full_since: Option<i64>,
+    /// Meanwhile: the bytes free there when last looked at, and those it
+    /// waits for.
+    #[serde(default)]
+    pub room: Option<(u64, u64)>,
 }
 
 pub fn state_path(dir: &Path) -> PathBuf {
@@ -1090,13 +1094,20 @@ const MESSAGES_PER_BATCH: usize = 4096;
 /// so that the rescan that follows does not fill it again at once.
 pub const ROOM_TO_RESUME: u64 = 64 << 20;
 
+/// The free space the daemon waits for on a file system of `size` bytes:
+/// [`ROOM_TO_RESUME`], or an eighth of a file system too small for that
+/// to ever be free (a 40 MB one waited for good).
+pub fn room_to_resume(size: u64) -> u64 {
+    ROOM_TO_RESUME.min(size / 8)
+}
+
 /// How often the daemon looks at the free space while it waits for it.
 const SPACE_CHECK: Duration = Duration::from_secs(2);
 
 /// Runs the daemon ([`watch`]) on the index at `db` until `stop` is set,
 /// through full disks: when the index's file system fills up, the index
 /// stays as last committed, the daemon closes it, says so, waits until
-/// [`ROOM_TO_RESUME`] is free, and starts again, its first scan catching
+/// [`room_to_resume`] more is free, and starts again, its first scan catching
 /// up with every change made meanwhile. (Left to a service manager, a full
 /// disk was a restart every few seconds, each with a scan of the tree
 /// that failed at its first write.)
@@ -1110,14 +1121,7 @@ pub fn serve(db: &Path, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Result<()
         match run {
             Err(e) if e.is_no_space() && !stop.load(Ordering::Relaxed) => {
                 // The error's first line: its hint is for commands run by hand.
-                tracing::error!(
-                    "{}\n  the index's file system is full: the daemon waits until {} MiB are free (looked at every \
-                     {} s), then starts again with a scan that catches up with every change made meanwhile",
-                    e.to_string().lines().next().unwrap_or_default(),
-                    ROOM_TO_RESUME >> 20,
-                    SPACE_CHECK.as_secs()
-                );
-                if !wait_for_room(db, &stop) {
+                if !wait_for_room(db, &stop, e.to_string().lines().next().unwrap_or_default()) {
                     let _ = std::fs::remove_file(state_path(db));
                     return Ok(());
                 }
@@ -1138,28 +1142,50 @@ fn gone(store: &Store, opts: &WatchOptions, e: WatchError) -> WatchError {
 }
 
 /// Waits until the file system of the index at `dir` has
-/// [`ROOM_TO_RESUME`] free (true), or `stop` is set (false). `simd status`
-/// says so meanwhile.
-fn wait_for_room(dir: &Path, stop: &AtomicBool) -> bool {
+/// [`room_to_resume`] free beyond what was free when the index closed
+/// (true), or `stop` is set (false), and says so as it starts (`error`:
+/// what failed). Counted from what was free then, not from nothing: on a
+/// small file system an eighth of it may be free as soon as the index
+/// closes, and the daemon started again at once to fill it up again.
+/// `simd status` says how far it is meanwhile.
+fn wait_for_room(dir: &Path, stop: &AtomicBool, error: &str) -> bool {
+    let (base, need) = match rustix::fs::statvfs(dir) {
+        Ok(fs) => (fs.f_bavail.saturating_mul(fs.f_frsize), room_to_resume(fs.f_blocks.saturating_mul(fs.f_frsize))),
+        Err(_) => (0, ROOM_TO_RESUME),
+    };
+    tracing::error!(
+        "{error}\n  the index's file system is full: the daemon waits until {} more are free than now ({} free; \
+         looked at every {} s), then starts again with a scan that catches up with every change made meanwhile",
+        crate::cli::human_bytes(need),
+        crate::cli::human_bytes(base),
+        SPACE_CHECK.as_secs()
+    );
     let mut state =
         DaemonState::saved(dir).unwrap_or_else(|| DaemonState { pid: std::process::id(), ..DaemonState::default() });
     state.ready = false;
     state.disk_full_since = Some(ingest::now_ns());
+    state.room = Some((base, base.saturating_add(need)));
     state.save(dir);
     let mut last_look: Option<Instant> = None;
     while !stop.load(Ordering::Relaxed) {
         if last_look.is_none_or(|t| t.elapsed() >= SPACE_CHECK) {
             last_look = Some(Instant::now());
             match rustix::fs::statvfs(dir) {
-                Ok(fs) if fs.f_bavail.saturating_mul(fs.f_frsize) >= ROOM_TO_RESUME => {
-                    tracing::warn!(
-                        "{}: {} MiB free: opening the index again",
-                        crate::show_path(dir),
-                        fs.f_bavail.saturating_mul(fs.f_frsize) >> 20
-                    );
-                    return true;
+                Ok(fs) => {
+                    let free = fs.f_bavail.saturating_mul(fs.f_frsize);
+                    if free >= base.saturating_add(need) {
+                        tracing::warn!(
+                            "{}: {} free: opening the index again",
+                            crate::show_path(dir),
+                            crate::cli::human_bytes(free)
+                        );
+                        return true;
+                    }
+                    if state.room.is_some_and(|(was, _)| was != free) {
+                        state.room = Some((free, base.saturating_add(need)));
+                        state.save(dir);
+                    }
                 }
-                Ok(_) => {}
                 Err(e) => tracing::debug!("{}: {e}", crate::show_path(dir)),
             }
         }
