@@ -734,6 +734,9 @@ fn similar_json(a: &query::Similar) -> serde_json::Value {
         "size": a.size,
         "payload": a.payload,
         "chunks": a.chunks,
+        "similar": a.similar,
+        "sharing": a.sharing,
+        "indexed_version": a.own.map(|o| if o == a.content { "same" } else { "older" }),
         "hits": a.hits.iter().map(|h| serde_json::json!({
             "kind": if h.identical { "identical" } else { h.kind.map_or("shares", |k| k.as_str()) },
             "content": h.content.to_string(),
@@ -770,14 +773,26 @@ fn print_similar(
     } else {
         format!("in {} ({} payload)", count(a.chunks, "chunk"), human_bytes(a.payload))
     };
+    let sharing = if a.sharing > 0 { format!(" and {} sharing less of it", a.sharing) } else { String::new() };
+    let shown = a.hits.len();
+    let total = a.similar + a.sharing;
+    let limited = if shown < total { format!(" (showing {shown}: --limit)") } else { String::new() };
+    let own = match a.own {
+        Some(o) if o == a.content => " (the file itself is in the index, and not listed)",
+        Some(_) => {
+            " (the index holds an older version of the file, changed since it was indexed, not listed: \
+             `simd index` or a running daemon brings it up to date)"
+        }
+        None if indexed => " (the file itself is in the index, and not listed)",
+        None => "",
+    };
     writeln!(
         out,
-        "{}: {} {}, {} similar{}",
+        "{}: {} {}, {} similar{sharing}{limited}{own}",
         crate::show_path(file),
         human_bytes(a.size),
         cut,
-        a.hits.len(),
-        if indexed { " (the file itself is in the index, and not listed)" } else { "" }
+        a.similar,
     )?;
     for h in &a.hits {
         let kind = if h.identical { "identical" } else { h.kind.map_or("shares", |k| k.as_str()) };

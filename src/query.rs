@@ -12,7 +12,7 @@ use std::io::Read;
 use crate::analysis::{self, auto_cutoff, AnalysisParams, LinkKind, Measures, Name};
 use crate::fingerprint::{fingerprint_reader, ChunkKey, ContentHash};
 use crate::sketch::Sketch;
-use crate::store::{ContentChunks, ContentId, ContentRecord, Posting, Store, StoreError};
+use crate::store::{ContentChunks, ContentId, ContentRecord, Files, Paths, Posting, Store, StoreError};
 
 /// One indexed content that resembles the query.
 #[derive(Clone, Debug)]
@@ -37,8 +37,17 @@ pub struct Similar {
     pub payload: u64,
     pub chunks: u64,
     /// Best first: identical, then by the largest of the resemblances and
-    /// containments (chunks or words), then by bytes in common.
+    /// containments (chunks or words), then by bytes in common. At most
+    /// the `limit` asked for.
     pub hits: Vec<Hit>,
+    /// How many contents are identical or similar, and (asked for all)
+    /// how many more share something with the query, before the limit.
+    pub similar: usize,
+    pub sharing: usize,
+    /// The content the index holds at the query's own path, when it is
+    /// an indexed file: not listed, and an older version of the file when
+    /// it is not the query's content.
+    pub own: Option<ContentHash>,
 }
 
 /// Which chunks are ignored: templates, and chunks in more than `cutoff`
@@ -327,6 +336,23 @@ pub fn similar_to(
             .then(b.measures.common.cmp(&a.measures.common))
             .then(a.content.cmp(&b.content))
     });
+    // What the index holds at the query's own path is left out: its
+    // content, when that is the only name it has.
+    let own = match own_path {
+        Some(p) => match store.get::<Paths>(&p.to_vec())? {
+            Some(id) => store.get::<Files>(&id)?.map(|r| r.content),
+            None => None,
+        },
+        None => None,
+    };
+    let mut own_only = false;
+    if let Some(h) = own.and_then(|o| hits.iter().find(|h| h.content == o)) {
+        own_only = analysis::names_of(store, &h.content)?.iter().all(|n| Some(&*n.path) == own_path);
+    }
+    let passes = |h: &Hit| h.identical || h.kind.is_some();
+    let counted = |h: &&Hit| !(own_only && Some(h.content) == own);
+    let similar = hits.iter().filter(counted).filter(|h| passes(h)).count();
+    let sharing = hits.iter().filter(counted).filter(|h| !passes(h)).count();
     // The names of the best `limit` only: a page sharing a site template
     // can share something with a thousand contents, and every name is a
     // point lookup.
@@ -345,7 +371,7 @@ pub fn similar_to(
             named.push(h);
         }
     }
-    Ok(Similar { content, size: query.size, payload, chunks: query.chunk_count(), hits: named })
+    Ok(Similar { content, size: query.size, payload, chunks: query.chunk_count(), hits: named, similar, sharing, own })
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -783,6 +783,39 @@ fn similar_answers_for_unindexed_files_and_stdin_identical_first() {
     let said = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
     assert!(said.lines().next().unwrap().ends_with("(the file itself is in the index, and not listed)"), "{said}");
 
+    // The counts are of every answer, before --limit; --all counts apart
+    // those sharing less than a link.
+    let doc_path = env.root.join("a/doc.txt");
+    let r = json(&env, &["similar", doc_path.to_str().unwrap()]);
+    let (similar, shown) = (r["similar"].as_u64().unwrap(), r["hits"].as_array().unwrap().len() as u64);
+    assert_eq!((similar, shown, r["sharing"].as_u64()), (3, 3, Some(0)), "{r:#}");
+    assert_eq!(r["indexed_version"], "same", "{r:#}");
+    let r = json(&env, &["similar", doc_path.to_str().unwrap(), "--limit", "1"]);
+    assert_eq!((r["similar"].as_u64(), r["hits"].as_array().unwrap().len()), (Some(3), 1), "{r:#}");
+    let out = env.simd().args(["similar", "--limit", "1"]).arg(&doc_path).assert().success();
+    let said = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    assert!(said.lines().next().unwrap().contains(", 3 similar (showing 1: --limit)"), "{said}");
+    let small = env.root.join("a/small.txt");
+    let r = json(&env, &["similar", small.to_str().unwrap(), "--all", "--min-bytes", "1000000"]);
+    let passing = r["hits"].as_array().unwrap().iter().filter(|h| h["kind"] != "shares").count() as u64;
+    assert_eq!(r["similar"].as_u64(), Some(passing), "{r:#}");
+    assert_eq!(r["sharing"].as_u64(), Some(r["hits"].as_array().unwrap().len() as u64 - passing), "{r:#}");
+    assert!(r["sharing"].as_u64().unwrap() >= 1, "big-with-small shares it, under 1 MB in common: {r:#}");
+    // Changed since it was indexed: the index's older version is left out
+    // too, and said so.
+    let v2 = env.root.join("a/doc-v2.txt");
+    let mut body = std::fs::read(&v2).unwrap();
+    body.extend_from_slice(&text(77, 200));
+    std::fs::write(&v2, &body).unwrap();
+    let r = json(&env, &["similar", v2.to_str().unwrap()]);
+    assert_eq!(r["indexed_version"], "older", "{r:#}");
+    assert!(r["hits"].as_array().unwrap().iter().all(|h| !h["files"].to_string().contains("doc-v2.txt")), "{r:#}");
+    assert_eq!(r["similar"].as_u64(), Some(r["hits"].as_array().unwrap().len() as u64), "{r:#}");
+    let out = env.simd().arg("similar").arg(&v2).assert().success();
+    let said = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    assert!(said.lines().next().unwrap().contains("the index holds an older version of the file"), "{said}");
+    env.index();
+
     // Something unrelated: no answer.
     let lone = env.tmp.path().join("lone.bin");
     std::fs::write(&lone, noise(999, 20_000)).unwrap();
