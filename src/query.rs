@@ -338,16 +338,20 @@ pub fn similar_to(
     });
     // What the index holds at the query's own path is left out: its
     // content, when that is the only name it has.
-    let own = match own_path {
+    // So are its other names (hard links): the same file, not a copy.
+    let own_rec = match own_path {
         Some(p) => match store.get::<Paths>(&p.to_vec())? {
-            Some(id) => store.get::<Files>(&id)?.map(|r| r.content),
+            Some(id) => store.get::<Files>(&id)?,
             None => None,
         },
         None => None,
     };
+    let own = own_rec.as_ref().map(|r| r.content);
+    let own_file = own_rec.as_ref().filter(|r| r.dev != 0).map(|r| (r.dev, r.inode));
+    let is_own = |n: &Name| Some(&*n.path) == own_path || (own_file.is_some() && n.file == own_file);
     let mut own_only = false;
     if let Some(h) = own.and_then(|o| hits.iter().find(|h| h.content == o)) {
-        own_only = analysis::names_of(store, &h.content)?.iter().all(|n| Some(&*n.path) == own_path);
+        own_only = analysis::names_of(store, &h.content)?.iter().all(is_own);
     }
     let passes = |h: &Hit| h.identical || h.kind.is_some();
     let counted = |h: &&Hit| !(own_only && Some(h.content) == own);
@@ -363,9 +367,7 @@ pub fn similar_to(
         }
         if h.names.is_empty() {
             h.names = analysis::names_of(store, &h.content)?;
-            if let Some(own) = own_path {
-                h.names.retain(|n| *n.path != *own);
-            }
+            h.names.retain(|n| !is_own(n));
         }
         if !h.names.is_empty() {
             named.push(h);

@@ -239,15 +239,20 @@ impl Serialize for JsonSetFiles<'_> {
     }
 }
 
-/// A cluster member's names as a JSON array: paths, and with `--verify`
-/// each one's verdict when the member has copies.
+/// A cluster member's names as a JSON array: paths, for a name that is a
+/// hard link of an earlier one `hard_link_of`, and with `--verify` each
+/// one's verdict when the member has copies.
 struct JsonMemberFiles<'a>(&'a Member, Option<&'a SetCheck>);
 
 impl Serialize for JsonMemberFiles<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let (m, check) = (self.0, self.1);
+        let links = m.links_of();
         s.collect_seq(
-            m.names.iter().enumerate().map(|(k, n)| JsonFile(&n.path, None, check.and_then(|c| c.verdict_of(k, n.id)))),
+            m.names
+                .iter()
+                .enumerate()
+                .map(|(k, n)| JsonFile(&n.path, links[k], check.and_then(|c| c.verdict_of(k, n.id)))),
         )
     }
 }
@@ -585,13 +590,15 @@ fn write_csv_files(out: &mut dyn Write, a: &Analysis, view: &View, dirs: &LateDi
         for m in &c.members {
             let content = m.content.to_string();
             let check = view.member_check(m);
+            let links = m.links_of();
             for (k, n) in m.names.iter().enumerate() {
+                let link = links[k].map(|j| p(&m.names[j])).unwrap_or_default();
                 let verdict = match check.and_then(|c| c.verdict_of(k, n.id)) {
                     Some(v) => format!(",{}", v.as_str()),
                     None if verify => ",".to_string(),
                     None => String::new(),
                 };
-                writeln!(out, "similar,{group},{content},{},{},{},{verdict}", m.size, m.names.len(), p(n))?;
+                writeln!(out, "similar,{group},{content},{},{},{},{link}{verdict}", m.size, m.names.len(), p(n))?;
             }
         }
     }
@@ -828,6 +835,12 @@ fn link_note(s: &IdenticalSet, k: usize, p: &dyn Fn(&[u8]) -> String) -> String 
     s.link_of(k).map(|j| format!("  (hard link of {})", p(&s.names[j].path))).unwrap_or_default()
 }
 
+/// A cluster member's name that is a hard link of an earlier one says so
+/// (text and HTML), as an identical set's does.
+fn member_link_note(m: &Member, links: &[Option<usize>], k: usize, p: &dyn Fn(&[u8]) -> String) -> String {
+    links[k].map(|j| format!("  (hard link of {})", p(&m.names[j].path))).unwrap_or_default()
+}
+
 /// What a directory of an identical set is: a copy, or hard links of
 /// another's files (text and HTML).
 fn dir_link_note(d: &DirSet, k: usize, p: &dyn Fn(&[u8]) -> String) -> String {
@@ -887,8 +900,10 @@ pub fn write_text(out: &mut dyn Write, a: &Analysis, view: &View, dirs: &LateDir
         for (i, m) in c.members.iter().enumerate() {
             let first = m.names.first().map(|n| p(&n.path)).unwrap_or_default();
             writeln!(out, "    [{}] {}  ({}){}", i + 1, first, human_bytes(m.size), view.member_note(m, 0))?;
+            let links = m.links_of();
             for (k, n) in m.names.iter().enumerate().skip(1) {
-                writeln!(out, "        = {}{}", p(&n.path), view.member_note(m, k))?;
+                let link = member_link_note(m, &links, k, &p);
+                writeln!(out, "        = {}{link}{}", p(&n.path), view.member_note(m, k))?;
             }
         }
         let shown = view.links_shown(c);
@@ -1022,9 +1037,11 @@ pub fn write_html(out: &mut dyn Write, a: &Analysis, view: &View, dirs: &LateDir
             let first = m.names.first().map(|n| p(&n.path)).unwrap_or_default();
             let note = html_escape(&view.member_note(m, 0));
             write!(out, "<li><span class=\"path\">{first}</span> ({}){note}", human_bytes(m.size))?;
+            let links = m.links_of();
             for (k, n) in m.names.iter().enumerate().skip(1) {
                 let note = html_escape(&view.member_note(m, k));
-                write!(out, "<br><span class=\"path copy\">= {}</span>{note}", p(&n.path))?;
+                let link = member_link_note(m, &links, k, &p);
+                write!(out, "<br><span class=\"path copy\">= {}</span>{link}{note}", p(&n.path))?;
             }
             writeln!(out, "</li>")?;
         }

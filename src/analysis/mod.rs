@@ -333,14 +333,7 @@ pub struct IdenticalSet {
 
 impl IdenticalSet {
     pub fn new(content: ContentHash, size: u64, names: Vec<Name>) -> IdenticalSet {
-        // Names of known files by (file, place): equal files side by side,
-        // the first name of each first.
-        let mut files: Vec<((u64, u64), u32)> =
-            names.iter().enumerate().filter_map(|(k, n)| Some((n.file?, k as u32))).collect();
-        files.sort_unstable();
-        let mut hard_links: Vec<(u32, u32)> =
-            files.chunk_by(|a, b| a.0 == b.0).flat_map(|same| same[1..].iter().map(|&(_, k)| (k, same[0].1))).collect();
-        hard_links.sort_unstable();
+        let hard_links = hard_links(&names);
         IdenticalSet { content, size, names, hard_links }
     }
 
@@ -361,6 +354,20 @@ impl IdenticalSet {
     }
 }
 
+/// (k, j) for each name k that is a hard link of the earlier name j, the
+/// first name of its file; by k.
+fn hard_links(names: &[Name]) -> Vec<(u32, u32)> {
+    // Names of known files by (file, place): equal files side by side,
+    // the first name of each first.
+    let mut files: Vec<((u64, u64), u32)> =
+        names.iter().enumerate().filter_map(|(k, n)| Some((n.file?, k as u32))).collect();
+    files.sort_unstable();
+    let mut links: Vec<(u32, u32)> =
+        files.chunk_by(|a, b| a.0 == b.0).flat_map(|same| same[1..].iter().map(|&(_, k)| (k, same[0].1))).collect();
+    links.sort_unstable();
+    links
+}
+
 /// One distinct content in a cluster, with every name it has.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Member {
@@ -368,6 +375,27 @@ pub struct Member {
     pub size: u64,
     pub payload: u64,
     pub names: Vec<Name>,
+}
+
+impl Member {
+    /// For each name, the first name of its file when it is a hard link
+    /// of an earlier one (as [`IdenticalSet::link_of`]).
+    pub fn links_of(&self) -> Vec<Option<usize>> {
+        let mut of = vec![None; self.names.len()];
+        for (k, j) in hard_links(&self.names) {
+            of[k as usize] = Some(j as usize);
+        }
+        of
+    }
+
+    /// Distinct files among the names: a file with several names (hard
+    /// links) is one.
+    pub fn files(&self) -> usize {
+        if self.names.len() < 2 {
+            return self.names.len();
+        }
+        self.names.len() - hard_links(&self.names).len()
+    }
 }
 
 /// A link between two members of a cluster (indices into `members`).
@@ -389,12 +417,14 @@ pub struct Cluster {
 }
 
 impl Cluster {
+    /// Files in the cluster, a file with several names counted once.
     pub fn files(&self) -> usize {
-        self.members.iter().map(|m| m.names.len()).sum()
+        self.members.iter().map(Member::files).sum()
     }
 
+    /// Their bytes, a file with several names counted once.
     pub fn bytes(&self) -> u64 {
-        self.members.iter().map(|m| m.size * m.names.len() as u64).sum()
+        self.members.iter().map(|m| m.size * m.files() as u64).sum()
     }
 
     /// Formats the id as users type it.

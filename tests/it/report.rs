@@ -746,6 +746,56 @@ fn over_common_chunks_are_cut_off_and_counted() {
     assert_eq!(r["params"]["max_degree"], 4);
 }
 
+/// Hard links in a cluster are one file, as in identical sets: counted
+/// once, marked in every format, and not offered by `similar` as a copy
+/// of the file they are.
+#[test]
+fn hard_links_in_a_cluster_are_one_file() {
+    let env = Env::new();
+    let doc = text(1, 6000);
+    let a = env.write("a.txt", &doc);
+    std::fs::hard_link(&a, env.root.join("a-link.txt")).unwrap();
+    env.write("a-copy.txt", &doc);
+    env.write("a-v2.txt", edited(&doc, 3, 1));
+    env.index();
+    let r = json(&env, &["report"]);
+    let c = &r["clusters"][0];
+    assert_eq!(r["clusters"].as_array().map(Vec::len), Some(1), "{r:#}");
+    // a.txt (and its link), its copy, and the version: three files.
+    assert_eq!(c["files"], 3, "{r:#}");
+    let size = doc.len() as u64;
+    assert_eq!(c["bytes"].as_u64(), Some(2 * size + edited(&doc, 3, 1).len() as u64), "{r:#}");
+    let member = c["members"].as_array().unwrap().iter().find(|m| m["files"].as_array().unwrap().len() == 3).unwrap();
+    let files = member["files"].as_array().unwrap();
+    let at = |name: &str| files.iter().position(|f| f["path"].as_str().unwrap().ends_with(name)).unwrap();
+    let (i, j) = (at("/a.txt"), at("/a-link.txt"));
+    let (first, second) = (i.min(j), i.max(j));
+    assert_eq!(files[second]["hard_link_of"], first, "{r:#}");
+    assert!(files[first].get("hard_link_of").is_none(), "{r:#}");
+    assert!(files[at("/a-copy.txt")].get("hard_link_of").is_none(), "{r:#}");
+    assert_eq!(r["totals"]["cluster_files"], 3, "{r:#}");
+    let out = env.simd().args(["report"]).assert().success();
+    let text_out = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    assert!(text_out.contains("3 files") && text_out.contains("(hard link of "), "{text_out}");
+    let out = env.simd().args(["--format", "csv", "report"]).assert().success();
+    let csv = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    let rows: Vec<&str> = csv.lines().filter(|l| l.starts_with("similar,")).collect();
+    let linked = rows.iter().filter(|l| !l.ends_with(',')).count();
+    assert_eq!(linked, 1, "one similar row names the file it is a hard link of: {csv}");
+
+    // `similar` of a.txt: its link is a.txt itself, not a copy.
+    let s = json(&env, &["similar", a.to_str().unwrap()]);
+    let named: Vec<String> = s["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|h| h["files"].as_array().unwrap().iter().map(|f| f["path"].as_str().unwrap().to_string()))
+        .collect();
+    assert!(named.iter().any(|n| n.ends_with("/a-copy.txt")), "{s:#}");
+    assert!(!named.iter().any(|n| n.ends_with("/a-link.txt") || n.ends_with("/a.txt")), "{s:#}");
+    assert_eq!(s["similar"], 2, "{s:#}");
+}
+
 #[test]
 fn similar_answers_for_unindexed_files_and_stdin_identical_first() {
     let env = Env::new();
