@@ -346,8 +346,9 @@ pub enum Exit {
     Ok,
     /// The command ran, and found the index inconsistent.
     Inconsistent,
-    /// Stopped early by SIGINT, SIGTERM or SIGHUP, with what it did kept.
-    Interrupted,
+    /// Stopped early by SIGINT, SIGTERM or SIGHUP (its number), with what
+    /// it did kept.
+    Interrupted(i32),
     /// `report --verify` wrote its report, and a name it shows is not a
     /// copy now (as `sha256sum -c` fails when a file does not match).
     NotVerified,
@@ -389,8 +390,8 @@ pub fn run(cli: Cli) -> Result<Exit> {
                 return Ok(Exit::Ok);
             }
             let opts = scan.index_options(roots, !cli.quiet && std::io::stderr().is_terminal());
-            if let Exit::Interrupted = run_index(&db, opts, params, cli.quiet, cli.format, &mut out)? {
-                return Ok(Exit::Interrupted);
+            if let Exit::Interrupted(sig) = run_index(&db, opts, params, cli.quiet, cli.format, &mut out)? {
+                return Ok(Exit::Interrupted(sig));
             }
         }
         Command::Report { thresholds, under, min_size, since, limit, links, table, out: out_file, fresh, verify } => {
@@ -646,8 +647,8 @@ pub fn run(cli: Cli) -> Result<Exit> {
             // out, `--whole-from`...): a reread is an index run that reads more.
             let mut opts = scan.index_options(roots, !cli.quiet && std::io::stderr().is_terminal());
             opts.walk.reread = reread;
-            if let Exit::Interrupted = run_index(&db, opts, None, cli.quiet, cli.format, &mut out)? {
-                return Ok(Exit::Interrupted);
+            if let Exit::Interrupted(sig) = run_index(&db, opts, None, cli.quiet, cli.format, &mut out)? {
+                return Ok(Exit::Interrupted(sig));
             }
         }
         Command::Forget { roots } => {
@@ -822,6 +823,8 @@ fn lost_file_json(f: &crate::lost::LostFile) -> serde_json::Value {
     let mut v = serde_json::json!({
         "last_seen": utc_ns(f.last_seen),
         "last_seen_ns": f.last_seen,
+        "found_gone": f.found_gone.map(utc_ns),
+        "found_gone_ns": f.found_gone,
         "content": f.content.map(|c| c.to_string()),
         "size": f.size,
         "moves": f.moves.iter().map(|p| report::JsonPath(p)).collect::<Vec<_>>(),
@@ -883,9 +886,12 @@ fn lost_json(a: &crate::lost::Answer) -> serde_json::Value {
 fn print_lost_file(out: &mut impl Write, f: &crate::lost::LostFile, indent: &str) -> std::io::Result<()> {
     let p = crate::report_path;
     let ago = ingest::now_ns().saturating_sub(f.last_seen) / 1_000_000_000;
+    // Found gone by a scan: it went between the walk that last saw it and
+    // that scan.
+    let found = f.found_gone.map_or(String::new(), |t| format!(", found gone {}", utc_ns(t)));
     writeln!(
         out,
-        "{indent}{}: last seen {} ({}){}",
+        "{indent}{}: last seen {} ({}){found}{}",
         p(&f.path),
         utc_ns(f.last_seen),
         human_ago(ago),
@@ -1010,9 +1016,13 @@ fn run_index(
     // under a first index (which writes no WAL) killed it with
     // only what its memtables had flushed kept.
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // Which one came: the run exits with 128 + its number, as a shell
+    // reports a process it stopped (130 for SIGINT, 143 for SIGTERM).
+    let signal = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     for sig in STOP_SIGNALS {
-        signal_hook::flag::register_conditional_shutdown(sig, 130, stop.clone())
+        signal_hook::flag::register_conditional_shutdown(sig, 128 + sig, stop.clone())
             .context("installing signal handlers")?;
+        signal_hook::flag::register_usize(sig, signal.clone(), sig as usize).context("installing signal handlers")?;
         signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
     }
     opts.interrupt = Some(stop.clone());
@@ -1057,7 +1067,8 @@ fn run_index(
             "simd: interrupted: the files read so far are indexed; `simd index` goes on from there \
              (files removed meanwhile are recorded then)"
         );
-        return Ok(Exit::Interrupted);
+        let sig = signal.load(std::sync::atomic::Ordering::Relaxed) as i32;
+        return Ok(Exit::Interrupted(if sig == 0 { signal_hook::consts::SIGINT } else { sig }));
     }
     Ok(Exit::Ok)
 }

@@ -264,12 +264,13 @@ fn index_with(
     defer_from: Option<u64>,
 ) -> Result<(Summary, Vec<Deferred>), IngestError> {
     let start = Instant::now();
-    let RunRoots { roots, missing, spared, remembered, walk: walk_opts, warnings } = run_roots(store, opts)?;
+    let RunRoots { roots, missing, spared, remembered, walk: walk_opts, warnings, started } = run_roots(store, opts)?;
     for w in warnings {
         tracing::warn!("{w}");
     }
 
     let mut writer = Writer::new(store)?.whole_from(opts.whole_from);
+    writer.seen_at = Some(crate::store::walked(store.dir()));
     remember_beside(store, &roots, remembered)?;
     // With the ids of the records under the roots, walked or missing (a
     // missing root's files are gone), for the removal pass.
@@ -376,6 +377,7 @@ fn index_with(
     // A missing root holds nothing now: its files are gone. A spared
     // root's stay, as an unreadable directory's do.
     walked.unreadable_dirs.extend(spared);
+    let whole = walked_whole(&roots, &walked.unreadable_dirs);
     let walked_or_missing = [roots, missing].concat();
     let unread_ids = unread.iter().filter_map(|d| d.0.old.as_ref().map(|(id, _)| *id)).collect();
     // Records written in this pass have newer ids than those loaded, and
@@ -383,9 +385,24 @@ fn index_with(
     // every record the pass can find gone.
     let ended = RunEnd { unread: unread_ids, unseen: under_roots.map_or(Unseen::Scan, Unseen::Ids) };
     end_run(&mut writer, &mut summary, walked, ended, &walked_or_missing, opts.retention, start)?;
+    crate::store::record_walk(store.dir(), &whole, started);
     progress.finish();
     store.settle_compactions(opts.interrupt.as_deref());
     Ok((summary, unread))
+}
+
+/// The roots a run's walk saw whole: every file the index holds under one
+/// was found there, or recorded as gone. Not one holding a directory it
+/// could not list (or spared): files kept unseen there may be gone.
+fn walked_whole(roots: &[PathBuf], unseen_dirs: &[PathBuf]) -> Vec<Vec<u8>> {
+    let unseen: Vec<Vec<u8>> = unseen_dirs.iter().map(|d| path_bytes(d)).collect();
+    roots
+        .iter()
+        .map(|r| path_bytes(r))
+        .filter(|r| {
+            !unseen.iter().any(|d| d.strip_prefix(&r[..]).is_some_and(|rest| rest.is_empty() || rest[0] == b'/'))
+        })
+        .collect()
 }
 
 /// What [`end_run`] is told beside the walk's outcome.
@@ -475,6 +492,9 @@ struct RunRoots {
     /// to it, so that a read-only walk first ([`prewalk`]), which hands
     /// such a run over, does not say it twice.
     warnings: Vec<String>,
+    /// When the run began, before its walk: every file the walk finds was
+    /// there then or later ([`crate::store::record_walk`]).
+    started: TimeNs,
 }
 
 /// The roots a run with `opts` walks (canonical), and the remembered ones
@@ -501,6 +521,7 @@ pub fn daemon_start_roots(store: &Store, opts: &IndexOptions) -> Result<(Vec<Pat
 }
 
 fn run_roots(store: &Store, opts: &IndexOptions) -> Result<RunRoots, IngestError> {
+    let started = now_ns();
     let remembered = remembered_roots(store)?;
     let roots = if opts.roots.is_empty() {
         remembered.iter().map(|r| scan::bytes_path(r)).collect()
@@ -649,7 +670,7 @@ fn run_roots(store: &Store, opts: &IndexOptions) -> Result<RunRoots, IngestError
             walk_opts.kernel_dirs.extend(inside.into_iter().map(|(point, _)| point));
         }
     }
-    Ok(RunRoots { roots, missing, spared, remembered, walk: walk_opts, warnings })
+    Ok(RunRoots { roots, missing, spared, remembered, walk: walk_opts, warnings, started })
 }
 
 /// Whether `root` (canonical) is a mount point with nothing mounted: an
@@ -689,6 +710,8 @@ pub enum Prewalk {
 /// A walk's findings, for [`index_prewalked`].
 pub struct Prewalked {
     start: Instant,
+    /// When the run began ([`RunRoots::started`]).
+    started: TimeNs,
     roots: Vec<PathBuf>,
     walked: scan::WalkOutcome,
     candidates: Vec<Candidate>,
@@ -714,7 +737,7 @@ pub fn prewalk(
     found_one: Option<crossbeam_channel::Sender<()>>,
 ) -> Result<Prewalk, IngestError> {
     let start = Instant::now();
-    let RunRoots { roots, missing, spared, remembered, walk: walk_opts, .. } = run_roots(store, opts)?;
+    let RunRoots { roots, missing, spared, remembered, walk: walk_opts, started, .. } = run_roots(store, opts)?;
     let root_bytes: Vec<Vec<u8>> = roots.iter().map(|r| path_bytes(r)).collect();
     // A missing root's files are removed by a writer's run, which keeps a
     // spared root's.
@@ -804,6 +827,7 @@ pub fn prewalk(
         for (path, reason) in walked.skipped {
             record_skip(&mut summary, path, reason);
         }
+        crate::store::record_walk(store.dir(), &root_bytes, started);
         summary.elapsed = start.elapsed();
         return Ok(Prewalk::Unchanged(summary));
     }
@@ -813,7 +837,7 @@ pub fn prewalk(
     // Django tree, ~2 ms without).
     let found = walked.unchanged.len() + candidates.iter().filter(|c| c.old.is_some()).count();
     let unseen = Unseen::Ids(if under_roots.len() == found { Vec::new() } else { under_roots });
-    Ok(Prewalk::Changed(Prewalked { start, roots, walked, candidates, unseen }))
+    Ok(Prewalk::Changed(Prewalked { start, started, roots, walked, candidates, unseen }))
 }
 
 /// Applies what [`prewalk`] found on `reader` (the read-only open it
@@ -840,15 +864,15 @@ pub fn index_prewalked(
 ) -> Result<Summary, IngestError> {
     if reader.format().schema_version != SCHEMA_VERSION {
         let store = open_writer()?;
-        let Prewalked { start, roots, walked, candidates, unseen } = pre;
+        let Prewalked { start, started, roots, walked, candidates, unseen } = pre;
         tracing::debug!("writer opened after {:?}", start.elapsed());
         let mut writer = Writer::new(&store)?.whole_from(opts.whole_from);
         let mut summary = Summary { roots: roots.clone(), ..Summary::default() };
         let workers = if opts.workers == 0 { available_cores() } else { opts.workers };
         ingest_candidates(&mut writer, candidates, workers, &mut summary, &|| opts.stopping())?;
-        return end_prewalked(writer, opts, summary, PrewalkEnd { start, roots, walked, unseen });
+        return end_prewalked(writer, opts, summary, PrewalkEnd { start, started, roots, walked, unseen });
     }
-    let Prewalked { start, roots, walked, candidates, unseen } = pre;
+    let Prewalked { start, started, roots, walked, candidates, unseen } = pre;
     let workers = if opts.workers == 0 { available_cores() } else { opts.workers };
     let workers = workers.clamp(1, candidates.len().max(1));
     // Every candidate is queued at once: the walk holds them all already.
@@ -877,7 +901,7 @@ pub fn index_prewalked(
         };
         drain(&mut writer, &mut f, Ok(()))?;
         debug_assert!(f.recheck.is_empty() && f.deferred.is_empty(), "the walk stats every candidate");
-        end_prewalked(writer, opts, summary, PrewalkEnd { start, roots, walked, unseen })
+        end_prewalked(writer, opts, summary, PrewalkEnd { start, started, roots, walked, unseen })
     })
 }
 
@@ -951,6 +975,7 @@ pub fn index_locked(
 /// What [`index_prewalked`] keeps of a [`Prewalked`] for the run's end.
 struct PrewalkEnd {
     start: Instant,
+    started: TimeNs,
     roots: Vec<PathBuf>,
     walked: scan::WalkOutcome,
     unseen: Unseen,
@@ -964,7 +989,8 @@ fn end_prewalked(
     mut summary: Summary,
     end: PrewalkEnd,
 ) -> Result<Summary, IngestError> {
-    let PrewalkEnd { start, roots, walked, unseen } = end;
+    let PrewalkEnd { start, started, roots, walked, unseen } = end;
+    writer.seen_at = Some(crate::store::walked(writer.store.dir()));
     writer.commit()?;
     tracing::debug!("candidates written after {:?}", start.elapsed());
     if opts.stopping() {
@@ -972,7 +998,9 @@ fn end_prewalked(
         return Ok(summary);
     }
     let ended = RunEnd { unread: Vec::new(), unseen };
+    let whole = walked_whole(&roots, &walked.unreadable_dirs);
     end_run(&mut writer, &mut summary, walked, ended, &roots, opts.retention, start)?;
+    crate::store::record_walk(writer.store.dir(), &whole, started);
     writer.store.settle_compactions(opts.interrupt.as_deref());
     Ok(summary)
 }
@@ -2109,7 +2137,20 @@ fn open_candidate(cand: Candidate) -> Opening {
     };
     let before = match file.metadata() {
         Ok(m) if m.is_file() => m,
-        Ok(_) => return skip(cand, SkipReason::Special, "not a regular file".into()),
+        Ok(m) => {
+            use std::os::unix::fs::FileTypeExt;
+            let t = m.file_type();
+            let what = if t.is_fifo() {
+                "a FIFO now"
+            } else if t.is_socket() {
+                "a socket now"
+            } else if t.is_dir() {
+                "a directory now"
+            } else {
+                "a device now"
+            };
+            return skip(cand, SkipReason::Special, what.into());
+        }
         Err(e) => return skip(cand, SkipReason::Unreadable, e.to_string()),
     };
     if cand.unchanged(&Stat::of(&before)) {
@@ -2375,6 +2416,10 @@ pub struct Writer<'s> {
     /// The first file id of the current pass: ghosts record it (see
     /// [`HistoryRecord::Ghost`]).
     pass_start: u64,
+    /// For a scan's run: when each root was last walked whole before it
+    /// ([`crate::store::walked`]), which a file it finds gone was last seen
+    /// no earlier than. None for the daemon's events, which see files go.
+    seen_at: Option<Vec<(Vec<u8>, TimeNs)>>,
     next_id: u64,
     next_content: u64,
     counts: Counts,
@@ -2623,6 +2668,7 @@ impl<'s> Writer<'s> {
         Ok(Writer {
             store,
             pass_start: next_id,
+            seen_at: None,
             next_id,
             next_content,
             counts,
@@ -3174,7 +3220,8 @@ impl<'s> Writer<'s> {
         self.group.counts.files -= 1;
         self.drop_name(id, rec, false)?;
         // The ghost for lost-and-found, even when copies of the content live on.
-        let ghost = HistoryRecord::Ghost { content: rec.content, size: rec.size, since: FileId(self.pass_start) };
+        let seen = self.seen_at.as_deref().and_then(|w| crate::store::walked_at(w, &rec.path));
+        let ghost = HistoryRecord::Ghost { content: rec.content, size: rec.size, since: FileId(self.pass_start), seen };
         self.group.batch.put::<History>(&(rec.path.clone(), self.stamp()), &ghost);
         self.set_path(rec.path.clone(), None)?;
         self.end_file()
@@ -3482,8 +3529,12 @@ impl<'s> Writer<'s> {
             }
             if version_ghost {
                 self.version_runs += passed.or(record.as_ref().map(|r| r.runs.len())).unwrap_or(0) as u64;
-                let ghost =
-                    HistoryRecord::Ghost { content: rec.content, size: rec.size, since: FileId(self.pass_start) };
+                let ghost = HistoryRecord::Ghost {
+                    content: rec.content,
+                    size: rec.size,
+                    since: FileId(self.pass_start),
+                    seen: None,
+                };
                 self.group.batch.put::<History>(&(rec.path.clone(), self.stamp()), &ghost);
             }
             last = record.map(|r| r.id);

@@ -61,8 +61,13 @@ pub struct Candidate {
 #[derive(Clone, Debug)]
 pub struct LostFile {
     pub path: Vec<u8>,
-    /// When the path was last seen (its latest history record).
+    /// When the path was last seen: when the daemon saw it go or moved,
+    /// or, when a scan found it gone, when a walk last found it there.
     pub last_seen: TimeNs,
+    /// When a scan found it gone (then it went between `last_seen` and
+    /// this); None when the daemon saw it go, and for records written
+    /// before scans noted when they last saw a file.
+    pub found_gone: Option<TimeNs>,
     pub content: Option<ContentHash>,
     pub size: Option<u64>,
     /// The recorded moves followed from the path, in order, when they led
@@ -322,6 +327,12 @@ fn answer_file(
     rec: HistoryRecord,
 ) -> Result<LostFile, StoreError> {
     let store = ctx.store;
+    // A ghost a scan wrote says when a walk last found the file there; its
+    // time is when the scan found it gone.
+    let (last_seen, found_gone) = match rec {
+        HistoryRecord::Ghost { seen: Some(seen), .. } if seen <= last_seen => (seen, Some(last_seen)),
+        _ => (last_seen, None),
+    };
     let mut candidates = Vec::new();
     let mut via = Vec::new();
     let mut seen: HashSet<Vec<u8>> = HashSet::from([path.clone()]);
@@ -371,7 +382,7 @@ fn answer_file(
                     None => break None,
                 }
             }
-            HistoryRecord::Ghost { content, size, since } => break Some((content, Some(size), since, true, true)),
+            HistoryRecord::Ghost { content, size, since, .. } => break Some((content, Some(size), since, true, true)),
         }
     };
     // (content, its size, the first file id of the pass that lost it,
@@ -440,5 +451,5 @@ fn answer_file(
     candidates.truncate(ctx.limit);
     // A chain that reached a live file is in that answer's `via`.
     let moves = if candidates.iter().any(|c| c.kind == Kind::Moved) { Vec::new() } else { via };
-    Ok(LostFile { path, last_seen, content, size, moves, candidates })
+    Ok(LostFile { path, last_seen, found_gone, content, size, moves, candidates })
 }

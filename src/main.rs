@@ -34,8 +34,9 @@ fn main() -> ExitCode {
         Ok(Exit::Ok) => ExitCode::SUCCESS,
         Ok(Exit::Inconsistent) => ExitCode::from(3),
         Ok(Exit::NotVerified) => ExitCode::from(4),
-        // As a shell reports a process stopped by SIGINT.
-        Ok(Exit::Interrupted) => ExitCode::from(130),
+        // As a shell reports a process stopped by the signal: 130 for
+        // SIGINT, 143 for SIGTERM.
+        Ok(Exit::Interrupted(sig)) => ExitCode::from(u8::try_from(128 + sig).unwrap_or(130)),
         // The reader went away (`simd report | head`): not an error. JSON
         // is written through serde_json, whose error holds the I/O error's
         // kind but does not name the error itself as its source.

@@ -4,7 +4,8 @@
 //!
 //! An index directory holds `db/` (RocksDB) and `simd.lock`, a file locked by
 //! the one process allowed to write, holding its pid so that a second writer
-//! can be told who holds the index.
+//! can be told who holds the index; and `walked`, when each root was last
+//! walked whole ([`record_walk`]).
 
 pub mod schema;
 mod upgrade;
@@ -208,6 +209,53 @@ const WRITE_BUFFER_PER_CF: usize = 8 << 20;
 /// users; RocksDB raises anything under 64 KB to 64 KB).
 fn write_buffer_per_cf() -> usize {
     crate::test_setting("SIMD_TEST_MEMTABLE_KB").map_or(WRITE_BUFFER_PER_CF, |kb| (kb as usize) << 10)
+}
+
+/// When each root was last walked whole (a run that found every file it
+/// holds there, or recorded those it did not): `root-hex time-ns` lines in
+/// a small file beside the database, replaced whole. Not in RocksDB: a run
+/// that changes nothing opens no writer, and it is those runs (a nightly
+/// `simd index`) that say a file was still there. A file a later run finds
+/// gone was last seen no earlier than this; `simd lost` says so.
+const WALKED_FILE: &str = "walked";
+
+/// The roots' last whole walks ([`WALKED_FILE`]); none when never recorded.
+pub fn walked(dir: &Path) -> Vec<(Vec<u8>, TimeNs)> {
+    let Ok(text) = fs::read_to_string(dir.join(WALKED_FILE)) else { return Vec::new() };
+    text.lines()
+        .filter_map(|l| {
+            let (root, t) = l.split_once(' ')?;
+            let root = (0..root.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(root.get(i..i + 2)?, 16).ok())
+                .collect::<Option<Vec<u8>>>()?;
+            Some((root, t.parse().ok()?))
+        })
+        .collect()
+}
+
+/// When the root holding `path` was last walked whole, from [`walked`].
+pub fn walked_at(walked: &[(Vec<u8>, TimeNs)], path: &[u8]) -> Option<TimeNs> {
+    walked
+        .iter()
+        .filter(|(root, _)| path.strip_prefix(&root[..]).is_some_and(|rest| rest.first() == Some(&b'/')))
+        .max_by_key(|(root, _)| root.len())
+        .map(|&(_, t)| t)
+}
+
+/// Records that `roots` were walked whole by a run that started at `at`.
+/// Best effort: what it costs when it fails is a looser "last seen".
+pub fn record_walk(dir: &Path, roots: &[Vec<u8>], at: TimeNs) {
+    let mut all = walked(dir);
+    all.retain(|(r, _)| !roots.contains(r));
+    all.extend(roots.iter().map(|r| (r.clone(), at)));
+    all.sort();
+    let text: String = all.iter().map(|(r, t)| format!("{} {t}\n", hex(r))).collect();
+    let tmp = dir.join(format!("{WALKED_FILE}.{}", std::process::id()));
+    if let Err(e) = fs::write(&tmp, text).and_then(|()| fs::rename(&tmp, dir.join(WALKED_FILE))) {
+        let _ = fs::remove_file(&tmp);
+        tracing::debug!("{}: {e}", crate::show_path(dir.join(WALKED_FILE)));
+    }
 }
 
 /// Whether `db_dir` holds a RocksDB manifest: a database, whether or not

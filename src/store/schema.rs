@@ -1232,7 +1232,19 @@ pub enum HistoryRecord {
     /// handed out by the pass (an index run, a daemon batch) that saw it go:
     /// a live file with an id at least `since` appeared no earlier, so it may
     /// be where the file went; a lower id was there before.
-    Ghost { content: ContentHash, size: u64, since: FileId },
+    Ghost {
+        content: ContentHash,
+        size: u64,
+        since: FileId,
+        /// When a scan found the file gone: when a walk last found it there
+        /// (its root's last whole walk before), so that `simd lost` says
+        /// when it was last seen rather than when it was found gone. None
+        /// when the daemon saw it go (the record's time is then when it
+        /// went), and in records written before session 72. Stored after
+        /// the record (see [`History`]), not in it.
+        #[serde(skip)]
+        seen: Option<TimeNs>,
+    },
     /// The file was renamed to `to` with unchanged content.
     Moved {
         #[serde(with = "serde_bytes")]
@@ -1249,13 +1261,14 @@ pub enum HistoryRecord {
 ///
 /// ```text
 /// key:   path bytes ‖ 0x00 ‖ time ns (i64 BE, 8 bytes)
-/// value: 0x02 ‖ postcard(HistoryRecord) [‖ moved content (16 bytes)]
+/// value: 0x02 ‖ postcard(HistoryRecord) [‖ moved content (16 bytes) | ghost's last seen (i64 BE, 8 bytes)]
 /// ```
 ///
 /// Unix paths never contain NUL, so `path ‖ 0x00` is an exact prefix for one
 /// path and `path ‖ '/'` one for a directory.
 ///
-/// A move's content follows the record rather than being in it: postcard
+/// A move's content and a ghost's last seen follow the record rather than
+/// being in it: postcard
 /// reads a value and leaves what follows, so a simd from before it reads
 /// the record as it did, and no version changes.
 pub struct History;
@@ -1269,8 +1282,10 @@ impl Table for History {
     fn write_value(value: &HistoryRecord, out: &mut Vec<u8>) {
         out.push(Self::VALUE_VERSION);
         postcard::to_io(value, &mut *out).expect("postcard encodes into a Vec");
-        if let HistoryRecord::Moved { content: Some(c), .. } = value {
-            out.extend_from_slice(&c.0);
+        match value {
+            HistoryRecord::Moved { content: Some(c), .. } => out.extend_from_slice(&c.0),
+            HistoryRecord::Ghost { seen: Some(t), .. } => out.extend_from_slice(&t.to_be_bytes()),
+            _ => {}
         }
     }
 
@@ -1280,8 +1295,11 @@ impl Table for History {
             return Err(DecodeError::Version { found: version, expected: Self::VALUE_VERSION });
         }
         let (mut rec, rest): (HistoryRecord, _) = postcard::take_from_bytes(rest)?;
-        if let (HistoryRecord::Moved { content, .. }, false) = (&mut rec, rest.is_empty()) {
-            *content = Some(ContentHash(fixed(rest, "16")?));
+        if !rest.is_empty() {
+            match &mut rec {
+                HistoryRecord::Moved { content, .. } => *content = Some(ContentHash(fixed(rest, "16")?)),
+                HistoryRecord::Ghost { seen, .. } => *seen = Some(i64::from_be_bytes(fixed(rest, "8")?)),
+            }
         }
         Ok(rec)
     }
@@ -1349,6 +1367,14 @@ mod tests {
         let read_before: HistoryRecord = postcard::from_bytes(&bytes[1..]).unwrap();
         assert_eq!(read_before, without);
         assert!(History::decode_value(&bytes[..bytes.len() - 1]).is_err());
+        // A ghost's last seen, likewise.
+        let content = ContentHash([9; 16]);
+        let seen = HistoryRecord::Ghost { content, size: 5, since: FileId(3), seen: Some(-42) };
+        let bytes = History::encode_value(&seen);
+        assert_eq!(History::decode_value(&bytes).unwrap(), seen);
+        let old = HistoryRecord::Ghost { content, size: 5, since: FileId(3), seen: None };
+        assert_eq!(bytes.len(), History::encode_value(&old).len() + 8);
+        assert_eq!(postcard::from_bytes::<HistoryRecord>(&bytes[1..]).unwrap(), old);
     }
 
     proptest! {

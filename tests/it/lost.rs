@@ -83,6 +83,39 @@ fn renames_moves_edits_copies_and_deletions() {
     assert_eq!(r["state"], "lost");
 }
 
+/// A file a scan finds gone was last seen by the last walk that found it
+/// there, a run that changed nothing included (no writer opens then), not
+/// when the scan found it gone: `lost` says both.
+#[test]
+fn a_file_found_gone_by_a_scan_says_when_it_was_last_seen() {
+    let now = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as i64;
+    let env = Env::new();
+    let a = env.write("a.txt", text(1, 2000));
+    env.write("b.txt", text(2, 2000));
+    env.index();
+    next_second();
+    let before_second = now();
+    let s = env.index();
+    let after_second = now();
+    assert_eq!(s["unchanged"], 2, "{s}");
+    next_second();
+    fs::remove_file(&a).unwrap();
+    next_second();
+    let before_third = now();
+    env.index();
+    let r = lost(&env, &a);
+    let f = &r["files"][0];
+    let (seen, gone) = (f["last_seen_ns"].as_i64().unwrap(), f["found_gone_ns"].as_i64().unwrap());
+    assert!(before_second <= seen && seen <= after_second, "the no-change run saw it last: {r:#}");
+    assert!(gone >= before_third, "{r:#}");
+    let out = env.simd().arg("lost").arg(&a).assert().success();
+    let said = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    assert!(said.contains(", found gone "), "{said}");
+    // The walks are noted beside the index, a line a root.
+    let walked = std::fs::read_to_string(env.db.join("walked")).unwrap();
+    assert_eq!(walked.lines().count(), 1, "{walked}");
+}
+
 #[test]
 fn a_chain_of_moves_ends_at_the_newest_place() {
     let env = Env::new();

@@ -75,7 +75,7 @@ fn examples() -> Vec<(&'static str, u8, String, String)> {
         example::<TemplateSamples>(0x0400_8000, TemplateMark::new(7, T, 0)),
         example::<History>(
             (b"/docs/old.txt".to_vec(), T),
-            HistoryRecord::Ghost { content, size: 1234, since: FileId(40) },
+            HistoryRecord::Ghost { content, size: 1234, since: FileId(40), seen: None },
         ),
     ]
 }
