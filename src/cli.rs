@@ -744,13 +744,14 @@ fn similar_json(a: &query::Similar) -> serde_json::Value {
             "size": h.size,
             "payload": h.payload,
             "common": h.measures.common,
-            "resemblance": h.measures.resemblance,
-            "query_in_file": h.measures.a_in_b,
-            "file_in_query": h.measures.b_in_a,
+            // Four decimals, as the report's JSON.
+            "resemblance": report::round(h.measures.resemblance),
+            "query_in_file": report::round(h.measures.a_in_b),
+            "file_in_query": report::round(h.measures.b_in_a),
             "words": {
-                "resemblance": h.measures.words.resemblance,
-                "query_in_file": h.measures.words.a_in_b,
-                "file_in_query": h.measures.words.b_in_a,
+                "resemblance": report::round(h.measures.words.resemblance),
+                "query_in_file": report::round(h.measures.words.a_in_b),
+                "file_in_query": report::round(h.measures.words.b_in_a),
             },
             "files": h.names.iter().map(|n| report::JsonPath(&n.path)).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
@@ -831,8 +832,8 @@ fn lost_file_json(f: &crate::lost::LostFile) -> serde_json::Value {
         "candidates": f.candidates.iter().map(|c| {
             let mut e = serde_json::json!({
                 "kind": c.kind.as_str(),
-                "score": c.score,
-                "resemblance": c.resemblance,
+                "score": report::round(c.score),
+                "resemblance": report::round(c.resemblance),
                 "via": c.via.iter().map(|p| report::JsonPath(p)).collect::<Vec<_>>(),
             });
             if c.kind == crate::lost::Kind::Moved {

@@ -197,7 +197,7 @@ impl Serialize for JsonPath<'_> {
     }
 }
 
-fn round(x: f64) -> f64 {
+pub(crate) fn round(x: f64) -> f64 {
     (x * 10_000.0).round() / 10_000.0
 }
 
@@ -636,12 +636,14 @@ fn write_csv_links(out: &mut dyn Write, a: &Analysis, view: &View) -> io::Result
                 csv_field(&first(mb)),
                 l.kind.as_str(),
                 l.measures.common,
-                l.measures.resemblance,
-                l.measures.a_in_b,
-                l.measures.b_in_a,
-                l.measures.words.resemblance,
-                l.measures.words.a_in_b,
-                l.measures.words.b_in_a,
+                // Rounded as the JSON report rounds them (half away from
+                // zero): `{:.4}` alone rounds a tie such as 0.65625 to even.
+                round(l.measures.resemblance),
+                round(l.measures.a_in_b),
+                round(l.measures.b_in_a),
+                round(l.measures.words.resemblance),
+                round(l.measures.words.a_in_b),
+                round(l.measures.words.b_in_a),
                 ma.size,
                 mb.size,
                 ma.names.len(),
@@ -1111,4 +1113,20 @@ pub fn write_html(out: &mut dyn Write, a: &Analysis, view: &View, dirs: &LateDir
         writeln!(out, "</ol>")?;
     }
     writeln!(out, "</body></html>")
+}
+
+#[cfg(test)]
+mod tests {
+    /// A tie (a word ratio's power-of-two denominator makes them common)
+    /// reads the same in CSV as in JSON: `{:.4}` alone would round it to
+    /// even, 0.6562 against JSON's 0.6563.
+    #[test]
+    fn csv_and_json_round_a_measure_alike() {
+        for (x, want) in [(0.65625, "0.6563"), (0.34375, "0.3438"), (0.123449, "0.1234"), (1.0, "1.0000")] {
+            let json = serde_json::json!(super::round(x)).to_string();
+            let csv = format!("{:.4}", super::round(x));
+            assert_eq!(csv, want, "{x}");
+            assert_eq!(json.parse::<f64>().unwrap(), csv.parse::<f64>().unwrap(), "{x}");
+        }
+    }
 }
