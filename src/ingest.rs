@@ -405,6 +405,20 @@ fn walked_whole(roots: &[PathBuf], unseen_dirs: &[PathBuf]) -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// A file a daemon's batch removed, whose ghost the next batch turns into
+/// a move record if a file of that batch holds its content
+/// ([`Writer::remove_gone`]).
+struct RecentGhost {
+    id: FileId,
+    rec: FileRecord,
+    /// Its ghost's time (its key in `history`).
+    stamp: TimeNs,
+}
+
+/// How long a removed file's ghost may still become a move record: about
+/// two debounces and a batch.
+const RECENT_GHOST_NS: TimeNs = 3_000_000_000;
+
 /// What [`end_run`] is told beside the walk's outcome.
 struct RunEnd {
     /// Files left unread for later: seen, not gone.
@@ -2420,6 +2434,10 @@ pub struct Writer<'s> {
     /// ([`crate::store::walked`]), which a file it finds gone was last seen
     /// no earlier than. None for the daemon's events, which see files go.
     seen_at: Option<Vec<(Vec<u8>, TimeNs)>>,
+    /// The daemon's batches: the first file id of the batch before this
+    /// one, and the files the batch before removed ([`Writer::remove_gone`]).
+    prev_pass_start: u64,
+    recent_ghosts: Vec<RecentGhost>,
     next_id: u64,
     next_content: u64,
     counts: Counts,
@@ -2669,6 +2687,8 @@ impl<'s> Writer<'s> {
             store,
             pass_start: next_id,
             seen_at: None,
+            prev_pass_start: next_id,
+            recent_ghosts: Vec::new(),
             next_id,
             next_content,
             counts,
@@ -2838,6 +2858,7 @@ impl<'s> Writer<'s> {
     /// pass takes the ids from the pass start on as seen
     /// ([`Writer::touch`]): a scan runs as one pass, on a writer of its own.
     pub fn begin_pass(&mut self) {
+        self.prev_pass_start = self.pass_start;
         self.pass_start = self.group.next_id;
     }
 
@@ -3215,6 +3236,11 @@ impl<'s> Writer<'s> {
 
     /// Removes the file at `id` from the index, leaving a ghost in history.
     pub fn remove(&mut self, id: FileId, rec: &FileRecord) -> Result<(), StoreError> {
+        self.remove_at(id, rec).map(|_| ())
+    }
+
+    /// [`Writer::remove`], returning the time its ghost is recorded at.
+    fn remove_at(&mut self, id: FileId, rec: &FileRecord) -> Result<TimeNs, StoreError> {
         self.group.batch.delete::<Files>(&id);
         self.group.batch.delete::<Paths>(&rec.path);
         self.group.counts.files -= 1;
@@ -3222,9 +3248,11 @@ impl<'s> Writer<'s> {
         // The ghost for lost-and-found, even when copies of the content live on.
         let seen = self.seen_at.as_deref().and_then(|w| crate::store::walked_at(w, &rec.path));
         let ghost = HistoryRecord::Ghost { content: rec.content, size: rec.size, since: FileId(self.pass_start), seen };
-        self.group.batch.put::<History>(&(rec.path.clone(), self.stamp()), &ghost);
+        let stamp = self.stamp();
+        self.group.batch.put::<History>(&(rec.path.clone(), stamp), &ghost);
         self.set_path(rec.path.clone(), None)?;
-        self.end_file()
+        self.end_file()?;
+        Ok(stamp)
     }
 
     /// Drops the file at `id` from the index without a trace in history (its
@@ -3729,7 +3757,7 @@ impl<'s> Writer<'s> {
         }
         // The files of this pass are in the index from here on.
         self.commit()?;
-        let moves = self.pair_moves(&gone)?;
+        let moves = self.pair_moves(&gone, self.pass_start)?;
         let mut moved = vec![false; gone.len()];
         for (g, new_id, new_rec) in &moves {
             moved[*g] = true;
@@ -3760,13 +3788,81 @@ impl<'s> Writer<'s> {
         Ok(((gone.len() - moves.len()) as u64 - left, moves.len() as u64, left))
     }
 
+    /// Removes the files a daemon's batch found gone (`gone`: their ids and
+    /// records as they were found), but those holding the content of a
+    /// file this batch or the one before wrote, which moved there
+    /// ([`Writer::pair_moves`]), and those there again (written, or to be,
+    /// under their own event). A ghost the batch before wrote whose content
+    /// a file of this batch holds becomes a move record: a move into a
+    /// directory just made may come as its old name's removal first, and
+    /// its new name a batch later.
+    pub fn remove_gone(&mut self, gone: Vec<(FileId, FileRecord)>) -> Result<(), StoreError> {
+        let now = now_ns();
+        let mut recent = std::mem::take(&mut self.recent_ghosts);
+        recent.retain(|g| now - g.stamp < RECENT_GHOST_NS);
+        if gone.is_empty() && recent.is_empty() {
+            return Ok(());
+        }
+        // The batch's files are in the index from here on.
+        self.commit()?;
+        // A file can be found gone twice: under its directory, gone, and
+        // by its own event.
+        let mut gone = gone;
+        gone.sort_by_key(|(id, _)| *id);
+        gone.dedup_by_key(|(id, _)| *id);
+        let mut still = Vec::with_capacity(gone.len());
+        for (id, rec) in gone {
+            let path = scan::bytes_path(&rec.path);
+            // As the index holds it now, if it is still gone.
+            if std::fs::symlink_metadata(&path).is_err() {
+                if let Some((now_id, now)) = self.lookup(&path)? {
+                    if now_id == id {
+                        still.push((now_id, now));
+                    }
+                }
+            }
+        }
+        let moves = self.pair_moves(&still, self.prev_pass_start)?;
+        let mut moved = vec![false; still.len()];
+        for (g, new_id, new_rec) in &moves {
+            moved[*g] = true;
+            let (old_id, old_rec) = &still[*g];
+            self.adopt(*old_id, old_rec, *new_id, new_rec)?;
+        }
+        for ((id, rec), _) in still.iter().zip(&moved).filter(|(_, &m)| !m) {
+            let stamp = self.remove_at(*id, rec)?;
+            self.recent_ghosts.push(RecentGhost { id: *id, rec: rec.clone(), stamp });
+        }
+        if !recent.is_empty() {
+            self.commit()?;
+            let as_gone: Vec<(FileId, FileRecord)> = recent.iter().map(|g| (g.id, g.rec.clone())).collect();
+            for (g, _, new_rec) in self.pair_moves(&as_gone, self.pass_start)? {
+                let ghost = &recent[g];
+                // Not where the content appeared again itself.
+                if new_rec.path == ghost.rec.path {
+                    continue;
+                }
+                self.group.batch.delete::<History>(&(ghost.rec.path.clone(), ghost.stamp));
+                let moved = HistoryRecord::Moved { to: new_rec.path.clone(), content: Some(new_rec.content) };
+                let stamp = self.stamp();
+                self.group.batch.put::<History>(&(ghost.rec.path.clone(), stamp), &moved);
+                self.end_file()?;
+            }
+        }
+        Ok(())
+    }
+
     /// Pairs files gone with files that appeared in this pass holding the
     /// same content, one to one, closest paths first (the name kept, then
     /// the inside of a moved directory, then where in the tree): a
     /// directory renamed while nothing ran is the same files moved, and
     /// each copy of a content goes back to the path it came from. Returns
     /// (index in `gone`, the new file's id and record).
-    fn pair_moves(&self, gone: &[(FileId, FileRecord)]) -> Result<Vec<(usize, FileId, FileRecord)>, StoreError> {
+    fn pair_moves(
+        &self,
+        gone: &[(FileId, FileRecord)],
+        from: u64,
+    ) -> Result<Vec<(usize, FileId, FileRecord)>, StoreError> {
         let mut by_content: HashMap<ContentHash, Vec<usize>> = HashMap::default();
         for (g, (_, rec)) in gone.iter().enumerate() {
             by_content.entry(rec.content).or_default().push(g);
@@ -3776,7 +3872,7 @@ impl<'s> Writer<'s> {
             let mut news = Vec::new();
             for item in self.store.names(&content) {
                 let ((_, id), ()) = item?;
-                if id.0 >= self.pass_start {
+                if id.0 >= from {
                     if let Some(rec) = self.store.get::<Files>(&id)? {
                         news.push((id, rec));
                     }

@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use crate::control;
 use crate::ingest::{self, IndexOptions, IngestError, Summary, Writer};
 use crate::scan::{is_under, path_bytes, Candidate, HashMap, HashSet, Stat};
-use crate::store::{Access, Store, StoreError};
+use crate::store::{Access, FileId, FileRecord, Store, StoreError};
 
 /// What `simd watch` is told.
 #[derive(Clone, Debug)]
@@ -2386,6 +2386,8 @@ fn apply(
     let mut queued = HashSet::default();
     let mut paths: Vec<PathBuf> = check.into_iter().collect();
     let mut first_round = true;
+    // Files found gone, removed once the batch's files are written.
+    let mut gone = Vec::new();
     loop {
         let defer_from = Some(ingest::BACKGROUND_READ);
         let done = ingest::ingest_with(writer, workers, defer_from, &mut summary, |writer, feed| {
@@ -2429,7 +2431,17 @@ fn apply(
                 // (6,757 files, 3,188 directories) was synced over another.
                 let later = attrib_only.contains(&path);
                 let walk = walk && !later;
-                if examine(store, writer, filter, &path, was_removed, was_written, walk, &before_walk, &mut cands)? {
+                let found = examine(
+                    store,
+                    writer,
+                    filter,
+                    &path,
+                    (was_removed, was_written, walk),
+                    &before_walk,
+                    &mut cands,
+                    &mut gone,
+                )?;
+                if found {
                     if later {
                         dirs.push(path);
                     } else if walk {
@@ -2474,6 +2486,12 @@ fn apply(
         }
         first_round = false;
     }
+    // A file moved into a directory made in the same moment raises no
+    // rename event (notify watches the directory only once it has read
+    // the events of its making): its old name is gone, and its new one was
+    // found by walking the directory, and read. Paired by content, as a
+    // scan pairs a move made while nothing ran, it is recorded as moved.
+    writer.remove_gone(gone)?;
     Ok((dirs, deferred))
 }
 
@@ -2678,11 +2696,10 @@ fn examine(
     writer: &mut Writer<'_>,
     filter: &mut Filter,
     path: &Path,
-    was_removed: bool,
-    was_written: bool,
-    walk: bool,
+    (was_removed, was_written, walk): (bool, bool, bool),
     before_walk: &dyn Fn(),
     cands: &mut Vec<Candidate>,
+    gone: &mut Vec<(FileId, FileRecord)>,
 ) -> Result<bool, StoreError> {
     let meta = std::fs::symlink_metadata(path);
     let is_dir = meta.as_ref().is_ok_and(|m| m.is_dir());
@@ -2699,17 +2716,25 @@ fn examine(
         return Ok(false);
     }
     if meta.is_err() {
-        if let Some((id, rec)) = writer.lookup(path)? {
+        if let Some(found) = writer.lookup(path)? {
             // A file the index held, gone: nothing is indexed under a
             // file's path, so there is no directory to clear (and no
-            // commit and prefix scan per deleted file).
-            writer.remove(id, &rec)?;
+            // commit and prefix scan per deleted file). Removed once the
+            // batch's new files are written: it may be one of them, moved
+            // with no rename event ([`apply`]).
+            gone.push(found);
             return Ok(false);
         }
         // Gone: whatever the index held under this path as a directory is
         // gone too (a directory moved out of the roots raises one event,
-        // not one per file).
-        remove_under(store, writer, path, None)?;
+        // not one per file), likewise once the new files are written.
+        writer.commit()?;
+        for item in store.paths_under(&path_bytes(path)) {
+            let p = crate::scan::bytes_path(&item?.0);
+            if let Some(found) = writer.lookup(&p)? {
+                gone.push(found);
+            }
+        }
     }
     // A path on another file system than its root's (`--one-file-system`)
     // is taken as not there: out of the index, and not walked.

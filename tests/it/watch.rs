@@ -744,6 +744,20 @@ fn follow_every_kind_of_change(vars: &[(&str, &str)]) {
     assert!(moves >= 21, "a moved directory moves its files: {moves} move records");
     drop(s);
 
+    // Files moved into directories made an instant before, each its own
+    // (a script sorting files into new folders): notify sees no rename,
+    // the new directories are walked and their files read, and the
+    // batch pairs them by content with the names gone: moves still.
+    for i in 7..11 {
+        let dir = env.root.join(format!("sorted/n{i}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::rename(env.root.join(format!("archive/docs-2024/d{i}.txt")), dir.join(format!("d{i}.txt"))).unwrap();
+    }
+    converges(&env, "files moved into directories just made");
+    for i in 7..11 {
+        assert_moved(&env, &format!("archive/docs-2024/d{i}.txt"), &format!("sorted/n{i}/d{i}.txt"));
+    }
+
     // Renamed twice within one debounce window: both renames in one batch.
     std::fs::rename(env.root.join("archive/docs-2024"), env.root.join("archive/tmp-name")).unwrap();
     std::fs::rename(env.root.join("archive/tmp-name"), env.root.join("archive/docs-2024")).unwrap();
