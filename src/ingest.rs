@@ -3757,13 +3757,8 @@ impl<'s> Writer<'s> {
         }
         // The files of this pass are in the index from here on.
         self.commit()?;
-        let moves = self.pair_moves(&gone, self.pass_start)?;
-        let mut moved = vec![false; gone.len()];
-        for (g, new_id, new_rec) in &moves {
-            moved[*g] = true;
-            let (old_id, old_rec) = &gone[*g];
-            self.adopt(*old_id, old_rec, *new_id, new_rec)?;
-        }
+        let moved = self.adopt_moves(&gone, self.pass_start)?;
+        let moves = moved.iter().filter(|&&m| m).count();
         // A file still there was left out (an exclude or an ignore file now
         // covers it): it was not lost, so it leaves no ghost.
         let mut left_out = Vec::new();
@@ -3785,7 +3780,7 @@ impl<'s> Writer<'s> {
             }
         }
         self.commit()?;
-        Ok(((gone.len() - moves.len()) as u64 - left, moves.len() as u64, left))
+        Ok(((gone.len() - moves) as u64 - left, moves as u64, left))
     }
 
     /// Removes the files a daemon's batch found gone (`gone`: their ids and
@@ -3822,13 +3817,7 @@ impl<'s> Writer<'s> {
                 }
             }
         }
-        let moves = self.pair_moves(&still, self.prev_pass_start)?;
-        let mut moved = vec![false; still.len()];
-        for (g, new_id, new_rec) in &moves {
-            moved[*g] = true;
-            let (old_id, old_rec) = &still[*g];
-            self.adopt(*old_id, old_rec, *new_id, new_rec)?;
-        }
+        let moved = self.adopt_moves(&still, self.prev_pass_start)?;
         for ((id, rec), _) in still.iter().zip(&moved).filter(|(_, &m)| !m) {
             let stamp = self.remove_at(*id, rec)?;
             self.recent_ghosts.push(RecentGhost { id: *id, rec: rec.clone(), stamp });
@@ -3850,6 +3839,19 @@ impl<'s> Writer<'s> {
             }
         }
         Ok(())
+    }
+
+    /// Records as moved each file of `gone` that [`Writer::pair_moves`]
+    /// pairs with a file given its id at `from` or later; returns which
+    /// were.
+    fn adopt_moves(&mut self, gone: &[(FileId, FileRecord)], from: u64) -> Result<Vec<bool>, StoreError> {
+        let mut moved = vec![false; gone.len()];
+        for (g, new_id, new_rec) in self.pair_moves(gone, from)? {
+            moved[g] = true;
+            let (old_id, old_rec) = &gone[g];
+            self.adopt(*old_id, old_rec, new_id, &new_rec)?;
+        }
+        Ok(moved)
     }
 
     /// Pairs files gone with files that appeared in this pass holding the

@@ -9,6 +9,16 @@ use std::process::Command as Std;
 use super::{is_root, noise, path_of, text, Env};
 use simd::store::{Access, Store};
 
+/// The real `simd` on `env`'s index, run as nobody: root reads anything,
+/// so a permission bites only another user (each test opens what nobody
+/// must reach).
+fn simd_as_nobody(env: &Env) -> assert_cmd::Command {
+    let mut cmd = assert_cmd::Command::new("setpriv");
+    cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"]);
+    cmd.arg(assert_cmd::cargo::cargo_bin("simd")).arg("--db").arg(&env.db).env_remove("SIMD_DB").env_remove("SIMD_LOG");
+    cmd
+}
+
 #[test]
 fn unreadable_file_is_skipped_with_its_reason_and_kept_when_indexed_before() {
     let env = Env::new();
@@ -21,9 +31,7 @@ fn unreadable_file_is_skipped_with_its_reason_and_kept_when_indexed_before() {
         for p in [env.tmp.path(), env.root.as_path()] {
             std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o777)).unwrap();
         }
-        let bin = assert_cmd::cargo::cargo_bin("simd");
-        cmd = assert_cmd::Command::new("setpriv");
-        cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"]).arg(bin).arg("--db").arg(&env.db);
+        cmd = simd_as_nobody(&env);
     }
     let out = cmd.args(["--format", "json", "index"]).arg(&env.root).assert().success();
     let s: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
@@ -46,9 +54,7 @@ fn an_unreadable_new_root_fails_and_is_not_remembered() {
     let mut cmd = env.simd();
     if is_root() {
         std::fs::set_permissions(env.tmp.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
-        let bin = assert_cmd::cargo::cargo_bin("simd");
-        cmd = assert_cmd::Command::new("setpriv");
-        cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"]).arg(bin).arg("--db").arg(&env.db);
+        cmd = simd_as_nobody(&env);
     }
     let out = cmd.arg("index").arg(&env.root).assert().failure();
     let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
@@ -472,9 +478,7 @@ fn a_vanished_root_subtree_is_removed_but_an_unreadable_one_is_kept() {
             Std::new("chmod").arg("-R").arg("a+rwX").arg(p).status().unwrap();
         }
         std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).unwrap();
-        let bin = assert_cmd::cargo::cargo_bin("simd");
-        cmd = assert_cmd::Command::new("setpriv");
-        cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"]).arg(bin).arg("--db").arg(&env.db);
+        cmd = simd_as_nobody(&env);
     }
     let out = cmd.args(["--format", "json", "index"]).arg(&env.root).assert().success();
     let s: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
