@@ -391,10 +391,20 @@ impl Member {
     /// Distinct files among the names: a file with several names (hard
     /// links) is one.
     pub fn files(&self) -> usize {
-        if self.names.len() < 2 {
-            return self.names.len();
+        let n = self.names.len();
+        if n < 2 {
+            return n;
         }
-        self.names.len() - hard_links(&self.names).len()
+        // A member's few copies are compared pairwise, with nothing
+        // allocated; many are sorted.
+        if n <= 16 {
+            let linked = (1..n).filter(|&k| {
+                let f = self.names[k].file;
+                f.is_some() && self.names[..k].iter().any(|b| b.file == f)
+            });
+            return n - linked.count();
+        }
+        n - hard_links(&self.names).len()
     }
 }
 
@@ -1946,7 +1956,9 @@ fn name_clusters(
         let ((g, la), (_, lb)) = (place[a as usize], place[b as usize]);
         clusters[g].links.push(Link { a: la, b: lb, measures, kind });
     }
-    clusters.sort_by(|a, b| (b.files(), b.bytes()).cmp(&(a.files(), a.bytes())).then_with(|| a.id.cmp(&b.id)));
+    // Most files first, then most bytes: each counted once a cluster (a
+    // file with several names is one, which takes a look at the names).
+    clusters.sort_by_cached_key(|c| (std::cmp::Reverse(c.files()), std::cmp::Reverse(c.bytes()), c.id));
     Ok(clusters)
 }
 
@@ -2160,6 +2172,15 @@ mod tests {
         let links: Vec<Option<usize>> = (0..files.len()).map(|k| set.link_of(k)).collect();
         assert_eq!(links, [None, None, Some(0), None, Some(0), Some(1), None]);
         assert_eq!((set.copies(), set.wasted()), (4, 30), "two files with names, and two of unknown file");
+        // A cluster member counts its files as the set does, and marks the
+        // same links; past 16 names, by sorting them.
+        for n in [files.len(), 40] {
+            let names: Vec<Name> = (0..n).map(|k| name(k as u64, files[k % files.len()])).collect();
+            let set = IdenticalSet::new(ContentHash([0; 16]), 10, names.clone());
+            let m = Member { content: ContentHash([0; 16]), size: 10, payload: 10, names };
+            assert_eq!(m.files(), set.copies(), "{n} names");
+            assert_eq!(m.links_of(), (0..n).map(|k| set.link_of(k)).collect::<Vec<_>>(), "{n} names");
+        }
     }
 
     #[test]
