@@ -146,6 +146,7 @@ impl ScanArgs {
                 kernel_dirs: Vec::new(),
                 one_file_system: self.one_file_system,
                 reread: Vec::new(),
+                reread_files: Default::default(),
             },
             workers: self.threads,
             progress,
@@ -646,7 +647,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
             // The run's options as `simd index` takes them (what to leave
             // out, `--whole-from`...): a reread is an index run that reads more.
             let mut opts = scan.index_options(roots, !cli.quiet && std::io::stderr().is_terminal());
-            opts.walk.reread = reread;
+            opts.walk.reread_paths(reread);
             if let Exit::Interrupted(sig) = run_index(&db, opts, None, cli.quiet, cli.format, &mut out)? {
                 return Ok(Exit::Interrupted(sig));
             }

@@ -54,12 +54,33 @@ pub struct WalkOptions {
     /// reread`): a write that kept the size and set the mtime back, which
     /// `report --verify` finds, is otherwise never seen.
     pub reread: Vec<Vec<u8>>,
+    /// The files (device, inode) with several names under `reread`: their
+    /// other names, wherever the walk meets them, are read again too. A
+    /// name read alone took the file's new content, and the others kept
+    /// the old one: two "copies" of what is one file.
+    pub reread_files: HashSet<(u64, u64)>,
 }
 
 impl WalkOptions {
     /// Whether the file at `path` is to be read whatever its stat ([`WalkOptions::reread`]).
     pub fn rereads(&self, path: &Path) -> bool {
         !self.reread.is_empty() && is_under_any(path.as_os_str().as_bytes(), &self.reread)
+    }
+
+    /// Adds `paths` (absolute, as bytes) to [`WalkOptions::reread`], and
+    /// the files with several names under them to its `reread_files`.
+    pub fn reread_paths(&mut self, paths: Vec<Vec<u8>>) {
+        for p in &paths {
+            let walk = ignore::WalkBuilder::new(bytes_path(p)).standard_filters(false).follow_links(false).build();
+            for entry in walk.flatten() {
+                if let Ok(m) = entry.metadata() {
+                    if m.is_file() && m.nlink() > 1 {
+                        self.reread_files.insert((m.dev(), m.ino()));
+                    }
+                }
+            }
+        }
+        self.reread.extend(paths);
     }
 }
 
@@ -923,14 +944,17 @@ pub fn walk(
             let found = known.find(store, path);
             let reread = opts.rereads(path);
             match found {
-                Ok(Some(found)) => match local.lstat(root_dirs, path) {
-                    Ok(stat) if !reread && found.matches(&stat) => {
+                Ok(Some(found)) => match local.lstat(root_dirs, path).map(|stat| {
+                    let another_name = stat.links > 1 && opts.reread_files.contains(&(stat.dev, stat.inode));
+                    (reread || another_name, stat)
+                }) {
+                    Ok((false, stat)) if found.matches(&stat) => {
                         if let Err(e) = local.out.add_unchanged(store, found, path, &stat) {
                             local.out.store_errors.push(e);
                             return WalkState::Quit;
                         }
                     }
-                    Ok(_) => {
+                    Ok((reread, _)) => {
                         let root = RootDir::find(root_dirs, path).cloned();
                         let old = match found.owned(store, path) {
                             Ok(old) => old,

@@ -1419,7 +1419,7 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                         }
                         forced = true;
                         // None named: every file of its roots.
-                        rescan_opts.walk.reread.extend(if paths.is_empty() { roots } else { paths });
+                        rescan_opts.walk.reread_paths(if paths.is_empty() { roots } else { paths });
                         rescan_replies.push((incoming.reply, Vec::new()));
                     }
                     control::Request::Add { roots } => {
@@ -1722,6 +1722,7 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                 let rescanned = ingest::index_deferring(store, &rescan_opts, ingest::BACKGROUND_READ);
                 // Asked for once: later rescans go by the stat again.
                 rescan_opts.walk.reread.clear();
+                rescan_opts.walk.reread_files.clear();
                 let (s, unread) = rescanned?;
                 ignores_changed = None;
                 // The scan read whatever changed, held files too (or left

@@ -1006,6 +1006,26 @@ fn reread_reads_files_whose_stat_hid_a_write() {
     let said = env.json(&["reread", "--exclude", "*.bin", root.join("b").to_str().unwrap()]);
     assert_eq!((counts(&said), said["left_out"].as_u64()), ([0, 2, 0, 0], Some(1)), "{said:#}");
 
+    // One name of a file with several (a hard link elsewhere in the
+    // root): the other names are read with it, and take its new bytes.
+    // Read alone, the other name kept the old content: two "copies" of
+    // one file, and `simd index` never saw it.
+    let body = noise(9, 6_000);
+    let one = env.write("c/one.bin", &body);
+    std::fs::create_dir_all(env.root.join("d")).unwrap();
+    std::fs::hard_link(&one, env.root.join("d/other-name.bin")).unwrap();
+    env.write("c/copy.bin", &body);
+    env.index();
+    write_keeping_stat(&one, 100, b"CHANGED!");
+    env.json(&["reread", root.join("c/one.bin").to_str().unwrap()]);
+    let content = |rel: &str| {
+        let p = root.join(rel);
+        env.files().into_iter().find(|(path, _)| *path == super::path_of(&p)).map(|(_, c)| c).unwrap()
+    };
+    assert_eq!(content("c/one.bin"), content("d/other-name.bin"), "both names of one file hold one content");
+    assert_ne!(content("c/one.bin"), content("c/copy.bin"));
+    env.assert_same_as_fresh(&[&env.root, &other]);
+
     for (path, says) in
         [(env.tmp.path().to_path_buf(), "not under a root of the index"), (root.join("a/missing.txt"), "No such file")]
     {
