@@ -313,7 +313,7 @@ impl Serialize for JsonDirTotals<'_, '_> {
         let mut v = json!({
             "sets": all.len(),
             "directories": all.iter().map(|d| d.dirs.len()).sum::<usize>(),
-            "wasted_bytes": all.iter().map(|d| d.wasted).sum::<u64>(),
+            "wasted_bytes": crate::analysis::dirs::total_wasted(all),
         });
         if !view.keeps_all() || view.limit.is_some() {
             let (sets, dirs) = view.kept_dir_totals(all);
@@ -740,7 +740,7 @@ fn dir_lines(all: &[DirSet], view: &View) -> Vec<String> {
         "{}, {n} {}, {} wasted (their files are among the identical files)",
         count(all.len(), "set"),
         if n == 1 { "directory" } else { "directories" },
-        human_bytes(all.iter().map(|d| d.wasted).sum())
+        human_bytes(crate::analysis::dirs::total_wasted(all))
     )];
     let (kept, kept_dirs) = view.kept_dir_totals(all);
     if !view.keeps_all() {

@@ -48,7 +48,35 @@ pub struct DirSet {
     pub newest: FileId,
 }
 
-/// The identical directories of the index, found beside the writing of the
+/// What removing all but the first directory of every set would free, a
+/// directory inside another removed one counted once: a set nested in a
+/// larger one whose other directory is elsewhere (`r1/docs`, `r2/docs`,
+/// `r3/docs` beside `r1`, `r2`) repeats the larger one's bytes for its
+/// directories inside it, and summing the sets' `wasted` counted them
+/// twice (62 kB against 42 kB of duplicate files in all). A set's waste is
+/// shared evenly among its directories removed that are not hard links of
+/// another (exact for copies).
+pub fn total_wasted(sets: &[DirSet]) -> u64 {
+    fn removed(d: &DirSet) -> impl Iterator<Item = &Arc<[u8]>> {
+        d.dirs.iter().zip(&d.links_of).skip(1).filter(|(_, of)| of.is_none()).map(|(p, _)| p)
+    }
+    let all: std::collections::HashSet<&[u8]> = sets.iter().flat_map(|d| removed(d).map(|p| &p[..])).collect();
+    let inside_another =
+        |p: &[u8]| p.iter().enumerate().filter(|&(i, &c)| c == b'/' && i > 0).any(|(i, _)| all.contains(&p[..i]));
+    sets.iter()
+        .map(|d| {
+            let n = removed(d).count() as u64;
+            let counted = removed(d).filter(|p| !inside_another(p)).count() as u64;
+            if n == 0 {
+                d.wasted
+            } else {
+                d.wasted / n * counted + if counted == n { d.wasted % n } else { 0 }
+            }
+        })
+        .sum()
+}
+
+/// The identical directories of the index, found beside the writing of the/// The identical directories of the index, found beside the writing of the
 /// rest of a report ([`beside`]) and waited for where their part comes
 /// (last): their walk of every path takes ~45 ms on a 66k-file tree, which
 /// a report brought up to date after one change (~80 ms) should not wait
