@@ -67,10 +67,11 @@ pub fn total_wasted(sets: &[DirSet]) -> u64 {
         .map(|d| {
             let n = removed(d).count() as u64;
             let counted = removed(d).filter(|p| !inside_another(p)).count() as u64;
-            if n == 0 {
-                d.wasted
-            } else {
-                d.wasted / n * counted + if counted == n { d.wasted % n } else { 0 }
+            match d.wasted.checked_div(n) {
+                None => d.wasted,
+                // (A rest of the division goes with the set counted whole.)
+                Some(_) if counted == n => d.wasted,
+                Some(each) => each * counted,
             }
         })
         .sum()
