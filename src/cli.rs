@@ -653,9 +653,11 @@ pub fn run(cli: Cli) -> Result<Exit> {
             }
         }
         Command::Forget { roots } => {
+            // Absolute, as given (`forget` resolves symlinks only for a
+            // path that is no remembered root itself).
             let mut named = Vec::new();
             for r in &roots {
-                named.push(crate::scan::path_bytes(&ingest::root_named(r).with_context(|| crate::show_path(r))?));
+                named.push(crate::scan::path_bytes(&crate::lost::lexical(r).with_context(|| crate::show_path(r))?));
             }
             print_answer(&mut out, cli.format, &write_or_ask_daemon(&db, Request::Forget { roots: named })?)?;
         }

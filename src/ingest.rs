@@ -2007,8 +2007,13 @@ pub fn forget(store: &Store, roots: &[PathBuf]) -> Result<Forgotten, IngestError
     let remembered = remembered_roots(store)?;
     let mut forgotten: Vec<Vec<u8>> = Vec::new();
     for r in roots {
-        let named = root_named(r).map_err(|source| IngestError::Root { path: r.clone(), source })?;
-        let b = path_bytes(&named);
+        // A root named by its own path is that root, even when the path
+        // leads elsewhere now (moved, and a symlink left in its place, to
+        // another root): resolved, it named the other one.
+        let b = match path_bytes(r) {
+            own if remembered.contains(&own) => own,
+            _ => path_bytes(&root_named(r).map_err(|source| IngestError::Root { path: r.clone(), source })?),
+        };
         if !remembered.contains(&b) {
             return Err(not_a_root(r, &b, &remembered));
         }

@@ -346,6 +346,21 @@ fn a_forgotten_root_leaves_the_index_and_later_runs() {
     let out = env.simd().arg("forget").arg(&odd).assert().success();
     let said = String::from_utf8_lossy(&out.get_output().stdout);
     assert!(said.contains("odd\\xff: 1 file dropped"), "{said}");
+
+    // A root moved, with a symlink left at its old path to where it went,
+    // indexed there as a root too: `forget OLD` forgets the old root, not
+    // the one the link leads to.
+    let (old, new) = (env.root.join("q"), env.root.join("r"));
+    env.write("q/q.txt", text(7, 300));
+    env.simd().args(["--quiet", "index"]).arg(&old).assert().success();
+    std::fs::rename(&old, &new).unwrap();
+    std::os::unix::fs::symlink(&new, &old).unwrap();
+    env.simd().args(["--quiet", "index"]).arg(&new).assert().success();
+    let said = env.json(&["forget", old.to_str().unwrap()]);
+    let root = env.root.canonicalize().unwrap();
+    assert_eq!(said["forgotten"], serde_json::json!([{ "path": root.join("q").to_str().unwrap() }]), "{said:#}");
+    assert_eq!(said["roots"], serde_json::json!([{ "path": root.join("r").to_str().unwrap() }]), "{said:#}");
+    env.check();
 }
 
 #[test]
