@@ -3815,9 +3815,9 @@ impl<'s> Writer<'s> {
             let path = scan::bytes_path(&rec.path);
             // As the index holds it now, if it is still gone.
             if std::fs::symlink_metadata(&path).is_err() {
-                if let Some((now_id, now)) = self.lookup(&path)? {
-                    if now_id == id {
-                        still.push((now_id, now));
+                if let Some((held_id, held)) = self.lookup(&path)? {
+                    if held_id == id {
+                        still.push((held_id, held));
                     }
                 }
             }

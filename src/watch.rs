@@ -75,12 +75,9 @@ fn notify_error(e: &notify::Error) -> String {
         notify::ErrorKind::Io(io) => io.to_string(),
         notify::ErrorKind::Generic(s) => s.clone(),
         notify::ErrorKind::MaxFilesWatch => "the inotify watch limit is reached".to_string(),
-        _ => notify::Error::new(match &e.kind {
-            notify::ErrorKind::PathNotFound => notify::ErrorKind::PathNotFound,
-            notify::ErrorKind::WatchNotFound => notify::ErrorKind::WatchNotFound,
-            _ => return e.to_string(),
-        })
-        .to_string(),
+        notify::ErrorKind::PathNotFound => "no such path".to_string(),
+        notify::ErrorKind::WatchNotFound => "not watched".to_string(),
+        _ => return e.to_string(),
     };
     if e.paths.is_empty() {
         what
@@ -2729,13 +2726,7 @@ fn examine(
         // Gone: whatever the index held under this path as a directory is
         // gone too (a directory moved out of the roots raises one event,
         // not one per file), likewise once the new files are written.
-        writer.commit()?;
-        for item in store.paths_under(&path_bytes(path)) {
-            let p = crate::scan::bytes_path(&item?.0);
-            if let Some(found) = writer.lookup(&p)? {
-                gone.push(found);
-            }
-        }
+        gone.extend(held_under(store, writer, path, None)?);
     }
     // A path on another file system than its root's (`--one-file-system`)
     // is taken as not there: out of the index, and not walked.
@@ -2869,11 +2860,26 @@ fn remove_under(
     dir: &Path,
     keep: Option<&HashSet<PathBuf>>,
 ) -> Result<(), StoreError> {
+    for (id, rec) in held_under(store, writer, dir, keep)? {
+        writer.remove(id, &rec)?;
+    }
+    Ok(())
+}
+
+/// The files [`remove_under`] removes: what the index holds under `dir`,
+/// but those in `keep` or regular files there now (when `keep` is given).
+fn held_under(
+    store: &Store,
+    writer: &mut Writer<'_>,
+    dir: &Path,
+    keep: Option<&HashSet<PathBuf>>,
+) -> Result<Vec<(FileId, FileRecord)>, StoreError> {
     // The scan reads the index, not the open group: a rename earlier in
     // the batch may have moved files here.
     writer.commit()?;
     let under: Vec<Vec<u8>> =
         store.paths_under(&path_bytes(dir)).map(|r| r.map(|(p, _)| p)).collect::<Result<_, _>>()?;
+    let mut held = Vec::new();
     for p in under {
         let p = crate::scan::bytes_path(&p);
         if let Some(seen) = keep {
@@ -2887,11 +2893,9 @@ fn remove_under(
                 Err(_) => continue,
             }
         }
-        if let Some((id, rec)) = writer.lookup(&p)? {
-            writer.remove(id, &rec)?;
-        }
+        held.extend(writer.lookup(&p)?);
     }
-    Ok(())
+    Ok(held)
 }
 
 #[cfg(test)]
