@@ -67,6 +67,13 @@ impl WalkOptions {
         !self.reread.is_empty() && is_under_any(path.as_os_str().as_bytes(), &self.reread)
     }
 
+    /// Whether the file at `path`, of this stat, is to be read whatever its
+    /// stat: under [`WalkOptions::reread`], or another name of a file
+    /// there ([`WalkOptions::reread_files`]).
+    pub fn rereads_file(&self, path: &Path, stat: &Stat) -> bool {
+        self.rereads(path) || (stat.links > 1 && self.reread_files.contains(&(stat.dev, stat.inode)))
+    }
+
     /// Adds `paths` (absolute, as bytes) to [`WalkOptions::reread`], and
     /// the files with several names under them to its `reread_files`.
     pub fn reread_paths(&mut self, paths: Vec<Vec<u8>>) {
@@ -546,7 +553,7 @@ fn sort_pending(
     mut take: impl FnMut(Candidate) -> bool,
 ) -> Result<bool, StoreError> {
     for (path, stat) in std::mem::take(&mut out.pending) {
-        let reread = opts.rereads(&path);
+        let reread = opts.rereads_file(&path, &stat);
         match known.find(store, &path)? {
             Some(found) if !reread && found.matches(&stat) => out.add_unchanged(store, found, &path, &stat)?,
             old => {
@@ -942,36 +949,35 @@ pub fn walk(
             // says (the reader stats the open file): only a recorded file
             // needs an lstat here, to tell whether it changed.
             let found = known.find(store, path);
-            let reread = opts.rereads(path);
             match found {
-                Ok(Some(found)) => match local.lstat(root_dirs, path).map(|stat| {
-                    let another_name = stat.links > 1 && opts.reread_files.contains(&(stat.dev, stat.inode));
-                    (reread || another_name, stat)
-                }) {
-                    Ok((false, stat)) if found.matches(&stat) => {
-                        if let Err(e) = local.out.add_unchanged(store, found, path, &stat) {
-                            local.out.store_errors.push(e);
-                            return WalkState::Quit;
-                        }
-                    }
-                    Ok((reread, _)) => {
-                        let root = RootDir::find(root_dirs, path).cloned();
-                        let old = match found.owned(store, path) {
-                            Ok(old) => old,
-                            Err(e) => {
+                Ok(Some(found)) => {
+                    match local.lstat(root_dirs, path).map(|stat| (opts.rereads_file(path, &stat), stat)) {
+                        Ok((false, stat)) if found.matches(&stat) => {
+                            if let Err(e) = local.out.add_unchanged(store, found, path, &stat) {
                                 local.out.store_errors.push(e);
                                 return WalkState::Quit;
                             }
-                        };
-                        let cand = Candidate { root, written: reread, ..Candidate::new(entry.into_path(), Some(old)) };
-                        if !local.send(cand) {
-                            return WalkState::Quit;
                         }
+                        Ok((reread, _)) => {
+                            let root = RootDir::find(root_dirs, path).cloned();
+                            let old = match found.owned(store, path) {
+                                Ok(old) => old,
+                                Err(e) => {
+                                    local.out.store_errors.push(e);
+                                    return WalkState::Quit;
+                                }
+                            };
+                            let cand =
+                                Candidate { root, written: reread, ..Candidate::new(entry.into_path(), Some(old)) };
+                            if !local.send(cand) {
+                                return WalkState::Quit;
+                            }
+                        }
+                        // Gone between readdir and lstat: not seen, so the
+                        // removal pass records it.
+                        Err(_) => {}
                     }
-                    // Gone between readdir and lstat: not seen, so the
-                    // removal pass records it.
-                    Err(_) => {}
-                },
+                }
                 Ok(None) => {
                     let root = RootDir::find(root_dirs, path).cloned();
                     if !local.send(Candidate { root, ..Candidate::new(entry.into_path(), None) }) {
