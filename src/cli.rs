@@ -651,6 +651,18 @@ pub fn run(cli: Cli) -> Result<Exit> {
             if let Exit::Interrupted(sig) = run_index(&db, opts, None, cli.quiet, cli.format, &mut out)? {
                 return Ok(Exit::Interrupted(sig));
             }
+            // A file named that the run leaves out (an exclude or an ignore
+            // file covers it) was not read: said, rather than a summary
+            // alone.
+            let store = Store::open(&db, Access::Read, None)?;
+            for p in named.iter().filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_file())) {
+                if !store.contains::<crate::store::Paths>(&crate::scan::path_bytes(p))? {
+                    tracing::warn!(
+                        "{}: not in the index (an exclude or an ignore file leaves it out): not read",
+                        crate::show_path(p)
+                    );
+                }
+            }
         }
         Command::Forget { roots } => {
             // Absolute, as given (`forget` resolves symlinks only for a

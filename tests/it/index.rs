@@ -1020,6 +1020,10 @@ fn reread_reads_files_whose_stat_hid_a_write() {
     // The run's options are `simd index`'s: a file excluded leaves the index.
     let said = env.json(&["reread", "--exclude", "*.bin", root.join("b").to_str().unwrap()]);
     assert_eq!((counts(&said), said["left_out"].as_u64()), ([0, 2, 0, 0], Some(1)), "{said:#}");
+    // Named, a file left out is said not read.
+    let out = env.simd().args(["reread", "--exclude", "*.bin"]).arg(root.join("b/3.bin")).assert().success();
+    let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(err.contains("b/3.bin: not in the index (an exclude or an ignore file leaves it out): not read"), "{err}");
 
     // One name of a file with several (a hard link elsewhere in the
     // root): the other names are read with it, and take its new bytes.
