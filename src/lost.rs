@@ -278,8 +278,8 @@ fn moved_away(store: &Store, to: &[u8], when: TimeNs) -> Result<Option<ContentHa
 
 /// A content's size, from its record (kept while a name or a ghost refers
 /// to it).
-fn content_size(store: &Store, content: &ContentHash) -> Option<u64> {
-    store.get::<ContentChunks>(content).ok().flatten().map(|r| r.size)
+fn content_size(store: &Store, content: &ContentHash) -> Result<Option<u64>, StoreError> {
+    Ok(store.get::<ContentChunks>(content)?.map(|r| r.size))
 }
 
 fn parent(p: &[u8]) -> &[u8] {
@@ -370,7 +370,11 @@ fn answer_file(
                     // when it is not whole at the destination. No file is
                     // taken as having appeared with the loss.
                     let copies = !ctx.dir || changed;
-                    break moved.map(|c| (c, content_size(store, &c), FileId(u64::MAX), changed, copies));
+                    let size = match moved {
+                        Some(c) => content_size(store, &c)?,
+                        None => None,
+                    };
+                    break moved.map(|c| (c, size, FileId(u64::MAX), changed, copies));
                 }
                 if !seen.insert(to.clone()) {
                     break None; // a cycle of moves; nothing more to learn
