@@ -844,6 +844,11 @@ fn lost_file_json(f: &crate::lost::LostFile) -> serde_json::Value {
         "content": f.content.map(|c| c.to_string()),
         "size": f.size,
         "moves": f.moves.iter().map(|p| report::JsonPath(p)).collect::<Vec<_>>(),
+        "moves_end": match (f.moves.is_empty(), f.removed_there) {
+            (true, _) => None,
+            (false, true) => Some("removed"),
+            (false, false) => Some("not_indexed"),
+        },
         "candidates": f.candidates.iter().map(|c| {
             let mut e = serde_json::json!({
                 "kind": c.kind.as_str(),
@@ -915,7 +920,7 @@ fn print_lost_file(out: &mut impl Write, f: &crate::lost::LostFile, indent: &str
     )?;
     if !f.moves.is_empty() {
         let chain: Vec<String> = f.moves.iter().map(|m| p(m)).collect();
-        let then = if f.content.is_some() { "removed there since" } else { "no longer in the index there" };
+        let then = if f.removed_there { "removed there since" } else { "no longer in the index there" };
         writeln!(out, "{indent}  moved to {}, {then}", chain.join(" → "))?;
     }
     if f.candidates.is_empty() {

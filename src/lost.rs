@@ -71,9 +71,11 @@ pub struct LostFile {
     pub content: Option<ContentHash>,
     pub size: Option<u64>,
     /// The recorded moves followed from the path, in order, when they led
-    /// to no live file: the last place the content was seen under a name
-    /// (removed there when `content` is known, else no longer indexed).
+    /// to no live file: the last place the content was seen under a name.
     pub moves: Vec<Vec<u8>>,
+    /// Whether the last of `moves` was removed (a ghost says so); else it
+    /// left the index without a trace (its root forgotten, or excluded).
+    pub removed_there: bool,
     /// Best first; empty when the content survives nowhere.
     pub candidates: Vec<Candidate>,
 }
@@ -337,6 +339,7 @@ fn answer_file(
     let mut via = Vec::new();
     let mut seen: HashSet<Vec<u8>> = HashSet::from([path.clone()]);
     let (mut rec, mut when) = (rec, last_seen);
+    let mut untraced = false;
     // Follow moves: a → b → c. A move chain can end at a live file (the
     // answer, then its content's other places), at a ghost (continue by
     // content), or nowhere.
@@ -379,11 +382,24 @@ fn answer_file(
                 if !seen.insert(to.clone()) {
                     break None; // a cycle of moves; nothing more to learn
                 }
-                let next = store.history_of(&to).last().transpose()?;
+                // What became of `to` after the move; a record from before
+                // it is of another file once there.
+                let next = store.history_of(&to).last().transpose()?.filter(|((_, t), _)| *t >= when);
                 via.push(to);
                 match next {
                     Some(((_, t), r)) => (rec, when) = (r, t),
-                    None => break None,
+                    // Left the index without a trace (its root forgotten, or
+                    // excluded since): the chain ends, and the moved content
+                    // is looked for as a ghost's is. No file is taken as
+                    // having appeared with the loss.
+                    None => {
+                        let size = match content {
+                            Some(c) => content_size(store, &c)?,
+                            None => None,
+                        };
+                        untraced = true;
+                        break content.map(|c| (c, size, FileId(u64::MAX), true, true));
+                    }
                 }
             }
             HistoryRecord::Ghost { content, size, since, .. } => break Some((content, Some(size), since, true, true)),
@@ -455,5 +471,6 @@ fn answer_file(
     candidates.truncate(ctx.limit);
     // A chain that reached a live file is in that answer's `via`.
     let moves = if candidates.iter().any(|c| c.kind == Kind::Moved) { Vec::new() } else { via };
-    Ok(LostFile { path, last_seen, found_gone, content, size, moves, candidates })
+    let removed_there = !moves.is_empty() && content.is_some() && !untraced;
+    Ok(LostFile { path, last_seen, found_gone, content, size, moves, removed_there, candidates })
 }

@@ -581,3 +581,45 @@ fn a_live_file_holding_only_a_sliver_of_a_lost_one_is_no_answer() {
     assert_eq!(found.iter().map(tail).collect::<Vec<_>>(), ["part.txt"], "{r:#}");
     assert!((0.15..0.25).contains(&found[0]["score"].as_f64().unwrap()), "{r:#}");
 }
+
+#[test]
+fn a_move_into_a_root_forgotten_since_is_followed_by_its_content() {
+    let env = Env::new();
+    let (a, b, c) = (env.root.join("a"), env.root.join("b"), env.root.join("c"));
+    let body = text(21, 3000);
+    let moved = env.write("a/h.txt", &body);
+    env.write("b/h.txt", &body);
+    env.write("c/other.txt", text(22, 500));
+    env.simd().args(["--quiet", "index"]).arg(&a).arg(&b).arg(&c).assert().success();
+    fs::rename(&moved, c.join("h.txt")).unwrap();
+    env.simd().args(["--quiet", "index"]).assert().success();
+    let r = lost(&env, &moved);
+    assert_eq!(r["files"][0]["candidates"][0]["kind"], "moved", "{r:#}");
+
+    // The destination leaves the index without a ghost: the chain ends
+    // there, and the moved content's other copy answers.
+    env.simd().arg("forget").arg(&c).assert().success();
+    let r = lost(&env, &moved);
+    let f = &r["files"][0];
+    let cands = f["candidates"].as_array().unwrap();
+    assert_eq!(cands.len(), 1, "{r:#}");
+    assert_eq!((cands[0]["kind"].as_str(), cands[0]["path"].as_str()), (Some("identical"), b.join("h.txt").to_str()));
+    assert_eq!(f["moves"][0]["path"].as_str(), c.join("h.txt").to_str(), "{r:#}");
+    assert_eq!(f["moves_end"], "not_indexed", "{r:#}");
+    let out = env.simd().arg("lost").arg(&moved).assert().success();
+    let said = String::from_utf8_lossy(&out.get_output().stdout);
+    assert!(said.contains("no longer in the index there") && said.contains("identical"), "{said}");
+
+    // A chain ending at a removal says so.
+    let twice = env.write("b/t.txt", text(23, 2000));
+    env.write("b/t-copy.txt", text(23, 2000));
+    env.simd().args(["--quiet", "index"]).assert().success();
+    fs::rename(&twice, b.join("t2.txt")).unwrap();
+    env.simd().args(["--quiet", "index"]).assert().success();
+    fs::remove_file(b.join("t2.txt")).unwrap();
+    env.simd().args(["--quiet", "index"]).assert().success();
+    let r = lost(&env, &twice);
+    assert_eq!(r["files"][0]["moves_end"], "removed", "{r:#}");
+    assert_eq!(r["files"][0]["candidates"][0]["kind"], "identical", "{r:#}");
+    env.check();
+}
