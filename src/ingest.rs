@@ -671,6 +671,23 @@ fn run_roots(store: &Store, opts: &IndexOptions) -> Result<RunRoots, IngestError
         return Err(IngestError::Root { path, source });
     }
     let roots = canonical_roots(&present)?;
+    // An absolute --exclude over a whole root would drop its every file
+    // from the index: a mistake, not a wish (`simd forget` does that).
+    if let Some(ex) = scan::Excludes::new(&roots, &opts.walk.excludes)? {
+        if let Some(path) = ex.whole_root(&roots) {
+            let source = std::io::Error::other(
+                "an --exclude pattern leaves out this whole root; nothing was changed (to stop indexing it, \
+                 `simd forget` it)",
+            );
+            return Err(IngestError::Root { path, source });
+        }
+        for p in scan::Excludes::outside(&opts.walk.excludes, &roots) {
+            warnings.push(format!(
+                "--exclude {p}: an absolute path outside every root, which matches nothing (for a path inside \
+                 each root at any depth, drop the leading /)"
+            ));
+        }
+    }
     let mut walk_opts = opts.walk.clone();
     if let Ok(own) = store.dir().canonicalize() {
         walk_opts.skip_dirs.push(own);
@@ -751,7 +768,7 @@ pub fn prewalk(
     found_one: Option<crossbeam_channel::Sender<()>>,
 ) -> Result<Prewalk, IngestError> {
     let start = Instant::now();
-    let RunRoots { roots, missing, spared, remembered, walk: walk_opts, started, .. } = run_roots(store, opts)?;
+    let RunRoots { roots, missing, spared, remembered, walk: walk_opts, started, warnings } = run_roots(store, opts)?;
     let root_bytes: Vec<Vec<u8>> = roots.iter().map(|r| path_bytes(r)).collect();
     // A missing root's files are removed by a writer's run, which keeps a
     // spared root's.
@@ -843,6 +860,8 @@ pub fn prewalk(
         }
         crate::store::record_walk(store.dir(), &root_bytes, started);
         summary.elapsed = start.elapsed();
+        // No run that walks again follows to say them.
+        warnings.iter().for_each(|w| tracing::warn!("{w}"));
         return Ok(Prewalk::Unchanged(summary));
     }
     // The removal pass looks among the records under the roots for those
@@ -851,6 +870,7 @@ pub fn prewalk(
     // Django tree, ~2 ms without).
     let found = walked.unchanged.len() + candidates.iter().filter(|c| c.old.is_some()).count();
     let unseen = Unseen::Ids(if under_roots.len() == found { Vec::new() } else { under_roots });
+    warnings.iter().for_each(|w| tracing::warn!("{w}"));
     Ok(Prewalk::Changed(Prewalked { start, started, roots, walked, candidates, unseen }))
 }
 

@@ -803,16 +803,25 @@ impl RootDir {
 pub const WALK_BATCH: usize = 32;
 
 /// An `--exclude` pattern as the walk and the daemon match it, or why it
-/// is refused. Gitignore syntax, matched against absolute paths: a pattern
-/// that starts with `/` is an absolute path (`/srv/kb/tmp`); one with a
-/// `/` elsewhere matches at any depth (`build/tmp` as `**/build/tmp`,
-/// where gitignore would anchor it at `/`, outside every root); one
-/// without matches a name anywhere (`*.bak`). A blank pattern, which a
-/// glob would read as "everything" (an unset `--exclude "$VAR"` left every
-/// file out and emptied the index), is refused.
+/// is refused. Gitignore syntax, matched against paths inside each root
+/// (never against the directories above it: `tmp/**` meant for
+/// `ROOT/tmp/` left out every file of a root under `/tmp`): a pattern that
+/// starts with `/` is an absolute path (`/srv/kb/tmp`); one with a `/`
+/// elsewhere matches at any depth (`build/tmp` as `**/build/tmp`, where
+/// gitignore would anchor it at the root); one without matches a name
+/// anywhere (`*.bak`). A blank pattern, which a glob would read as
+/// "everything" (an unset `--exclude "$VAR"` left every file out and
+/// emptied the index), is refused.
 pub fn exclude_glob(pattern: &str) -> Result<String, String> {
     if pattern.trim().is_empty() {
         return Err("an empty pattern; give a glob such as '*.tmp' or 'build/'".to_string());
+    }
+    if pattern.starts_with("./") || pattern.starts_with("../") {
+        return Err(format!(
+            "{pattern}: a path from where simd runs matches nothing; give a pattern inside the roots ('{}' at any \
+             depth) or an absolute path",
+            pattern.trim_start_matches("./")
+        ));
     }
     let glob = match pattern.trim_end_matches('/').contains('/') && !pattern.starts_with('/') {
         true if !pattern.starts_with("**/") => format!("**/{pattern}"),
@@ -829,18 +838,88 @@ pub fn exclude_glob(pattern: &str) -> Result<String, String> {
     Ok(glob)
 }
 
-/// The override that leaves out what `excludes` match ([`exclude_glob`]),
-/// None when there is none.
-pub fn exclude_override(excludes: &[String]) -> Result<Option<Override>, ignore::Error> {
-    if excludes.is_empty() {
-        return Ok(None);
+/// What `--exclude` leaves out ([`exclude_glob`]): the absolute patterns
+/// matched against whole paths, the others against the path inside the
+/// innermost root that holds it.
+pub struct Excludes {
+    absolute: Option<Override>,
+    /// Per root, longest first: the relative patterns rooted there.
+    relative: Vec<(PathBuf, Override)>,
+}
+
+impl Excludes {
+    /// None when there is no pattern.
+    pub fn new(roots: &[PathBuf], patterns: &[String]) -> Result<Option<Excludes>, ignore::Error> {
+        if patterns.is_empty() {
+            return Ok(None);
+        }
+        let mut globs = Vec::new();
+        for pattern in patterns {
+            let glob = exclude_glob(pattern).map_err(|err| ignore::Error::Glob { glob: Some(pattern.clone()), err })?;
+            globs.push(glob);
+        }
+        let build = |root: &Path, absolute: bool| -> Result<Option<Override>, ignore::Error> {
+            let mut b = OverrideBuilder::new(root);
+            let mut any = false;
+            for glob in globs.iter().filter(|g| g.starts_with('/') == absolute) {
+                b.add(&format!("!{glob}"))?;
+                any = true;
+            }
+            if any {
+                b.build().map(Some)
+            } else {
+                Ok(None)
+            }
+        };
+        let absolute = build(Path::new("/"), true)?;
+        let mut relative = Vec::new();
+        for root in roots {
+            if let Some(o) = build(root, false)? {
+                relative.push((root.clone(), o));
+            }
+        }
+        relative.sort_by_key(|(r, _)| std::cmp::Reverse(r.as_os_str().len()));
+        Ok(Some(Excludes { absolute, relative }))
     }
-    let mut b = OverrideBuilder::new("/");
-    for pattern in excludes {
-        let glob = exclude_glob(pattern).map_err(|err| ignore::Error::Glob { glob: Some(pattern.clone()), err })?;
-        b.add(&format!("!{glob}"))?;
+
+    /// Whether `path` (under a root; a directory when `is_dir`) is left out.
+    /// Its parents are not looked at: the walk does not enter an excluded
+    /// directory.
+    pub fn excluded(&self, path: &Path, is_dir: bool) -> bool {
+        if self.absolute.as_ref().is_some_and(|a| a.matched(path, is_dir).is_ignore()) {
+            return true;
+        }
+        match self.relative.iter().find(|(r, _)| path.starts_with(r)) {
+            Some((r, o)) => path != r && o.matched(path, is_dir).is_ignore(),
+            None => false,
+        }
     }
-    b.build().map(Some)
+
+    /// The absolute patterns that can match nothing under `roots`: their
+    /// fixed leading directories are neither inside a root nor above one
+    /// (`/build` meant as gitignore's "at the top of the root").
+    pub fn outside(patterns: &[String], roots: &[PathBuf]) -> Vec<String> {
+        let fixed = |p: &str| -> PathBuf {
+            let end = p.find(['*', '?', '[', '{', '\\']).map_or(p.len(), |i| p[..i].rfind('/').unwrap_or(0));
+            PathBuf::from(&p[..end.max(1)])
+        };
+        patterns
+            .iter()
+            .filter(|p| p.starts_with('/'))
+            .filter(|p| {
+                let f = fixed(p.trim_end_matches('/'));
+                !roots.iter().any(|r| r.starts_with(&f) || f.starts_with(r))
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// The first root an absolute pattern leaves out whole (the root or a
+    /// directory above it matched): its every file would leave the index.
+    pub fn whole_root(&self, roots: &[PathBuf]) -> Option<PathBuf> {
+        let a = self.absolute.as_ref()?;
+        roots.iter().find(|r| r.ancestors().any(|p| p != Path::new("/") && a.matched(p, true).is_ignore())).cloned()
+    }
 }
 
 /// Walks `roots` in parallel; sends new or changed files to `tx`, in
@@ -860,6 +939,7 @@ pub fn walk(
         builder.add(r);
     }
     let skip_dirs: Vec<PathBuf> = opts.skip_dirs.iter().chain(&opts.kernel_dirs).cloned().collect();
+    let excludes = Excludes::new(roots, &opts.excludes)?;
     builder
         .hidden(false)
         .parents(false)
@@ -874,10 +954,8 @@ pub fn walk(
         .filter_entry(move |e| {
             let is_dir = e.file_type().is_some_and(|t| t.is_dir());
             !(is_dir && (e.file_name() == ".git" || skip_dirs.iter().any(|d| d == e.path())))
+                && !excludes.as_ref().is_some_and(|x| x.excluded(e.path(), is_dir))
         });
-    if let Some(excludes) = exclude_override(&opts.excludes)? {
-        builder.overrides(excludes);
-    }
     if !opts.no_ignore {
         builder.add_custom_ignore_filename(".simdignore");
     }

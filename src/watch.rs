@@ -261,7 +261,7 @@ struct Filter {
     /// The kernel's own file systems mounted inside the roots (proc,
     /// sysfs...), which the walk never enters either ([`crate::mounts`]).
     kernel_dirs: Vec<Vec<u8>>,
-    excludes: Option<ignore::overrides::Override>,
+    excludes: Option<crate::scan::Excludes>,
     no_ignore: bool,
     roots: Vec<PathBuf>,
     /// `roots` as bytes, made once: finding a path's root allocates nothing.
@@ -285,7 +285,7 @@ impl Filter {
         if let Ok(own) = index_dir.canonicalize() {
             skip_dirs.push(path_bytes(&own));
         }
-        let excludes = crate::scan::exclude_override(&opts.walk.excludes)?;
+        let excludes = crate::scan::Excludes::new(roots, &opts.walk.excludes)?;
         let mut filter = Filter {
             skip_dirs,
             kernel_dirs: Vec::new(),
@@ -337,7 +337,7 @@ impl Filter {
             let mut p = Some(path);
             while let Some(q) = p.filter(|q| q.starts_with(root) && *q != root) {
                 // Parents are directories; the path itself is one when `is_dir`.
-                if ex.matched(q, is_dir || q != path).is_ignore() {
+                if ex.excluded(q, is_dir || q != path) {
                     return false;
                 }
                 p = q.parent();

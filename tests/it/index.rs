@@ -532,6 +532,41 @@ fn exclude_patterns_are_checked_first_and_match_at_any_depth() {
     assert_eq!(roots.as_array().unwrap().len(), 1, "{roots}");
 }
 
+/// A pattern is matched inside the roots, never against the directories
+/// above one: `tree/**` meant for nested `tree/` directories left out
+/// every file of a root named `tree`. An absolute pattern over a whole
+/// root is refused; one outside every root, or a path from where simd
+/// runs, matches nothing and is said to.
+#[test]
+fn exclude_patterns_match_inside_the_roots_only() {
+    let env = Env::new();
+    assert!(env.root.ends_with("tree"));
+    env.write("a.txt", text(1, 100));
+    env.write("sub/tree/nested.txt", text(2, 100));
+    env.write("sub/keep.txt", text(3, 100));
+    let s = env.json(&["index", "--exclude", "tree/**", env.root.to_str().unwrap()]);
+    assert_eq!(s["new"].as_u64(), Some(2), "{s}");
+    let names: Vec<String> = env.files().iter().map(|(p, _)| String::from_utf8_lossy(p).into_owned()).collect();
+    assert!(names.iter().all(|n| !n.ends_with("nested.txt")), "{names:?}");
+    // The same from the tree's parent's name, and a pattern anchored at a
+    // directory above the root: nothing of the root leaves.
+    let parent = env.root.parent().unwrap().file_name().unwrap().to_str().unwrap().to_string();
+    let s = env.json(&["index", "--exclude", &format!("{parent}/**"), "--exclude", "tree/**"]);
+    assert_eq!((s["removed"].as_u64(), s["unchanged"].as_u64()), (Some(0), Some(2)), "{s}");
+    let above = format!("{}/*", env.root.parent().unwrap().canonicalize().unwrap().display());
+    let out = env.simd().args(["index", "--exclude", &above]).assert().failure();
+    let err = String::from_utf8_lossy(&out.get_output().stderr);
+    assert!(err.contains("an --exclude pattern leaves out this whole root; nothing was changed"), "{err}");
+    assert_eq!(env.files().len(), 2);
+    let out = env.simd().args(["index", "--exclude", "/sub"]).assert().success();
+    let err = String::from_utf8_lossy(&out.get_output().stderr);
+    assert!(err.contains("--exclude /sub: an absolute path outside every root, which matches nothing"), "{err}");
+    let out = env.simd().args(["index", "--exclude", "./sub"]).assert().failure();
+    let err = String::from_utf8_lossy(&out.get_output().stderr);
+    assert!(err.contains("./sub: a path from where simd runs matches nothing"), "{err}");
+    env.check();
+}
+
 #[test]
 fn other_chunk_parameters_are_refused_by_name() {
     let env = Env::new();
