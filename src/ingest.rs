@@ -3894,14 +3894,21 @@ impl<'s> Writer<'s> {
         for (g, (_, rec)) in gone.iter().enumerate() {
             by_content.entry(rec.content).or_default().push(g);
         }
+        // A file gone is no new place of anything, though it may be new
+        // itself (the daemon: made in the batch before, removed in this
+        // one, it paired with itself, and the index lost a name).
+        let gone_ids: HashSet<FileId> = gone.iter().map(|(id, _)| *id).collect();
         let mut moves = Vec::new();
         for (content, olds) in by_content {
             let mut news = Vec::new();
             for item in self.store.names(&content) {
                 let ((_, id), ()) = item?;
-                if id.0 >= from {
+                if id.0 >= from && !gone_ids.contains(&id) {
                     if let Some(rec) = self.store.get::<Files>(&id)? {
-                        news.push((id, rec));
+                        // Nor one removed since, whose removal is still on its way.
+                        if std::fs::symlink_metadata(scan::bytes_path(&rec.path)).is_ok() {
+                            news.push((id, rec));
+                        }
                     }
                 }
             }

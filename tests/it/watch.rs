@@ -599,6 +599,29 @@ fn the_daemon_honours_ignore_files_at_every_depth() {
 /// first old name to the last new one, left the record of a name between
 /// them that the daemon had read meanwhile. (Both found by random changes
 /// under the daemon, session 55.)
+/// A file the daemon indexed in one batch and found gone in the next
+/// (`cp doc doc.bak` … `rm doc.bak`): it paired with itself as a move of
+/// its content, kept its record and lost its name (session 73's audit).
+#[test]
+fn a_copy_removed_in_the_batch_after_it_came_leaves_a_ghost() {
+    let env = Env::new();
+    let body = text(31, 300);
+    env.write("doc.txt", &body);
+    let daemon = start(&env);
+    for round in 0..3 {
+        let bak = env.write("doc.txt.bak", &body);
+        converges(&env, "a copy made");
+        std::fs::remove_file(&bak).unwrap();
+        converges(&env, "the copy removed");
+        env.check();
+        let files = env.json(&["status"])["files"].as_u64();
+        assert_eq!(files, Some(1), "round {round}");
+        let r = env.json(&["lost", bak.to_str().unwrap()]);
+        assert_eq!(r["state"], "lost", "round {round}: {r:#}");
+    }
+    stop_with_sigterm(daemon);
+}
+
 #[test]
 fn a_file_renamed_then_removed_within_a_debounce_leaves_the_index() {
     let env = Env::new();
