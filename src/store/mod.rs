@@ -895,7 +895,13 @@ impl Store {
         cap: u64,
         mut add: impl FnMut(&mut A, &[u8], &[u8]) -> Result<()>,
     ) -> Result<Vec<A>> {
-        let mut it = self.db.raw_iterator_cf_opt(self.cf(T::NAME), ReadOptions::default());
+        // A seek stops where its prefix ends, live keys or not: without
+        // this it went on over every deletion not yet compacted away up to
+        // the next live key, and `lost DIR` of a directory of 1,000 files
+        // deleted took 42 s (2,000: 153 s).
+        let mut ro = ReadOptions::default();
+        ro.set_prefix_same_as_start(true);
+        let mut it = self.db.raw_iterator_cf_opt(self.cf(T::NAME), ro);
         let mut out = Vec::new();
         for prefix in prefixes {
             let prefix = prefix.as_ref();
