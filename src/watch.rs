@@ -1924,10 +1924,25 @@ fn forget<W: notify::Watcher, C: notify_debouncer_full::FileIdCache>(
         Ok(f) => f,
         Err(e) => return Ok((Err(e.to_string()), false)),
     };
-    for w in daemon.watched.iter().filter(|w| gone.contains(&w.path) && w.id.is_some()) {
+    let unwatched: Vec<PathBuf> =
+        daemon.watched.iter().filter(|w| gone.contains(&w.path) && w.id.is_some()).map(|w| w.path.clone()).collect();
+    for w in daemon.watched.iter().filter(|w| unwatched.contains(&w.path)) {
         w.unwatch(daemon.debouncer);
     }
     daemon.watched.retain(|w| !gone.contains(&w.path));
+    // The watcher keeps one watch per directory, shared by the roots over
+    // it: unwatching a root inside a kept one (or around it) took the kept
+    // one's watches there too, and its changes went unseen. Such a kept
+    // root is watched again, and rescanned for what came meanwhile.
+    let overlap = |p: &Path| unwatched.iter().any(|g| g.starts_with(p) || p.starts_with(g));
+    let mut rewatched = false;
+    for w in daemon.watched.iter_mut().filter(|w| w.id.is_some() && overlap(&w.path)) {
+        w.unwatch(daemon.debouncer);
+        let spared_until = w.spared_until;
+        *w = WatchedRoot::watch(&w.path.clone(), daemon.mounts, daemon.debouncer, opts, daemon.state)?;
+        w.spared_until = w.spared_until.or(spared_until);
+        rewatched = true;
+    }
     for r in &added {
         daemon.watched.push(WatchedRoot::watch(r, daemon.mounts, daemon.debouncer, opts, daemon.state)?);
     }
@@ -1935,10 +1950,11 @@ fn forget<W: notify::Watcher, C: notify_debouncer_full::FileIdCache>(
     daemon.state.roots = roots.iter().map(crate::show_path).collect();
     daemon.state.missing_roots =
         daemon.watched.iter().filter(|w| w.id.is_none()).map(|w| crate::show_path(&w.path)).collect();
+    note_spared(daemon.watched, daemon.state);
     *daemon.filter = Filter::new(&roots, &opts.index, dir)?;
     note_remote_roots(&roots, &daemon.mounts.text, opts, daemon.state);
     daemon.opts.roots = roots;
-    Ok((Ok(control::forgotten(&f)), !added.is_empty()))
+    Ok((Ok(control::forgotten(&f)), !added.is_empty() || rewatched))
 }
 
 fn show(paths: &[PathBuf]) -> String {

@@ -599,6 +599,32 @@ fn the_daemon_honours_ignore_files_at_every_depth() {
 /// first old name to the last new one, left the record of a name between
 /// them that the daemon had read meanwhile. (Both found by random changes
 /// under the daemon, session 55.)
+/// A root inside another one, forgotten under the daemon: the watcher
+/// keeps one watch per directory, and unwatching the inner root took the
+/// outer one's watches there, so that nothing written under it was seen
+/// again (session 73's audit). Forgetting the outer root did the same
+/// to the inner one.
+#[test]
+fn forgetting_a_root_inside_another_leaves_the_other_watched() {
+    let env = Env::new();
+    env.write("sub/deep/a.txt", text(41, 300));
+    env.write("top.txt", text(42, 300));
+    let daemon = start(&env);
+    let sub = env.root.canonicalize().unwrap().join("sub");
+    env.simd().arg("index").arg(&sub).assert().success();
+    env.simd().arg("forget").arg(&sub).assert().success();
+    env.write("sub/new.txt", text(43, 300));
+    env.write("sub/deep/new2.txt", text(44, 300));
+    converges(&env, "files written under a forgotten inner root");
+
+    // The other way round: the outer root goes, the inner one stays.
+    env.simd().arg("index").arg(&sub).assert().success();
+    env.simd().arg("forget").arg(env.root.canonicalize().unwrap()).assert().success();
+    env.write("sub/deep/new3.txt", text(45, 300));
+    converges_to(&env, &[&sub], "files written under an inner root whose outer one was forgotten");
+    stop_with_sigterm(daemon);
+}
+
 /// A file the daemon indexed in one batch and found gone in the next
 /// (`cp doc doc.bak` … `rm doc.bak`): it paired with itself as a move of
 /// its content, kept its record and lost its name (session 73's audit).
