@@ -388,6 +388,23 @@ pub fn run(cli: Cli) -> Result<Exit> {
                 if !cli.quiet {
                     print_answer(&mut out, cli.format, &answer)?;
                 }
+                // The daemon rescans its own roots: say which remembered
+                // ones it left alone.
+                if roots.is_empty() {
+                    if let (Some(d), Ok(store)) = (DaemonState::running(&db), Store::open(&db, Access::Read, None)) {
+                        let remembered: Vec<String> =
+                            ingest::remembered(&store)?.iter().map(crate::show_path).collect();
+                        let unwatched = unwatched_roots(&remembered, &d.roots);
+                        if !unwatched.is_empty() {
+                            eprintln!(
+                                "simd: warning: the running `simd watch` (pid {}) does not watch {}: not rescanned \
+                                 (stop it and run `simd index`, or restart it with no root to watch them all)",
+                                d.pid,
+                                unwatched.join(", ")
+                            );
+                        }
+                    }
+                }
                 return Ok(Exit::Ok);
             }
             let opts = scan.index_options(roots, !cli.quiet && std::io::stderr().is_terminal());
@@ -1573,6 +1590,16 @@ fn print_status(out: &mut impl Write, s: &crate::status::Status) -> std::io::Res
             d.room.map_or(String::new(), |(free, _)| format!(" ({} free now)", human_bytes(free)))
         )?;
     }
+    if let Some(d) = s.daemon.as_ref() {
+        let unwatched = unwatched_roots(&s.roots, &d.roots);
+        if !unwatched.is_empty() {
+            writeln!(
+                out,
+                "             NOT WATCHED by this daemon (started with other roots), so not kept current: {}",
+                unwatched.join(", ")
+            )?;
+        }
+    }
     if let Some(d) = s.daemon.as_ref().filter(|d| !d.missing_roots.is_empty()) {
         writeln!(out, "             MISSING roots, looked for every second: {}", d.missing_roots.join(", "))?;
     }
@@ -1594,6 +1621,15 @@ fn print_status(out: &mut impl Write, s: &crate::status::Status) -> std::io::Res
         )?;
     }
     Ok(())
+}
+
+/// The remembered roots (as shown) that none of a daemon's roots holds.
+fn unwatched_roots<'a>(remembered: &'a [String], watched: &[String]) -> Vec<&'a str> {
+    remembered
+        .iter()
+        .filter(|r| !watched.iter().any(|w| *r == w || r.strip_prefix(w.as_str()).is_some_and(|t| t.starts_with('/'))))
+        .map(String::as_str)
+        .collect()
 }
 
 /// "1 file", "2 files": a count and its noun, in the noun's number.

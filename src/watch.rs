@@ -1284,6 +1284,19 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
         ..opts.index.clone()
     };
     state.roots = rescan_opts.roots.iter().map(crate::show_path).collect();
+    // Roots given on the command line: the others the index remembers go
+    // stale while this daemon runs, which `simd status` shows too.
+    let unwatched: Vec<PathBuf> = ingest::remembered(store)?
+        .into_iter()
+        .filter(|r| !rescan_opts.roots.iter().any(|w| r.starts_with(w)))
+        .collect();
+    if !unwatched.is_empty() {
+        tracing::warn!(
+            "the index also remembers {}, which this daemon does not watch: not kept current while it runs (start \
+             `simd watch` with no root to watch every remembered one, or `simd forget` them)",
+            show(&unwatched)
+        );
+    }
     for r in &rescan_opts.roots {
         if !watched.iter().any(|w| &w.path == r) {
             watched.push(WatchedRoot::watch(r, &mounts, &mut debouncer, opts, &mut state)?);
@@ -1675,7 +1688,11 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                 ignores_changed = Some(Instant::now());
             }
             last_activity = Instant::now();
-            state.last_event = Some(ingest::now_ns());
+            // A file-system event, not a rescan asked for: monitoring reads
+            // it to learn whether events still come.
+            if !named.is_empty() || !batch.removed.is_empty() || !batch.renamed.is_empty() {
+                state.last_event = Some(ingest::now_ns());
+            }
             state.pending = batch.check.len() + batch.renames.len();
             state.save(&dir);
             if batch.rescan {

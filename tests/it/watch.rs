@@ -625,6 +625,41 @@ fn forgetting_a_root_inside_another_leaves_the_other_watched() {
     stop_with_sigterm(daemon);
 }
 
+/// A daemon started on some of the roots the index remembers says that
+/// the others are not kept current: at its start, in `simd status`, and
+/// when `simd index` is handed to it. They went stale without a word.
+#[test]
+fn remembered_roots_a_daemon_does_not_watch_are_said() {
+    let env = Env::new();
+    env.write("a/x.txt", text(51, 300));
+    env.write("b/y.txt", text(52, 300));
+    let (a, b) = (env.root.canonicalize().unwrap().join("a"), env.root.canonicalize().unwrap().join("b"));
+    env.simd().args(["--quiet", "index"]).arg(&a).arg(&b).assert().success();
+    let log = env.tmp.path().join("daemon.log");
+    let daemon = {
+        let _starting = LIMITS.read().unwrap_or_else(|p| p.into_inner());
+        spawn(&env, &[a.to_str().unwrap()], Some(&log), false)
+    };
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert!(said.contains(&format!("the index also remembers {}, which this daemon does not watch", b.display())));
+    let out = env.simd().arg("status").assert().success();
+    let status = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    assert!(
+        status.contains(&format!(
+            "NOT WATCHED by this daemon (started with other roots), so not kept current: {}",
+            b.display()
+        )),
+        "{status}"
+    );
+    let out = env.simd().args(["-q", "index"]).assert().success();
+    let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(err.contains(&format!("does not watch {}: not rescanned", b.display())), "{err}");
+    // A control request is no file-system event.
+    let state = simd::watch::DaemonState::running(&env.db).unwrap();
+    assert_eq!(state.last_event, None, "{state:?}");
+    stop_with_sigterm(daemon);
+}
+
 /// A file the daemon indexed in one batch and found gone in the next
 /// (`cp doc doc.bak` … `rm doc.bak`): it paired with itself as a move of
 /// its content, kept its record and lost its name (session 73's audit).
