@@ -11,7 +11,7 @@ use crate::analysis::{cache, marks, AnalysisParams};
 use crate::chunker::ChunkParams;
 use crate::control::{self, Request};
 use crate::fingerprint::WholeFrom;
-use crate::ingest::{self, IndexOptions, Summary};
+use crate::ingest::{self, IndexOptions, IngestError, Summary};
 use crate::query;
 use crate::report::{self, View};
 use crate::scan::WalkOptions;
@@ -1621,6 +1621,39 @@ fn print_status(out: &mut impl Write, s: &crate::status::Status) -> std::io::Res
         )?;
     }
     Ok(())
+}
+
+/// A better message for an error than its own, where the CLI knows more:
+/// an index held by a run that is no daemon (whose error advises stopping
+/// a daemon and starting it again).
+pub fn explain(e: &anyhow::Error) -> Option<String> {
+    // Wrapped transparently, a store error is not in the chain itself.
+    let in_use = |s: &StoreError| match s {
+        StoreError::InUse { dir, pid } => Some((dir.clone(), pid.clone())),
+        _ => None,
+    };
+    let (dir, pid) = e.chain().find_map(|c| {
+        if let Some(s) = c.downcast_ref::<StoreError>() {
+            return in_use(s);
+        }
+        match c.downcast_ref::<crate::watch::WatchError>() {
+            Some(crate::watch::WatchError::Store(s)) => in_use(s),
+            Some(crate::watch::WatchError::Ingest(IngestError::Store(s))) => in_use(s),
+            _ => match c.downcast_ref::<IngestError>() {
+                Some(IngestError::Store(s)) => in_use(s),
+                _ => None,
+            },
+        }
+    })?;
+    let dir = dir.as_path();
+    if DaemonState::running(dir).is_some() {
+        return None;
+    }
+    Some(format!(
+        "{}: index in use by pid {pid}, a `simd index`, `reread` or `forget` run: run this command again once it \
+         has ended (stopped with kill -TERM {pid}, it keeps what it has read)",
+        crate::show_path(dir)
+    ))
 }
 
 /// The remembered roots (as shown) that none of a daemon's roots holds.

@@ -50,7 +50,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("simd: {}", chain(&e));
+            eprintln!("simd: {}", cli::explain(&e).unwrap_or_else(|| chain(&e)));
             ExitCode::FAILURE
         }
     }

@@ -248,10 +248,13 @@ impl DaemonState {
     }
 
     /// The running daemon's state, if a daemon holds this index.
+    /// Told by the kernel's lock table, not by the files a daemon leaves:
+    /// a copy of an index taken while its daemon ran, a daemon killed
+    /// (unreaped, or its pid reused since) hold no lock, and were taken for
+    /// a live daemon that refused every connection.
     pub fn running(dir: &Path) -> Option<DaemonState> {
         let s = DaemonState::saved(dir)?;
-        let lock_pid = std::fs::read_to_string(dir.join("simd.lock")).ok()?;
-        (lock_pid.trim() == s.pid.to_string() && Path::new(&format!("/proc/{}", s.pid)).exists()).then_some(s)
+        (crate::store::writer_pid(dir) == Some(s.pid)).then_some(s)
     }
 }
 

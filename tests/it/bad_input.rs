@@ -335,7 +335,13 @@ fn a_second_writer_is_told_who_holds_the_index() {
     let held = Store::open(&env.db, Access::Write, None).unwrap();
     let out = env.simd().arg("index").arg(&env.root).assert().failure();
     let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
-    assert!(err.contains(&format!("index in use by pid {}", std::process::id())), "{err}");
+    let pid = std::process::id();
+    assert!(err.contains(&format!("index in use by pid {pid}, a `simd index`, `reread` or `forget` run")), "{err}");
+    // Not taken for a daemon: no stop-and-start advice, and status agrees.
+    assert!(!err.contains("simd watch"), "{err}");
+    let out = env.simd().arg("status").assert().success();
+    let status = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    assert!(status.contains(&format!("not running; pid {pid} is writing the index")), "{status}");
     // Readers still work while it is held.
     env.simd().arg("status").assert().success();
     drop(held);

@@ -657,6 +657,14 @@ fn remembered_roots_a_daemon_does_not_watch_are_said() {
     // A control request is no file-system event.
     let state = simd::watch::DaemonState::running(&env.db).unwrap();
     assert_eq!(state.last_event, None, "{state:?}");
+    // A copy of the index taken meanwhile (its daemon.json too) has no
+    // daemon: it was taken for one, and every writing command failed.
+    let copy = env.tmp.path().join("copy");
+    assert!(Command::new("cp").arg("-a").arg(&env.db).arg(&copy).status().unwrap().success());
+    let out = env.simd().arg("--db").arg(&copy).arg("status").assert().success();
+    let status = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    assert!(status.contains("daemon       not running"), "{status}");
+    env.simd().arg("--db").arg(&copy).args(["-q", "index"]).assert().success();
     stop_with_sigterm(daemon);
 }
 
