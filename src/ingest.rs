@@ -671,16 +671,8 @@ fn run_roots(store: &Store, opts: &IndexOptions) -> Result<RunRoots, IngestError
         return Err(IngestError::Root { path, source });
     }
     let roots = canonical_roots(&present)?;
-    // An absolute --exclude over a whole root would drop its every file
-    // from the index: a mistake, not a wish (`simd forget` does that).
-    if let Some(ex) = scan::Excludes::new(&roots, &opts.walk.excludes)? {
-        if let Some(path) = ex.whole_root(&roots) {
-            let source = std::io::Error::other(
-                "an --exclude pattern leaves out this whole root; nothing was changed (to stop indexing it, \
-                 `simd forget` it)",
-            );
-            return Err(IngestError::Root { path, source });
-        }
+    refuse_roots(store.dir(), &roots, &opts.walk.excludes)?;
+    if scan::Excludes::new(&roots, &opts.walk.excludes)?.is_some() {
         for p in scan::Excludes::outside(&opts.walk.excludes, &roots) {
             warnings.push(format!(
                 "--exclude {p}: an absolute path outside every root, which matches nothing (for a path inside \
@@ -702,6 +694,27 @@ fn run_roots(store: &Store, opts: &IndexOptions) -> Result<RunRoots, IngestError
         }
     }
     Ok(RunRoots { roots, missing, spared, remembered, walk: walk_opts, warnings, started })
+}
+
+/// Refuses a root (canonical) that is the index directory at `dir` or
+/// inside it: the index's own files would be indexed (the walk skips the
+/// index directory only below a root), and stale at once under the
+/// daemon, which ignores its own writes. And one that an absolute
+/// exclude leaves out whole: its every file would leave the index, a
+/// mistake rather than a wish (`simd forget` does that).
+pub fn refuse_roots(dir: &Path, roots: &[PathBuf], excludes: &[String]) -> Result<(), IngestError> {
+    if let Some(r) = dir.canonicalize().ok().and_then(|own| roots.iter().find(|r| r.starts_with(&own)).cloned()) {
+        let source = std::io::Error::other("the index directory (or inside it): simd does not index its own index");
+        return Err(IngestError::Root { path: r, source });
+    }
+    if let Some(path) = scan::Excludes::new(roots, excludes)?.and_then(|ex| ex.whole_root(roots)) {
+        let source = std::io::Error::other(
+            "an --exclude pattern leaves out this whole root; nothing was changed (to stop indexing it, `simd \
+             forget` it)",
+        );
+        return Err(IngestError::Root { path, source });
+    }
+    Ok(())
 }
 
 /// Whether `root` (canonical) is a mount point with nothing mounted: an

@@ -1445,7 +1445,9 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                             .map(|r| crate::scan::bytes_path(r))
                             .filter(|r| !rescan_opts.roots.contains(r))
                             .collect();
-                        if let Err(e) = ingest::remember(store, &added) {
+                        if let Err(e) = ingest::refuse_roots(&dir, &added, &opts.index.walk.excludes)
+                            .and_then(|()| Ok(ingest::remember(store, &added)?))
+                        {
                             let _ = incoming.reply.send(Err(e.to_string()));
                             continue;
                         }

@@ -561,6 +561,10 @@ fn exclude_patterns_match_inside_the_roots_only() {
     let out = env.simd().args(["index", "--exclude", "/sub"]).assert().success();
     let err = String::from_utf8_lossy(&out.get_output().stderr);
     assert!(err.contains("--exclude /sub: an absolute path outside every root, which matches nothing"), "{err}");
+    // Nor is the index directory a root.
+    let out = env.simd().arg("index").arg(env.db.join("db")).assert().failure();
+    let err = String::from_utf8_lossy(&out.get_output().stderr);
+    assert!(err.contains("db: the index directory (or inside it): simd does not index its own index"), "{err}");
     let out = env.simd().args(["index", "--exclude", "./sub"]).assert().failure();
     let err = String::from_utf8_lossy(&out.get_output().stderr);
     assert!(err.contains("./sub: a path from where simd runs matches nothing"), "{err}");

@@ -657,6 +657,13 @@ fn remembered_roots_a_daemon_does_not_watch_are_said() {
     // A control request is no file-system event.
     let state = simd::watch::DaemonState::running(&env.db).unwrap();
     assert_eq!(state.last_event, None, "{state:?}");
+    // The index directory as a root is refused, and the daemon goes on
+    // (it stopped, with the root remembered).
+    let out = env.simd().arg("index").arg(&env.db).assert().failure();
+    let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(err.contains("simd does not index its own index"), "{err}");
+    assert!(simd::watch::DaemonState::running(&env.db).is_some());
+    assert_eq!(env.json(&["status"])["roots"].as_array().map(Vec::len), Some(2));
     // A copy of the index taken meanwhile (its daemon.json too) has no
     // daemon: it was taken for one, and every writing command failed.
     let copy = env.tmp.path().join("copy");
