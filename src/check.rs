@@ -123,14 +123,18 @@ pub fn check(store: &Store) -> Result<CheckReport, StoreError> {
 
     // history ghosts
     let mut ghosts: Vec<(Vec<u8>, ContentHash)> = Vec::new();
+    // The contents moves name keep their chunk lists too.
+    let mut moved: Vec<ContentHash> = Vec::new();
     for item in store.scan::<History>() {
         let ((p, _), rec) = item?;
         ghost_count += 1;
-        if let HistoryRecord::Ghost { content, .. } = rec {
-            ghosts.push((p, content));
+        match rec {
+            HistoryRecord::Ghost { content, .. } => ghosts.push((p, content)),
+            HistoryRecord::Moved { content: Some(content), .. } => moved.push(content),
+            HistoryRecord::Moved { content: None, .. } => {}
         }
     }
-    let mut ghosted: Vec<ContentHash> = ghosts.iter().map(|g| g.1).collect();
+    let mut ghosted: Vec<ContentHash> = ghosts.iter().map(|g| g.1).chain(moved).collect();
     ghosted.sort_unstable();
     ghosted.dedup();
 
@@ -164,7 +168,7 @@ pub fn check(store: &Store) -> Result<CheckReport, StoreError> {
             }
             expected_samples.extend(rec.sketch.posted().iter().map(|&s| ((s, rec.id), ())));
         } else if ghosted.binary_search(&content).is_err() {
-            problem(format!("content {content}: chunk list kept with no name and no ghost"));
+            problem(format!("content {content}: chunk list kept with no name, no ghost and no move"));
         }
     }
     let contents = kept.len() as u64;

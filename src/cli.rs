@@ -264,8 +264,8 @@ pub enum Command {
         /// time (2026-11-30, 2026-11-30 08:00)
         #[arg(long, value_name = "WHEN", value_parser = parse_since)]
         since: Option<i64>,
-        /// At most this many places per file
-        #[arg(long, value_name = "N", default_value_t = 5)]
+        /// At most this many places per file (1 or more)
+        #[arg(long, value_name = "N", default_value_t = 5, value_parser = at_least_one)]
         limit: usize,
     },
     /// Declare a cluster's shared chunks a template: later reports ignore them
@@ -921,6 +921,17 @@ fn lost_json(a: &crate::lost::Answer) -> serde_json::Value {
     v
 }
 
+/// A share as a whole percentage, but never "100%" for less than all
+/// (a file changed since shows 99.9%) nor "0%" for more than nothing.
+fn percent(x: f64) -> String {
+    let p = 100.0 * x;
+    match p {
+        p if p < 100.0 && p >= 99.5 => format!("{:.1}%", p.min(99.9)),
+        p if p > 0.0 && p < 0.5 => format!("{:.1}%", p.max(0.1)),
+        p => format!("{p:.0}%"),
+    }
+}
+
 fn print_lost_file(out: &mut impl Write, f: &crate::lost::LostFile, indent: &str) -> std::io::Result<()> {
     let p = crate::report_path;
     let ago = ingest::now_ns().saturating_sub(f.last_seen) / 1_000_000_000;
@@ -956,17 +967,17 @@ fn print_lost_file(out: &mut impl Write, f: &crate::lost::LostFile, indent: &str
         match c.kind {
             crate::lost::Kind::Similar => writeln!(
                 out,
-                "{indent}  similar    {}  ({:.0}% of it there, resemblance {:.0}%){via}",
+                "{indent}  similar    {}  ({} of it there, resemblance {}){via}",
                 p(&c.path),
-                100.0 * c.score,
-                100.0 * c.resemblance
+                percent(c.score),
+                percent(c.resemblance)
             )?,
             crate::lost::Kind::Moved if c.changed => writeln!(
                 out,
-                "{indent}  moved      {}  (changed there since: {:.0}% of it there, resemblance {:.0}%){via}",
+                "{indent}  moved      {}  (changed there since: {} of it there, resemblance {}){via}",
                 p(&c.path),
-                100.0 * c.score,
-                100.0 * c.resemblance
+                percent(c.score),
+                percent(c.resemblance)
             )?,
             k => writeln!(out, "{indent}  {:<10} {}{via}", k.as_str(), p(&c.path))?,
         }
@@ -1621,6 +1632,16 @@ fn print_status(out: &mut impl Write, s: &crate::status::Status) -> std::io::Res
         )?;
     }
     Ok(())
+}
+
+/// A count of at least one (`lost --limit`: with none shown, an answer
+/// that has places read as one that has none).
+fn at_least_one(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("0 would show no place at all; give 1 or more".to_string()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// A better message for an error than its own, where the CLI knows more:

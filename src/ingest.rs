@@ -2085,12 +2085,16 @@ pub fn forget(store: &Store, roots: &[PathBuf]) -> Result<Forgotten, IngestError
     })
 }
 
-/// The contents that history's ghosts refer to (their chunk lists stay).
+/// The contents that history's ghosts and moves refer to (their chunk
+/// lists stay).
 fn ghost_contents(store: &Store) -> Result<HashSet<ContentHash>, StoreError> {
     let mut ghosts = HashSet::default();
     for item in store.scan::<History>() {
-        if let (_, HistoryRecord::Ghost { content, .. }) = item? {
-            ghosts.insert(content);
+        match item?.1 {
+            HistoryRecord::Ghost { content, .. } | HistoryRecord::Moved { content: Some(content), .. } => {
+                ghosts.insert(content);
+            }
+            HistoryRecord::Moved { content: None, .. } => {}
         }
     }
     Ok(ghosts)
@@ -4046,9 +4050,11 @@ impl<'s> Writer<'s> {
         let mut records = Vec::new();
         for item in self.store.scan::<History>() {
             let ((path, time), rec) = item?;
+            // A move's content too: edited at its destination since, it is
+            // named only there, and `lost` measures what is left of it.
             let content = match rec {
                 HistoryRecord::Ghost { content, .. } => Some(content),
-                HistoryRecord::Moved { .. } => None,
+                HistoryRecord::Moved { content, .. } => content,
             };
             records.push(((path, time), content));
         }

@@ -340,12 +340,17 @@ fn answer_file(
     let mut seen: HashSet<Vec<u8>> = HashSet::from([path.clone()]);
     let (mut rec, mut when) = (rec, last_seen);
     let mut untraced = false;
+    // What left `path`: the first move's content. A file edited at a stop
+    // of the chain and moved on is not what left.
+    let mut orig: Option<ContentHash> = None;
     // Follow moves: a → b → c. A move chain can end at a live file (the
     // answer, then its content's other places), at a ghost (continue by
     // content), or nowhere.
     let ghost = loop {
         match rec {
             HistoryRecord::Moved { to, content } => {
+                orig = orig.or(content);
+                let content = orig;
                 if let Some(id) = store.get::<Paths>(&to)? {
                     let now = store.get::<Files>(&id)?.map(|r| r.content);
                     // What moved: the record says since session 72; for an
@@ -402,7 +407,13 @@ fn answer_file(
                     }
                 }
             }
-            HistoryRecord::Ghost { content, size, since, .. } => break Some((content, Some(size), since, true, true)),
+            HistoryRecord::Ghost { content, size, since, .. } => {
+                let size = match orig.filter(|o| *o != content) {
+                    Some(o) => content_size(store, &o)?,
+                    None => Some(size),
+                };
+                break Some((orig.unwrap_or(content), size, since, true, true));
+            }
         }
     };
     // (content, its size, the first file id of the pass that lost it,
@@ -468,9 +479,10 @@ fn answer_file(
             candidates[..=copies].rotate_left(1);
         }
     }
-    candidates.truncate(ctx.limit);
-    // A chain that reached a live file is in that answer's `via`.
+    // A chain that reached a live file is in that answer's `via` (told
+    // before `--limit` cuts: a move put after copies may be cut away).
     let moves = if candidates.iter().any(|c| c.kind == Kind::Moved) { Vec::new() } else { via };
+    candidates.truncate(ctx.limit);
     let removed_there = !moves.is_empty() && content.is_some() && !untraced;
     Ok(LostFile { path, last_seen, found_gone, content, size, moves, removed_there, candidates })
 }
