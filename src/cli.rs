@@ -1190,6 +1190,14 @@ fn print_answer(out: &mut impl Write, format: Format, answer: &control::Answer) 
         Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&answer.json())?)?,
         _ => writeln!(out, "{}", answer.text())?,
     }
+    // A rescan the daemon's stop cut short: not done, whatever it says.
+    if answer.json()["interrupted"] == serde_json::Value::Bool(true) {
+        out.flush()?;
+        anyhow::bail!(
+            "the daemon was stopped before it finished this (what it read so far is indexed): run the command again \
+             (with no daemon running, it runs by itself)"
+        );
+    }
     Ok(())
 }
 

@@ -87,12 +87,44 @@ pub fn json_path(p: &Path) -> serde_json::Value {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ControlError {
-    #[error("{}: cannot reach the daemon's control socket: {source}", crate::show_path(.path))]
+    #[error(
+        "{}: cannot reach the daemon's control socket: {source}{}",
+        crate::show_path(.path),
+        connect_hint(.source)
+    )]
     Connect { path: PathBuf, source: std::io::Error },
-    #[error("{}: the daemon did not answer: {source}", crate::show_path(.path))]
+    #[error("{}: the daemon did not answer: {source}{}", crate::show_path(.path), exchange_hint(.source))]
     Exchange { path: PathBuf, source: std::io::Error },
+    #[error(
+        "{}: the daemon stopped before answering (killed, or stopped by a signal): run the command again (with no \
+         daemon running, it runs by itself)",
+        crate::show_path(.path)
+    )]
+    Stopped { path: PathBuf },
     #[error("{}: the daemon's answer is not understood: {source}", crate::show_path(.path))]
     Garbled { path: PathBuf, source: serde_json::Error },
+}
+
+/// What to do about a socket that cannot be reached.
+fn connect_hint(e: &std::io::Error) -> &'static str {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => {
+            " (a daemon takes requests once its first scan is done, when `simd status` says \"watching\"; try \
+             again then)"
+        }
+        std::io::ErrorKind::PermissionDenied => " (the daemon runs as another user: run this as that user)",
+        std::io::ErrorKind::ConnectionRefused => " (the daemon is gone: run the command again)",
+        _ => "",
+    }
+}
+
+fn exchange_hint(e: &std::io::Error) -> &'static str {
+    match e.kind() {
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
+            " within 10 minutes; it may still be at it (`simd status` shows it)"
+        }
+        _ => "",
+    }
 }
 
 pub fn socket_path(dir: &Path) -> PathBuf {
@@ -115,6 +147,9 @@ pub fn request(dir: &Path, req: &Request) -> Result<Response, ControlError> {
     stream.write_all(&line).map_err(exchange)?;
     let mut answer = String::new();
     BufReader::new(stream).read_line(&mut answer).map_err(exchange)?;
+    if answer.is_empty() {
+        return Err(ControlError::Stopped { path });
+    }
     serde_json::from_str(&answer).map_err(|source| ControlError::Garbled { path: path.clone(), source })
 }
 
