@@ -65,7 +65,7 @@ pub fn report_path(bytes: &[u8]) -> String {
         for c in chunk.valid().chars() {
             if c == '\\' {
                 out.push_str("\\\\");
-            } else if c.is_control() || is_bidi_format(c) {
+            } else if c.is_control() || is_bidi_format(c) || is_invisible(c) {
                 let mut utf8 = [0; 4];
                 for b in c.encode_utf8(&mut utf8).bytes() {
                     out.push_str(&format!("\\x{b:02x}"));
@@ -86,6 +86,19 @@ pub fn report_path(bytes: &[u8]) -> String {
 /// text around them is shown.
 fn is_bidi_format(c: char) -> bool {
     matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// Characters that break a line for some readers, or show as nothing, so
+/// that two names look the same: the line and paragraph separators (which
+/// Python's `splitlines` splits on), zero-width spaces and joiners, the
+/// byte-order mark, the word joiner and invisible operators, and the tag
+/// characters.
+fn is_invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{00ad}' | '\u{180e}' | '\u{200b}'..='\u{200d}' | '\u{2028}' | '\u{2029}' | '\u{2060}'..='\u{2064}' | '\u{feff}'
+            | '\u{e0000}'..='\u{e007f}'
+    )
 }
 
 /// [`report_path`] of a path: for paths in messages and logs, which
@@ -110,6 +123,11 @@ mod tests {
         // A right-to-left override would show what follows it reversed.
         assert_eq!(report_path("report\u{202e}fdp.exe".as_bytes()), "report\\xe2\\x80\\xaefdp.exe");
         assert_eq!(report_path("a\u{2067}b\u{200f}".as_bytes()), "a\\xe2\\x81\\xa7b\\xe2\\x80\\x8f");
+        // A line separator (a line break to Python's `splitlines`), and
+        // characters that show as nothing, so that two names look alike.
+        assert_eq!(report_path("a\u{2028}b".as_bytes()), "a\\xe2\\x80\\xa8b");
+        assert_eq!(report_path("z\u{200b}w\u{feff}".as_bytes()), "z\\xe2\\x80\\x8bw\\xef\\xbb\\xbf");
+        assert_eq!(report_path("t\u{e0041}".as_bytes()), "t\\xf3\\xa0\\x81\\x81");
     }
 
     /// Reads [`report_path`]'s output back: `\\` is a backslash, `\xNN` a
