@@ -350,7 +350,13 @@ impl Store {
                     });
                 }
             }
-            fs::create_dir_all(dir).map_err(io(dir))?;
+            // Readable by its owner only: the index names every file of
+            // the roots, its chunk hashes confirm a guessed content, and
+            // other users may be kept out of some of those directories.
+            // (A directory the user made is left as it is.)
+            std::os::unix::fs::DirBuilderExt::mode(fs::DirBuilder::new().recursive(true), 0o700)
+                .create(dir)
+                .map_err(io(dir))?;
         }
         let settles = held.is_some();
         let lock = match (access, held) {

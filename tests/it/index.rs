@@ -546,6 +546,9 @@ fn exclude_patterns_match_inside_the_roots_only() {
     env.write("sub/keep.txt", text(3, 100));
     let s = env.json(&["index", "--exclude", "tree/**", env.root.to_str().unwrap()]);
     assert_eq!(s["new"].as_u64(), Some(2), "{s}");
+    // The index names every file: made for its owner's eyes only.
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(&env.db).unwrap().permissions().mode() & 0o777, 0o700);
     let names: Vec<String> = env.files().iter().map(|(p, _)| String::from_utf8_lossy(p).into_owned()).collect();
     assert!(names.iter().all(|n| !n.ends_with("nested.txt")), "{names:?}");
     // The same from the tree's parent's name, and a pattern anchored at a
