@@ -304,8 +304,12 @@ pub fn similar_to(
             continue;
         }
         let their_payload = ignored.payload(rec);
-        let measures = at(i, their_payload);
         let (holder, identical) = (*holder, *holder == content);
+        // The same content read whole (no chunk list to measure): all of it.
+        let measures = match identical && rec.runs.is_empty() {
+            true => Measures { resemblance: 1.0, a_in_b: 1.0, b_in_a: 1.0, ..Measures::new(0, 0, 0) },
+            false => at(i, their_payload),
+        };
         let kind = measures.kind(params);
         if !(identical || all || kind.is_some()) {
             continue;
@@ -316,9 +320,15 @@ pub fn similar_to(
     }
     // A content with no chunks (an empty file) shares no postings: its
     // identical copies are found by content hash alone.
-    if query.runs.is_empty() {
-        let measures = Measures { resemblance: 1.0, a_in_b: 1.0, b_in_a: 1.0, ..Measures::new(0, 0, 0) };
-        hits.push(Hit { content, size: 0, payload: 0, names: Vec::new(), measures, identical: true, kind: None });
+    // So is one read whole (at least --whole-from), which keeps none. Only
+    // when the index holds it: a query of an empty file counted "1
+    // similar" where the index had no empty file.
+    if query.runs.is_empty() && !hits.iter().any(|h| h.content == content) {
+        if !analysis::names_of(store, &content)?.is_empty() {
+            let measures = Measures { resemblance: 1.0, a_in_b: 1.0, b_in_a: 1.0, ..Measures::new(0, 0, 0) };
+            let size = query.size;
+            hits.push(Hit { content, size, payload: 0, names: Vec::new(), measures, identical: true, kind: None });
+        }
     }
     // Word measures rank a hit only when they rest on enough samples, as
     // they decide a link: a small file's few samples against a large one

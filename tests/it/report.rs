@@ -1846,3 +1846,21 @@ fn identical_directories_are_found_name_for_name() {
     assert_eq!(sets(&r), [subs, top, ls], "most bytes wasted first: {:#}", r["directories"]);
     assert_eq!(r, fresh_report(&env, &[]), "the updated analysis differs from a fresh one");
 }
+
+/// An empty query finds an identical file only where the index holds an
+/// empty file: it counted "1 similar (showing 0)" with none indexed.
+#[test]
+fn an_empty_query_finds_an_empty_file_only_when_one_is_indexed() {
+    let env = Env::new();
+    env.write("a.txt", text(61, 300));
+    env.index();
+    let empty = env.tmp.path().join("empty");
+    std::fs::write(&empty, b"").unwrap();
+    let r = env.json(&["similar", empty.to_str().unwrap()]);
+    assert_eq!((r["similar"].as_u64(), r["hits"].as_array().map(Vec::len)), (Some(0), Some(0)), "{r:#}");
+    env.write("e0", b"");
+    env.index();
+    let r = env.json(&["similar", empty.to_str().unwrap()]);
+    assert_eq!((r["similar"].as_u64(), r["hits"].as_array().map(Vec::len)), (Some(1), Some(1)), "{r:#}");
+    assert_eq!(r["hits"][0]["kind"], "identical", "{r:#}");
+}
