@@ -926,7 +926,7 @@ fn lost_json(a: &crate::lost::Answer) -> serde_json::Value {
 fn percent(x: f64) -> String {
     let p = 100.0 * x;
     match p {
-        p if p < 100.0 && p >= 99.5 => format!("{:.1}%", p.min(99.9)),
+        p if (99.5..100.0).contains(&p) => format!("{:.1}%", p.min(99.9)),
         p if p > 0.0 && p < 0.5 => format!("{:.1}%", p.max(0.1)),
         p => format!("{p:.0}%"),
     }

@@ -323,12 +323,13 @@ pub fn similar_to(
     // So is one read whole (at least --whole-from), which keeps none. Only
     // when the index holds it: a query of an empty file counted "1
     // similar" where the index had no empty file.
-    if query.runs.is_empty() && !hits.iter().any(|h| h.content == content) {
-        if !analysis::names_of(store, &content)?.is_empty() {
-            let measures = Measures { resemblance: 1.0, a_in_b: 1.0, b_in_a: 1.0, ..Measures::new(0, 0, 0) };
-            let size = query.size;
-            hits.push(Hit { content, size, payload: 0, names: Vec::new(), measures, identical: true, kind: None });
-        }
+    if query.runs.is_empty()
+        && !hits.iter().any(|h| h.content == content)
+        && !analysis::names_of(store, &content)?.is_empty()
+    {
+        let measures = Measures { resemblance: 1.0, a_in_b: 1.0, b_in_a: 1.0, ..Measures::new(0, 0, 0) };
+        let size = query.size;
+        hits.push(Hit { content, size, payload: 0, names: Vec::new(), measures, identical: true, kind: None });
     }
     // Word measures rank a hit only when they rest on enough samples, as
     // they decide a link: a small file's few samples against a large one
