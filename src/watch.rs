@@ -1112,14 +1112,22 @@ const SPACE_CHECK: Duration = Duration::from_secs(2);
 /// disk was a restart every few seconds, each with a scan of the tree
 /// that failed at its first write.)
 pub fn serve(db: &Path, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Result<(), WatchError> {
+    // Held while paused for room: whether a daemon holds the index is told
+    // by its lock, and no other writer should start meanwhile.
+    let mut held = None;
     loop {
         // Opening writes too (a new write-ahead log, an options file).
-        let run = Store::open(db, Access::Write, None).map_err(WatchError::from);
+        let run = match held.take() {
+            Some(lock) => Store::open_writer(db, lock, None),
+            None => Store::open(db, Access::Write, None),
+        };
+        let run = run.map_err(WatchError::from);
         // An error from an index deleted under the daemon (RocksDB's, when
         // it next makes a file there) says so.
         let run = run.and_then(|store| watch(&store, opts, stop.clone()).map_err(|e| gone(&store, opts, e)));
         match run {
             Err(e) if e.is_no_space() && !stop.load(Ordering::Relaxed) => {
+                held = crate::store::lock_writer(db).ok();
                 // The error's first line: its hint is for commands run by hand.
                 if !wait_for_room(db, &stop, e.to_string().lines().next().unwrap_or_default()) {
                     let _ = std::fs::remove_file(state_path(db));
