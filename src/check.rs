@@ -123,18 +123,16 @@ pub fn check(store: &Store) -> Result<CheckReport, StoreError> {
 
     // history ghosts
     let mut ghosts: Vec<(Vec<u8>, ContentHash)> = Vec::new();
-    // The contents moves name keep their chunk lists too.
-    let mut moved: Vec<ContentHash> = Vec::new();
+    // The contents records keep chunk lists for: ghosts' and moves'.
+    let mut ghosted: Vec<ContentHash> = Vec::new();
     for item in store.scan::<History>() {
         let ((p, _), rec) = item?;
         ghost_count += 1;
-        match rec {
-            HistoryRecord::Ghost { content, .. } => ghosts.push((p, content)),
-            HistoryRecord::Moved { content: Some(content), .. } => moved.push(content),
-            HistoryRecord::Moved { content: None, .. } => {}
+        ghosted.extend(rec.kept_content());
+        if let HistoryRecord::Ghost { content, .. } = rec {
+            ghosts.push((p, content));
         }
     }
-    let mut ghosted: Vec<ContentHash> = ghosts.iter().map(|g| g.1).chain(moved).collect();
     ghosted.sort_unstable();
     ghosted.dedup();
 

@@ -672,13 +672,11 @@ fn run_roots(store: &Store, opts: &IndexOptions) -> Result<RunRoots, IngestError
     }
     let roots = canonical_roots(&present)?;
     refuse_roots(store.dir(), &roots, &opts.walk.excludes)?;
-    if scan::Excludes::new(&roots, &opts.walk.excludes)?.is_some() {
-        for p in scan::Excludes::outside(&opts.walk.excludes, &roots) {
-            warnings.push(format!(
-                "--exclude {p}: an absolute path outside every root, which matches nothing (for a path inside \
-                 each root at any depth, drop the leading /)"
-            ));
-        }
+    for p in scan::Excludes::outside(&opts.walk.excludes, &roots) {
+        warnings.push(format!(
+            "--exclude {p}: an absolute path outside every root, which matches nothing (for a path inside each \
+             root at any depth, drop the leading /)"
+        ));
     }
     let mut walk_opts = opts.walk.clone();
     if let Ok(own) = store.dir().canonicalize() {
@@ -2090,12 +2088,7 @@ pub fn forget(store: &Store, roots: &[PathBuf]) -> Result<Forgotten, IngestError
 fn ghost_contents(store: &Store) -> Result<HashSet<ContentHash>, StoreError> {
     let mut ghosts = HashSet::default();
     for item in store.scan::<History>() {
-        match item?.1 {
-            HistoryRecord::Ghost { content, .. } | HistoryRecord::Moved { content: Some(content), .. } => {
-                ghosts.insert(content);
-            }
-            HistoryRecord::Moved { content: None, .. } => {}
-        }
+        ghosts.extend(item?.1.kept_content());
     }
     Ok(ghosts)
 }
@@ -4050,13 +4043,7 @@ impl<'s> Writer<'s> {
         let mut records = Vec::new();
         for item in self.store.scan::<History>() {
             let ((path, time), rec) = item?;
-            // A move's content too: edited at its destination since, it is
-            // named only there, and `lost` measures what is left of it.
-            let content = match rec {
-                HistoryRecord::Ghost { content, .. } => Some(content),
-                HistoryRecord::Moved { content, .. } => content,
-            };
-            records.push(((path, time), content));
+            records.push(((path, time), rec.kept_content()));
         }
         let cutoff = now.saturating_sub((retention.max_age_days as TimeNs).saturating_mul(86_400 * 1_000_000_000));
         // Only a path's newest record is ever read: `simd lost` answers

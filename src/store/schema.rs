@@ -1257,6 +1257,18 @@ pub enum HistoryRecord {
     },
 }
 
+impl HistoryRecord {
+    /// The content whose chunk list this record keeps while it lives: a
+    /// ghost's, and the content a move carries (`simd lost` measures what
+    /// is left of it at a destination edited since).
+    pub fn kept_content(&self) -> Option<ContentHash> {
+        match self {
+            HistoryRecord::Ghost { content, .. } => Some(*content),
+            HistoryRecord::Moved { content, .. } => *content,
+        }
+    }
+}
+
 /// `history`: lost-and-found records per path.
 ///
 /// ```text
