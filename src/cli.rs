@@ -66,14 +66,14 @@ pub struct ScanArgs {
     #[arg(long, short = 'x')]
     pub one_file_system: bool,
     /// Chunk workers [default: one per core]
-    #[arg(long, value_name = "N", default_value_t = 0, hide_default_value = true)]
+    #[arg(long, allow_negative_numbers = true, value_name = "N", default_value_t = 0, hide_default_value = true)]
     pub threads: usize,
     /// Keep lost-and-found records this many days
-    #[arg(long, value_name = "DAYS", default_value_t = 90)]
+    #[arg(long, allow_negative_numbers = true, value_name = "DAYS", default_value_t = 90)]
     pub keep_history_days: u64,
     /// Keep at most this many lost-and-found records (the newest; one per
     /// path, its newest)
-    #[arg(long, value_name = "N", default_value_t = 100_000)]
+    #[arg(long, allow_negative_numbers = true, value_name = "N", default_value_t = 100_000)]
     pub keep_history: usize,
     /// Files this large are indexed whole: identical copies and similar
     /// words are found, but no chunk list is kept, which bounds memory
@@ -163,16 +163,16 @@ impl ScanArgs {
 #[derive(clap::Args, Debug, Clone)]
 pub struct Thresholds {
     /// A link needs at least this many bytes in common (in chunks, or estimated from words) [default: 100]
-    #[arg(long, value_name = "BYTES")]
+    #[arg(long, allow_negative_numbers = true, value_name = "BYTES")]
     pub min_bytes: Option<u64>,
     /// ... and resemblance at least this, in chunks or in words (0..1) [default: 0.5]
-    #[arg(long, value_name = "R")]
+    #[arg(long, allow_negative_numbers = true, value_name = "R")]
     pub min_similarity: Option<f64>,
     /// ... or the smaller file at least this much inside the larger (0..1) [default: 0.8]
-    #[arg(long, value_name = "C")]
+    #[arg(long, allow_negative_numbers = true, value_name = "C")]
     pub min_containment: Option<f64>,
     /// Ignore chunks held by more than this many distinct contents [default: half the contents, within 100..=1000]
-    #[arg(long, value_name = "N")]
+    #[arg(long, allow_negative_numbers = true, value_name = "N")]
     pub max_degree: Option<u64>,
 }
 
@@ -190,6 +190,11 @@ impl Thresholds {
                 anyhow::bail!("{name} {v}: must be between 0 and 1");
             }
         }
+        // A chunk links the contents that share it: with a cutoff under 2
+        // every shared chunk is ignored, and nothing can link.
+        if let Some(n @ 0..=1) = p.max_degree {
+            anyhow::bail!("--max-degree {n}: must be at least 2 (a chunk shared by two contents is what links them)");
+        }
         Ok(p)
     }
 }
@@ -201,7 +206,7 @@ pub enum Command {
         /// Directories to index [default: the roots the index remembers]
         roots: Vec<PathBuf>,
         /// Average chunk size in bytes, fixed when the index is created [default: 1000]
-        #[arg(long, value_name = "BYTES")]
+        #[arg(long, allow_negative_numbers = true, value_name = "BYTES")]
         avg_chunk: Option<u32>,
         #[command(flatten)]
         scan: ScanArgs,
@@ -222,11 +227,11 @@ pub enum Command {
         #[arg(long, value_name = "WHEN", value_parser = parse_since)]
         since: Option<i64>,
         /// At most this many identical sets and this many clusters
-        #[arg(long, value_name = "N")]
+        #[arg(long, allow_negative_numbers = true, value_name = "N")]
         limit: Option<usize>,
         /// At most this many links per cluster, strongest first (0: all). Text shows 10 unless told, html
         /// every link unless told (a large tree's page can be too large for a browser); json and csv list every link
-        #[arg(long, value_name = "N")]
+        #[arg(long, allow_negative_numbers = true, value_name = "N")]
         links: Option<usize>,
         /// With --format csv: a row per file name of every identical set and cluster, or per link
         #[arg(long, value_enum, value_name = "TABLE")]
@@ -254,7 +259,7 @@ pub enum Command {
         #[arg(long)]
         all: bool,
         /// At most this many answers
-        #[arg(long, value_name = "N", default_value_t = 20)]
+        #[arg(long, allow_negative_numbers = true, value_name = "N", default_value_t = 20)]
         limit: usize,
     },
     /// Where the content last seen at PATH (a file or a directory) lives now
@@ -265,7 +270,7 @@ pub enum Command {
         #[arg(long, value_name = "WHEN", value_parser = parse_since)]
         since: Option<i64>,
         /// At most this many places per file (1 or more)
-        #[arg(long, value_name = "N", default_value_t = 5, value_parser = at_least_one)]
+        #[arg(long, allow_negative_numbers = true, value_name = "N", default_value_t = 5, value_parser = at_least_one)]
         limit: usize,
     },
     /// Declare a cluster's shared chunks a template: later reports ignore them
@@ -276,16 +281,16 @@ pub enum Command {
         /// Directories to watch [default: the roots the index remembers]
         roots: Vec<PathBuf>,
         /// Gather a burst of events on a path for this long before handling it
-        #[arg(long, value_name = "MS", default_value_t = 50)]
+        #[arg(long, allow_negative_numbers = true, value_name = "MS", default_value_t = 50)]
         debounce_ms: u64,
         /// Rescan this often when the inotify watch limit leaves part of the tree unwatched, or a root is on a network or FUSE file system
-        #[arg(long, value_name = "SECS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
+        #[arg(long, allow_negative_numbers = true, value_name = "SECS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
         rescan_every: u64,
         /// Rescan everything this often even when every directory is watched, for changes that raise no inotify event (writes through a shared mmap or a hard link from outside the roots); 0: never
-        #[arg(long, value_name = "SECS", default_value_t = crate::watch::FULL_RESCAN_EVERY.as_secs())]
+        #[arg(long, allow_negative_numbers = true, value_name = "SECS", default_value_t = crate::watch::FULL_RESCAN_EVERY.as_secs())]
         full_rescan_every: u64,
         /// Keep the files of a root that went away or was replaced (a share unmounted, a tree moved out) this long before recording them as removed, so that one back by then is not read again whole; `simd rescan` records them at once; 0: at once
-        #[arg(long, value_name = "SECS", default_value_t = crate::watch::ROOT_GRACE.as_secs())]
+        #[arg(long, allow_negative_numbers = true, value_name = "SECS", default_value_t = crate::watch::ROOT_GRACE.as_secs())]
         root_grace: u64,
         #[command(flatten)]
         scan: ScanArgs,
@@ -319,7 +324,7 @@ pub enum TemplateCommand {
     Mark {
         cluster: String,
         /// Mark chunks and word samples held by at least this fraction of the cluster's distinct contents (for a sample, of those whose sketches keep samples of its level)
-        #[arg(long, value_name = "F", default_value_t = 1.0)]
+        #[arg(long, allow_negative_numbers = true, value_name = "F", default_value_t = 1.0)]
         min_share: f64,
         #[command(flatten)]
         thresholds: Thresholds,

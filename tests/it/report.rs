@@ -1864,3 +1864,22 @@ fn an_empty_query_finds_an_empty_file_only_when_one_is_indexed() {
     assert_eq!((r["similar"].as_u64(), r["hits"].as_array().map(Vec::len)), (Some(1), Some(1)), "{r:#}");
     assert_eq!(r["hits"][0]["kind"], "identical", "{r:#}");
 }
+
+/// A negative number is said to be one (clap took `-1` for an unknown
+/// option, and its tip made it a root), and a cutoff under 2 is refused.
+#[test]
+fn bad_numbers_are_named_as_given() {
+    let env = Env::new();
+    env.write("a.txt", text(62, 300));
+    env.index();
+    for (args, said) in [
+        (&["report", "--limit", "-1"][..], "invalid value '-1' for '--limit <N>'"),
+        (&["index", "--keep-history", "-1"][..], "invalid value '-1' for '--keep-history <N>'"),
+        (&["report", "--min-similarity", "-0.1"][..], "--min-similarity -0.1: must be between 0 and 1"),
+        (&["report", "--max-degree", "1"][..], "--max-degree 1: must be at least 2"),
+    ] {
+        let out = env.simd().args(args).assert().failure();
+        let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+        assert!(err.contains(said), "{args:?}: {err}");
+    }
+}
