@@ -1801,7 +1801,8 @@ fn parse_since(s: &str) -> Result<i64, String> {
     if !utc(secs).starts_with(&format!("{y:04}-{mo:02}-{d:02}")) {
         return Err(bad());
     }
-    secs.checked_mul(1_000_000_000).ok_or_else(bad)
+    secs.checked_mul(1_000_000_000)
+        .ok_or_else(|| format!("{s}: too far ahead (the index's times end at 2262-04-11, in nanoseconds since 1970)"))
 }
 
 fn human_ago(s: i64) -> String {

@@ -1877,6 +1877,7 @@ fn bad_numbers_are_named_as_given() {
         (&["index", "--keep-history", "-1"][..], "invalid value '-1' for '--keep-history <N>'"),
         (&["report", "--min-similarity", "-0.1"][..], "--min-similarity -0.1: must be between 0 and 1"),
         (&["report", "--max-degree", "1"][..], "--max-degree 1: must be at least 2"),
+        (&["report", "--since", "3000-01-01"][..], "3000-01-01: too far ahead"),
     ] {
         let out = env.simd().args(args).assert().failure();
         let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
