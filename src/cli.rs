@@ -337,7 +337,9 @@ pub enum TemplateCommand {
 
 /// Where the index lives when `--db` and `SIMD_DB` are not given.
 pub fn default_db() -> Result<PathBuf> {
-    let base = match std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
+    // A relative value is ignored, as the XDG base directory spec says:
+    // the index would move with the directory simd is run from.
+    let base = match std::env::var_os("XDG_DATA_HOME").filter(|v| std::path::Path::new(v).is_absolute()) {
         Some(d) => PathBuf::from(d),
         None => {
             let home = std::env::var_os("HOME").context("neither --db, SIMD_DB, XDG_DATA_HOME nor HOME is set")?;

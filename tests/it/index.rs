@@ -417,6 +417,10 @@ fn the_index_is_found_where_no_option_names_it() {
     let xdg = env.tmp.path().join("xdg");
     bare(&[("XDG_DATA_HOME", &xdg)]).args(["--quiet", "index"]).arg(&env.root).assert().success();
     assert!(xdg.join("simd").is_dir());
+    // A relative one is ignored (the XDG spec): the index stays in ~.
+    let relative = std::path::Path::new("rel");
+    bare(&[("XDG_DATA_HOME", relative)]).current_dir(env.tmp.path()).args(["--quiet", "index"]).assert().success();
+    assert!(!env.tmp.path().join("rel").exists());
 
     let empty = std::path::Path::new("");
     let out = bare(&[("SIMD_DB", empty)]).arg("status").assert().code(2);
