@@ -131,6 +131,32 @@ pub fn socket_path(dir: &Path) -> PathBuf {
     dir.join("control.sock")
 }
 
+/// The socket's path as `bind` and `connect` can take it. A socket address
+/// holds at most 107 bytes of path, so the socket of an index directory
+/// deeper than that is reached through a descriptor of the directory,
+/// `/proc/self/fd/N/control.sock` (as systemd does for long socket paths);
+/// the descriptor stays open while the path is in use.
+struct Reachable {
+    path: PathBuf,
+    _dir: Option<std::fs::File>,
+}
+
+/// Bytes a socket address's path may hold, its closing NUL not counted.
+const SUN_PATH_MAX: usize = 107;
+
+fn reachable(dir: &Path) -> std::io::Result<Reachable> {
+    use std::os::fd::AsRawFd;
+    let path = socket_path(dir);
+    if path.as_os_str().len() <= SUN_PATH_MAX {
+        return Ok(Reachable { path, _dir: None });
+    }
+    let handle = std::fs::File::open(dir)?;
+    Ok(Reachable {
+        path: PathBuf::from(format!("/proc/self/fd/{}/control.sock", handle.as_raw_fd())),
+        _dir: Some(handle),
+    })
+}
+
 /// How long a client waits for the daemon: a template mark runs an
 /// analysis, a rescan walks the whole tree.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(600);
@@ -138,8 +164,9 @@ const ANSWER_TIMEOUT: Duration = Duration::from_secs(600);
 /// Sends one request to the daemon holding the index in `dir`.
 pub fn request(dir: &Path, req: &Request) -> Result<Response, ControlError> {
     let path = socket_path(dir);
-    let mut stream =
-        UnixStream::connect(&path).map_err(|source| ControlError::Connect { path: path.clone(), source })?;
+    let mut stream = reachable(dir)
+        .and_then(|at| UnixStream::connect(&at.path))
+        .map_err(|source| ControlError::Connect { path: path.clone(), source })?;
     let exchange = |source| ControlError::Exchange { path: path.clone(), source };
     stream.set_read_timeout(Some(ANSWER_TIMEOUT)).map_err(exchange)?;
     let mut line = serde_json::to_vec(req).expect("requests serialize");
@@ -172,8 +199,9 @@ impl Listener {
         // A socket left by a daemon that was killed: the index lock (held by
         // this process) says no other daemon uses it.
         let _ = std::fs::remove_file(&path);
-        let listener = UnixListener::bind(&path)?;
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+        let at = reachable(dir)?;
+        let listener = UnixListener::bind(&at.path)?;
+        std::fs::set_permissions(&at.path, std::fs::Permissions::from_mode(0o600))?;
         let (tx, rx) = crossbeam_channel::bounded::<Incoming>(16);
         std::thread::spawn(move || {
             for stream in listener.incoming() {

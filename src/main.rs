@@ -76,8 +76,24 @@ fn init_logging(verbose: u8, quiet: bool) {
         (false, 1) => "info",
         (false, _) => "debug",
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_env("SIMD_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("simd={default},rocksdb=warn")));
+    let fallback = || tracing_subscriber::EnvFilter::new(format!("simd={default},rocksdb=warn"));
+    // A SIMD_LOG that does not parse is said, not taken silently for the
+    // default: whoever set it is waiting for log lines that would not come.
+    let filter = match std::env::var_os("SIMD_LOG") {
+        None => fallback(),
+        Some(v) if v.is_empty() => fallback(),
+        Some(v) => match v.to_str().map(tracing_subscriber::EnvFilter::try_new) {
+            Some(Ok(f)) => f,
+            Some(Err(e)) => {
+                eprintln!("simd: SIMD_LOG={}: not understood ({e}); logging at the default level", v.to_string_lossy());
+                fallback()
+            }
+            None => {
+                eprintln!("simd: SIMD_LOG is not UTF-8; logging at the default level");
+                fallback()
+            }
+        },
+    };
     // Colours only on a terminal: a service's log goes to a file or the
     // journal, where escape codes are noise.
     use std::io::IsTerminal;

@@ -1884,3 +1884,17 @@ fn bad_numbers_are_named_as_given() {
         assert!(err.contains(said), "{args:?}: {err}");
     }
 }
+
+/// A SIMD_LOG that does not parse is said (it was taken silently for the
+/// default), and the command runs on; a good one takes effect.
+#[test]
+fn a_log_filter_that_does_not_parse_is_said() {
+    let env = Env::new();
+    env.write("a.txt", text(63, 300));
+    let out = env.simd().env("SIMD_LOG", "simd=loud").args(["index"]).arg(&env.root).assert().success();
+    let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(err.contains("SIMD_LOG=simd=loud: not understood"), "{err}");
+    let out = env.simd().env("SIMD_LOG", "simd=debug").args(["index"]).arg(&env.root).assert().success();
+    let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(!err.contains("not understood") && err.contains("DEBUG"), "{err}");
+}

@@ -1156,6 +1156,26 @@ fn template_marks_and_rescans_reach_the_running_daemon() {
     assert!(String::from_utf8_lossy(&out.get_output().stderr).contains("`simd index` rescans"));
 }
 
+/// A socket address holds 107 bytes of path: an index deeper than that
+/// still gets its control socket, reached through the directory's
+/// descriptor, and the commands that go through it work.
+#[test]
+fn the_control_socket_of_a_deep_index_is_reached() {
+    let mut env = Env::new();
+    env.db = env.tmp.path().join("d".repeat(70)).join("e".repeat(70)).join("index");
+    assert!(env.db.join("control.sock").as_os_str().len() > 107);
+    env.write("a.txt", text(1, 400));
+    env.index();
+    let d = start(&env);
+    assert!(env.db.join("control.sock").exists(), "the daemon made no socket");
+    let said = env.json(&["rescan"]);
+    assert_eq!((said["new"].as_u64(), said["unchanged"].as_u64()), (Some(0), Some(1)), "{said:#}");
+    let out = env.simd().arg("reread").assert().success();
+    assert!(String::from_utf8_lossy(&out.get_output().stdout).contains("1 file"), "{out:?}");
+    stop_with_sigterm(d);
+    assert!(!env.db.join("control.sock").exists());
+}
+
 /// A tree of two files (one in a directory), indexed, and a daemon on it
 /// with its log; the root as the daemon shows it. The daemon comes last,
 /// so that it stops before the tree goes.
