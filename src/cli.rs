@@ -839,18 +839,18 @@ fn print_similar(
         let kind = if h.identical { "identical" } else { h.kind.map_or("shares", |k| k.as_str()) };
         writeln!(
             out,
-            "  {:<9} {}  ({}; {} in common, resemblance {:.0}%, query in file {:.0}%, file in query {:.0}%; \
-             in words {:.0}%, {:.0}%, {:.0}%)",
+            "  {:<9} {}  ({}; {} in common, resemblance {}, query in file {}, file in query {}; \
+             in words {}, {}, {})",
             kind,
             crate::report_path(&h.names[0].path),
             human_bytes(h.size),
             human_bytes(h.measures.common),
-            100.0 * h.measures.resemblance,
-            100.0 * h.measures.a_in_b,
-            100.0 * h.measures.b_in_a,
-            100.0 * h.measures.words.resemblance,
-            100.0 * h.measures.words.a_in_b,
-            100.0 * h.measures.words.b_in_a
+            report::pct(h.measures.resemblance),
+            report::pct(h.measures.a_in_b),
+            report::pct(h.measures.b_in_a),
+            report::pct(h.measures.words.resemblance),
+            report::pct(h.measures.words.a_in_b),
+            report::pct(h.measures.words.b_in_a)
         )?;
         for n in h.names.iter().skip(1) {
             writeln!(out, "            = {}", crate::report_path(&n.path))?;
@@ -928,17 +928,6 @@ fn lost_json(a: &crate::lost::Answer) -> serde_json::Value {
     v
 }
 
-/// A share as a whole percentage, but never "100%" for less than all
-/// (a file changed since shows 99.9%) nor "0%" for more than nothing.
-fn percent(x: f64) -> String {
-    let p = 100.0 * x;
-    match p {
-        p if (99.5..100.0).contains(&p) => format!("{:.1}%", p.min(99.9)),
-        p if p > 0.0 && p < 0.5 => format!("{:.1}%", p.max(0.1)),
-        p => format!("{p:.0}%"),
-    }
-}
-
 fn print_lost_file(out: &mut impl Write, f: &crate::lost::LostFile, indent: &str) -> std::io::Result<()> {
     let p = crate::report_path;
     let ago = ingest::now_ns().saturating_sub(f.last_seen) / 1_000_000_000;
@@ -976,15 +965,15 @@ fn print_lost_file(out: &mut impl Write, f: &crate::lost::LostFile, indent: &str
                 out,
                 "{indent}  similar    {}  ({} of it there, resemblance {}){via}",
                 p(&c.path),
-                percent(c.score),
-                percent(c.resemblance)
+                report::pct(c.score),
+                report::pct(c.resemblance)
             )?,
             crate::lost::Kind::Moved if c.changed => writeln!(
                 out,
                 "{indent}  moved      {}  (changed there since: {} of it there, resemblance {}){via}",
                 p(&c.path),
-                percent(c.score),
-                percent(c.resemblance)
+                report::pct(c.score),
+                report::pct(c.resemblance)
             )?,
             k => writeln!(out, "{indent}  {:<10} {}{via}", k.as_str(), p(&c.path))?,
         }

@@ -188,6 +188,11 @@ enum Outcome {
         unseen: bool,
         old_record: Option<Box<Fetched>>,
         shared: bool,
+        /// The file's mtime is so close to when its read began that a
+        /// later write in the same tick of its file system's clock would
+        /// leave its stat as recorded ([`racy`]): the record is written so
+        /// that the next scan reads the file again.
+        racy: bool,
     },
     Skip {
         cand: Candidate,
@@ -1603,7 +1608,8 @@ fn spawn_readers<'scope, 'env>(
                     // Not `unseen`: the writer looks the content up, and
                     // finds the first name's.
                     let cand = opened.cand;
-                    if send(Outcome::Read { cand, stat, fp, unseen: false, old_record: None, shared: true }) {
+                    let racy = racy(&opened.before, opened.read_from);
+                    if send(Outcome::Read { cand, stat, fp, unseen: false, old_record: None, shared: true, racy }) {
                         continue;
                     }
                     break;
@@ -2162,6 +2168,8 @@ struct Opened {
     cand: Candidate,
     file: File,
     before: std::fs::Metadata,
+    /// When the file was stat'ed, before its read ([`racy`]).
+    read_from: i64,
 }
 
 /// A candidate opened, or what to say of it instead.
@@ -2184,6 +2192,7 @@ fn open_candidate(cand: Candidate) -> Opening {
         }
         Err(e) => return skip(cand, SkipReason::Unreadable, e.to_string()),
     };
+    let read_from = now_ns();
     let before = match file.metadata() {
         Ok(m) if m.is_file() => m,
         Ok(m) => {
@@ -2205,7 +2214,7 @@ fn open_candidate(cand: Candidate) -> Opening {
     if cand.unchanged(&Stat::of(&before)) {
         return Opening::Said(Outcome::Unchanged { cand });
     }
-    Opening::Ready(Opened { cand, file, before })
+    Opening::Ready(Opened { cand, file, before, read_from })
 }
 
 /// What reading an opened file came to, once it is stat'ed again; the
@@ -2224,7 +2233,8 @@ fn settle(o: Opened, fp: Fingerprint, answer: Option<bool>, background: bool) ->
     if !same {
         return Err(o.cand);
     }
-    Ok(Outcome::Read { cand: o.cand, stat, fp, unseen: answer == Some(false), old_record: None, shared: false })
+    let racy = racy(&o.before, o.read_from);
+    Ok(Outcome::Read { cand: o.cand, stat, fp, unseen: answer == Some(false), old_record: None, shared: false, racy })
 }
 
 /// Reads a candidate once: chunks, fingerprints, and re-stats to make sure
@@ -2415,6 +2425,43 @@ fn renamed_away(path: &Path, after: &std::fs::Metadata) -> bool {
 pub(crate) fn ctime(m: &std::fs::Metadata) -> (i64, i64) {
     use std::os::unix::fs::MetadataExt;
     (m.ctime(), m.ctime_nsec())
+}
+
+/// The tick of the coarsest file-system clock simd meets: FAT keeps
+/// modification times to 2 s; ext4 with 128-byte inodes, HFS+ and servers
+/// of network file systems that keep whole seconds, to 1 s.
+const COARSE_TICK_NS: i64 = 2_000_000_000;
+
+/// Whether a file read from `read_from` on (ns since the epoch) was read
+/// "racily clean", as git calls it: its mtime falls on a whole second (its
+/// file system keeps no finer time, or a tool set it so) and is within a
+/// tick of the read, so that a write after the read, in the same tick, of
+/// the same size, would leave size, mtime and inode as recorded and be
+/// missed by every later scan. Such a record is written with an mtime
+/// that matches no stat ([`recorded_mtime`]): the next scan reads the file
+/// again, once, and records it as it is then. File systems that keep
+/// nanoseconds stamp changes from a clock of ~1–10 ms ticks (Linux before
+/// 6.13), or finer once a stat has looked (multigrain timestamps, 6.13 on):
+/// a same-size write within those few milliseconds of the read is not
+/// caught this way (the daemon's events catch it).
+fn racy(before: &std::fs::Metadata, read_from: i64) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    racy_at(before.mtime(), before.mtime_nsec(), read_from)
+}
+
+fn racy_at(mtime_s: i64, mtime_nsec: i64, read_from: i64) -> bool {
+    mtime_nsec == 0 && mtime_s.saturating_mul(1_000_000_000) > read_from.saturating_sub(COARSE_TICK_NS)
+}
+
+/// The mtime a file's record keeps: its own, or for a racily clean read
+/// ([`racy`]) one a nanosecond off, which no stat on a file system of
+/// whole seconds ever gives (schema/files.md).
+pub(crate) fn recorded_mtime(stat: &Stat, racy: bool) -> i64 {
+    if racy {
+        stat.mtime ^ 1
+    } else {
+        stat.mtime
+    }
 }
 
 pub use crate::store::now_ns;
@@ -2908,7 +2955,7 @@ impl<'s> Writer<'s> {
 
     fn apply(&mut self, outcome: Outcome, summary: &mut Summary, progress: &Progress) -> Result<(), StoreError> {
         match outcome {
-            Outcome::Read { cand, stat, fp, unseen, old_record, shared } => {
+            Outcome::Read { cand, stat, fp, unseen, old_record, shared, racy } => {
                 if shared {
                     summary.shared += 1;
                 } else {
@@ -2926,15 +2973,23 @@ impl<'s> Writer<'s> {
                 // an event that said it was written): counted by whether
                 // its bytes were those indexed.
                 let as_recorded = cand.old.as_ref().filter(|(_, rec)| stat.matches(rec)).map(|(_, rec)| rec.content);
+                // Read again because its record was written racily clean
+                // (`racy`): the same content is no change.
+                let racily_recorded = cand
+                    .old
+                    .as_ref()
+                    .filter(|(_, rec)| Stat { mtime: recorded_mtime(&stat, true), ..stat }.matches(rec))
+                    .map(|(_, rec)| rec.content);
                 let is_new = self.current(&path_bytes(&cand.path), cand.old.clone()).is_none();
                 self.prefetched = old_record.zip(cand.old.as_ref().map(|(_, r)| r.content));
                 let upserted_content = fp.content;
-                let upserted = self.upsert(&cand.path, stat, fp, cand.old, unseen);
+                let kept = Stat { mtime: recorded_mtime(&stat, racy), ..stat };
+                let upserted = self.upsert(&cand.path, kept, fp, cand.old, unseen);
                 self.prefetched = None;
                 let (id, new_content) = upserted?;
                 self.touch(id);
                 summary.reread += u64::from(as_recorded.is_some());
-                if as_recorded == Some(upserted_content) {
+                if as_recorded == Some(upserted_content) || racily_recorded == Some(upserted_content) {
                     summary.unchanged += 1;
                     summary.new_contents += u64::from(new_content);
                     return Ok(());
@@ -3009,7 +3064,7 @@ impl<'s> Writer<'s> {
     ) -> Result<Option<PathBuf>, StoreError> {
         let progress = Progress::new(false);
         match read.0 {
-            Outcome::Read { mut cand, stat, fp, .. } => {
+            Outcome::Read { mut cand, stat, fp, racy, .. } => {
                 let now = std::fs::symlink_metadata(&cand.path);
                 if !now.is_ok_and(|m| m.is_file() && Stat::of(&m) == stat) {
                     // Changed since it was read: held as if written (a file
@@ -3026,7 +3081,7 @@ impl<'s> Writer<'s> {
                     return Ok(Some(cand.path));
                 }
                 cand.old = self.lookup(&cand.path)?;
-                let outcome = Outcome::Read { cand, stat, fp, unseen: false, old_record: None, shared: false };
+                let outcome = Outcome::Read { cand, stat, fp, unseen: false, old_record: None, shared: false, racy };
                 self.apply(outcome, summary, &progress)?;
             }
             // Unreadable after it opened: looked at again as a new event
@@ -4177,6 +4232,26 @@ mod tests {
 
     fn candidate(path: &Path) -> Candidate {
         Candidate::new(path.to_path_buf(), None)
+    }
+
+    #[test]
+    fn a_read_within_a_tick_of_a_whole_second_change_is_racy() {
+        let s = 1_000_000_000;
+        let t = 1_700_000_000;
+        // Read 1.5 s after a change stamped at a whole second: a later
+        // write could still fall in that second (or FAT's two).
+        assert!(racy_at(t, 0, t * s + 3 * s / 2));
+        // A stamp ahead of the reader's clock (a server's), or the read
+        // in the same instant.
+        assert!(racy_at(t, 0, t * s - s) && racy_at(t, 0, t * s));
+        // Two ticks later, or a stamp with nanoseconds: not.
+        assert!(!racy_at(t, 0, t * s + 2 * s) && !racy_at(t, 0, t * s + 5 * s));
+        assert!(!racy_at(t, 1, t * s + 1));
+        // Before 1970, and at the ends of the clock.
+        assert!(!racy_at(-5, 0, t * s) && racy_at(i64::MAX / s, 0, i64::MIN));
+        let stat = Stat { size: 1, mtime: t * s, inode: 2, links: 1, dev: 3 };
+        assert_eq!(recorded_mtime(&stat, false), t * s);
+        assert_ne!(recorded_mtime(&stat, true) % s, 0, "a racy record's mtime falls on no whole second");
     }
 
     /// 400 words of text, a different text for each `n`.

@@ -307,7 +307,7 @@ pub fn similar_to(
         let (holder, identical) = (*holder, *holder == content);
         // The same content read whole (no chunk list to measure): all of it.
         let measures = match identical && rec.runs.is_empty() {
-            true => Measures { resemblance: 1.0, a_in_b: 1.0, b_in_a: 1.0, ..Measures::new(0, 0, 0) },
+            true => same_content(),
             false => at(i, their_payload),
         };
         let kind = measures.kind(params);
@@ -327,7 +327,7 @@ pub fn similar_to(
         && !hits.iter().any(|h| h.content == content)
         && !analysis::names_of(store, &content)?.is_empty()
     {
-        let measures = Measures { resemblance: 1.0, a_in_b: 1.0, b_in_a: 1.0, ..Measures::new(0, 0, 0) };
+        let measures = same_content();
         let size = query.size;
         hits.push(Hit { content, size, payload: 0, names: Vec::new(), measures, identical: true, kind: None });
     }
@@ -393,4 +393,12 @@ pub enum QueryError {
     Store(#[from] StoreError),
     #[error("reading the query: {0}")]
     Read(std::io::Error),
+}
+/// The measures of a content against itself where there is no chunk list
+/// to measure them on (an empty file, or one read whole): all of it, in
+/// chunks and in words alike (an empty file's words showed 0 %).
+fn same_content() -> Measures {
+    let words =
+        crate::sketch::Estimate { resemblance: 1.0, a_in_b: 1.0, b_in_a: 1.0, exact: true, ..Default::default() };
+    Measures { resemblance: 1.0, a_in_b: 1.0, b_in_a: 1.0, words, ..Measures::new(0, 0, 0) }
 }

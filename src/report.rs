@@ -646,16 +646,26 @@ fn write_csv_links(out: &mut dyn Write, a: &Analysis, view: &View) -> io::Result
                 round(l.measures.words.b_in_a),
                 ma.size,
                 mb.size,
-                ma.names.len(),
-                mb.names.len()
+                // Copies are files, as in the JSON report: a file with
+                // several names (hard links) is one.
+                ma.files(),
+                mb.files()
             )?;
         }
     }
     Ok(())
 }
 
-fn pct(x: f64) -> String {
-    format!("{:.0}%", 100.0 * x)
+/// A share as a whole percentage, never "100%" for less than all nor "0%"
+/// for more than nothing (a link of resemblance 0.996 is not between
+/// identical files).
+pub fn pct(x: f64) -> String {
+    let p = 100.0 * x;
+    match p {
+        p if (99.5..100.0).contains(&p) => format!("{:.1}%", p.min(99.9)),
+        p if p > 0.0 && p < 0.5 => format!("{:.1}%", p.max(0.1)),
+        p => format!("{p:.0}%"),
+    }
 }
 
 /// The totals a report opens with, a line each (text and HTML).
@@ -985,7 +995,7 @@ fn html_escape(s: &str) -> String {
 const HTML_STYLE: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:2em;max-width:90em}\
 code,.path{font-family:ui-monospace,monospace}table{border-collapse:collapse;margin:.5em 0}\
 th,td{border:1px solid #ccc;padding:.15em .5em;text-align:right}td.kind{text-align:left}\
-summary{cursor:pointer}li{margin:.1em 0}.copy{color:#555}";
+summary{cursor:pointer}li{margin:.1em 0}.copy{color:#555}.path{white-space:pre-wrap}";
 
 /// One standalone page (no scripts, nothing fetched): the totals, the
 /// identical sets, and each cluster with its members and its links
@@ -1052,7 +1062,7 @@ pub fn write_html(out: &mut dyn Write, a: &Analysis, view: &View, dirs: &LateDir
         let heading = if shown < c.links.len() {
             format!("the {shown} strongest of its {} links", c.links.len())
         } else {
-            format!("{} links, strongest first", c.links.len())
+            format!("{}, strongest first", crate::cli::count(c.links.len(), "link"))
         };
         writeln!(
             out,
@@ -1117,6 +1127,12 @@ pub fn write_html(out: &mut dyn Write, a: &Analysis, view: &View, dirs: &LateDir
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_share_is_never_rounded_to_all_or_nothing() {
+        let said: Vec<String> = [1.0, 0.9961, 0.995, 0.994, 0.5, 0.004, 0.0001, 0.0].map(super::pct).into();
+        assert_eq!(said, ["100%", "99.6%", "99.5%", "99%", "50%", "0.4%", "0.1%", "0%"]);
+    }
+
     /// A tie (a word ratio's power-of-two denominator makes them common)
     /// reads the same in CSV as in JSON: `{:.4}` alone would round it to
     /// even, 0.6562 against JSON's 0.6563.

@@ -1138,3 +1138,41 @@ fn readers_open_a_consistent_index_while_a_writer_flushes_and_compacts() {
     });
     assert!(opens > 40, "{opens} opens");
 }
+
+/// On a file system that keeps whole seconds (FAT, ext4 with small inodes,
+/// many network servers), a file written again within the second it was
+/// read, to the same size, keeps size, mtime and inode. A record read that
+/// close to the file's change is written so that the next run reads the
+/// file again (git's "racily clean"): the second write is not missed, and
+/// once the second is long past the file is read no more.
+#[test]
+fn a_same_size_write_in_the_second_of_the_read_is_not_missed() {
+    let env = Env::new();
+    let p = env.write("a.txt", "version-A 00001\n");
+    // Stamped as such a file system stamps it: a whole second (the next,
+    // so that the read falls within it whatever this machine's pace).
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+    let stamp = std::time::UNIX_EPOCH + std::time::Duration::from_secs(now.as_secs() + 1);
+    std::fs::File::options().write(true).open(&p).unwrap().set_modified(stamp).unwrap();
+    assert_eq!(env.index()["new"].as_u64(), Some(1));
+    write_keeping_stat(&p, 0, b"version-B 00001\n");
+    let s = env.index();
+    assert_eq!((s["changed"].as_u64(), s["unchanged"].as_u64()), (Some(1), Some(0)), "{s}");
+    let fresh = Env::new();
+    fresh.write("a.txt", "version-B 00001\n");
+    let held: Vec<String> = env.files().into_iter().map(|f| f.1).collect();
+    assert_eq!(held, fresh_contents(&fresh));
+    // Read once more after the tick, as it is then; then no more.
+    let past = stamp + std::time::Duration::from_millis(2100);
+    std::thread::sleep(past.duration_since(std::time::SystemTime::now()).unwrap_or_default());
+    let s = env.index();
+    assert_eq!((s["unchanged"].as_u64(), s["bytes_read"].as_u64()), (Some(1), Some(16)), "{s}");
+    let s = env.index();
+    assert_eq!((s["unchanged"].as_u64(), s["bytes_read"].as_u64()), (Some(1), Some(0)), "{s}");
+    env.check();
+}
+
+fn fresh_contents(env: &Env) -> Vec<String> {
+    env.index();
+    env.files().into_iter().map(|f| f.1).collect()
+}

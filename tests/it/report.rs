@@ -1863,6 +1863,47 @@ fn an_empty_query_finds_an_empty_file_only_when_one_is_indexed() {
     let r = env.json(&["similar", empty.to_str().unwrap()]);
     assert_eq!((r["similar"].as_u64(), r["hits"].as_array().map(Vec::len)), (Some(1), Some(1)), "{r:#}");
     assert_eq!(r["hits"][0]["kind"], "identical", "{r:#}");
+    // All of it, in words too (they said 0 %: an empty file has none).
+    assert_eq!(
+        (r["hits"][0]["resemblance"].as_f64(), r["hits"][0]["words"]["resemblance"].as_f64()),
+        (Some(1.0), Some(1.0))
+    );
+    let out = env.simd().args(["similar", empty.to_str().unwrap()]).assert().success();
+    let said = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    assert!(said.contains("in words 100%, 100%, 100%"), "{said}");
+}
+
+/// Two versions a byte apart, one with a second name (a hard link): the
+/// text says how close they are without rounding to "100%", the HTML page
+/// counts its link in the singular and keeps a name's spaces, and the
+/// CSV of links counts files, not names, as the JSON does.
+#[test]
+fn near_identical_versions_and_a_hard_link_are_told_as_they_are() {
+    let env = Env::new();
+    let a = text(64, 40_000);
+    let mut b = a.clone();
+    b[a.len() / 2] ^= 0x20;
+    env.write("a.txt", &a);
+    let bp = env.write("b  two spaces.txt", &b);
+    std::fs::hard_link(&bp, env.root.join("b-link.txt")).unwrap();
+    env.index();
+    let r = env.json(&["report"]);
+    let c = &r["clusters"][0];
+    assert_eq!((r["clusters"].as_array().map(Vec::len), c["files"].as_u64()), (Some(1), Some(2)), "{r:#}");
+    let link = &c["links"][0];
+    assert!(link["resemblance"].as_f64().unwrap() < 1.0 && link["resemblance"].as_f64().unwrap() > 0.99, "{r:#}");
+    let out = env.simd().arg("report").assert().success();
+    let text = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    let line = text.lines().find(|l| l.contains("[1]–[2]")).unwrap();
+    assert!(line.contains("in [2] 99.") && line.contains("in [1] 99.") && !line.contains("] 100%"), "{text}");
+    let out = env.simd().args(["--format", "html", "report"]).assert().success();
+    let page = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    assert!(page.contains("<summary>1 link, strongest first</summary>"), "{page}");
+    assert!(page.contains(".path{white-space:pre-wrap}") && page.contains("b  two spaces.txt"), "{page}");
+    let out = env.simd().args(["--format", "csv", "report", "--table", "links"]).assert().success();
+    let csv = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    let row: Vec<&str> = csv.lines().nth(1).unwrap().split(',').collect();
+    assert_eq!(&row[row.len() - 2..], ["1", "1"], "{csv}");
 }
 
 /// A negative number is said to be one (clap took `-1` for an unknown
