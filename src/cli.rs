@@ -62,7 +62,8 @@ pub struct ScanArgs {
     #[arg(long)]
     pub no_ignore: bool,
     /// Do not enter directories on another file system than their root's
-    /// (mount points: network shares, removable disks, /proc)
+    /// (mount points: network shares, removable disks, /proc); a root
+    /// inside another root, on a file system of its own, is still walked
     #[arg(long, short = 'x')]
     pub one_file_system: bool,
     /// Chunk workers [default: one per core]
@@ -388,7 +389,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
                 let request = if roots.is_empty() {
                     Request::Rescan
                 } else {
-                    let roots = ingest::canonical_roots(&roots)?;
+                    let roots = ingest::canonical_roots(&roots, false)?;
                     Request::Add { roots: roots.iter().map(|r| crate::scan::path_bytes(r)).collect() }
                 };
                 let answer = control::request(&db, &request)?.map_err(|e| anyhow::anyhow!(e))?;
@@ -1161,7 +1162,7 @@ fn roots_for_new_index(db: &std::path::Path, roots: &[std::path::PathBuf]) -> Re
     if roots.is_empty() {
         return Err(ingest::IngestError::NoRoots.into());
     }
-    ingest::canonical_roots(roots)?;
+    ingest::canonical_roots(roots, false)?;
     Ok(())
 }
 

@@ -214,8 +214,10 @@ enum Outcome {
     Deferred(Candidate),
 }
 
-/// Makes roots absolute and canonical, checking each is a directory.
-pub fn canonical_roots(roots: &[PathBuf]) -> Result<Vec<PathBuf>, IngestError> {
+/// Makes roots absolute and canonical, checking each is a directory; a
+/// root inside another is walked as part of it, unless `one_file_system`
+/// keeps that walk from reaching it (it is on another device).
+pub fn canonical_roots(roots: &[PathBuf], one_file_system: bool) -> Result<Vec<PathBuf>, IngestError> {
     let mut out = Vec::new();
     let mut mounts = None;
     for r in roots {
@@ -235,9 +237,14 @@ pub fn canonical_roots(roots: &[PathBuf]) -> Result<Vec<PathBuf>, IngestError> {
         }
     }
     // A root inside another would be walked twice: each file under it would
-    // be looked up and written twice within one run.
+    // be looked up and written twice within one run. Under `-x` the outer
+    // walk stops at another file system's mount point: a root there is
+    // walked on its own, or it was never walked at all (its files counted
+    // as left out, and taken out of the index).
     let all = out.clone();
-    out.retain(|r| !all.iter().any(|o| o != r && r.starts_with(o)));
+    use std::os::unix::fs::MetadataExt;
+    let device = |p: &Path| std::fs::metadata(p).map(|m| m.dev()).ok();
+    out.retain(|r| !all.iter().any(|o| o != r && r.starts_with(o) && !(one_file_system && device(o) != device(r))));
     Ok(out)
 }
 
@@ -533,7 +540,7 @@ pub fn daemon_start_roots(store: &Store, opts: &IndexOptions) -> Result<(Vec<Pat
     for r in &opts.roots {
         let named = root_named(r).map_err(|source| IngestError::Root { path: r.clone(), source })?;
         if !remembered.contains(&scan::path_bytes(&named)) {
-            canonical_roots(std::slice::from_ref(r))?;
+            canonical_roots(std::slice::from_ref(r), false)?;
         }
     }
     run_roots_of(store, &IndexOptions { tolerate_missing: true, ..opts.clone() })
@@ -561,7 +568,7 @@ fn run_roots(store: &Store, opts: &IndexOptions) -> Result<RunRoots, IngestError
     // Roots taken as missing because nothing is mounted there, and why.
     let mut bare_roots: Vec<(PathBuf, String)> = Vec::new();
     for r in roots {
-        let result = canonical_roots(std::slice::from_ref(&r));
+        let result = canonical_roots(std::slice::from_ref(&r), false);
         // A remembered root is kept as its real path: one that leads
         // elsewhere now (itself, or a directory above it, replaced by a
         // symlink) is not followed, as no symlink is. Followed, the
@@ -675,7 +682,19 @@ fn run_roots(store: &Store, opts: &IndexOptions) -> Result<RunRoots, IngestError
         );
         return Err(IngestError::Root { path, source });
     }
-    let roots = canonical_roots(&present)?;
+    // Under `-x`, a remembered root inside a root named for this run, on
+    // a file system of its own, is walked too: the named root's walk stops
+    // at its mount point, and what lies there would be counted as left
+    // out (and taken out of the index) where without `-x` it is walked.
+    if opts.walk.one_file_system && !opts.roots.is_empty() {
+        let named: Vec<PathBuf> = present.iter().filter_map(|r| r.canonicalize().ok()).collect();
+        for r in remembered.iter().map(|r| scan::bytes_path(r)) {
+            if !named.contains(&r) && named.iter().any(|n| r.starts_with(n)) && r.is_dir() {
+                present.push(r);
+            }
+        }
+    }
+    let roots = canonical_roots(&present, opts.walk.one_file_system)?;
     refuse_roots(store.dir(), &roots, &opts.walk.excludes)?;
     for p in scan::Excludes::outside(&opts.walk.excludes, &roots) {
         warnings.push(format!(

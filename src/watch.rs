@@ -324,7 +324,10 @@ impl Filter {
     fn on_root_device(&self, path: &Path, meta: &std::fs::Metadata) -> bool {
         let Some(devices) = &self.root_devices else { return true };
         let pb = path_bytes(path);
-        let Some(r) = self.root_bytes.iter().position(|r| is_under(&pb, r)) else { return false };
+        // The innermost root: one inside another is its own under `-x`
+        // when it is on another file system (`ingest::canonical_roots`).
+        let inner = (self.root_bytes.iter().enumerate()).filter(|(_, r)| is_under(&pb, r)).max_by_key(|(_, r)| r.len());
+        let Some((r, _)) = inner else { return false };
         devices[r].is_none_or(|d| d == meta.dev())
     }
 

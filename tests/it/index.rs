@@ -1176,3 +1176,49 @@ fn fresh_contents(env: &Env) -> Vec<String> {
     env.index();
     env.files().into_iter().map(|f| f.1).collect()
 }
+
+/// Under `-x` a root inside another, on a file system of its own, is
+/// walked as a root: the outer root's walk stops at its mount point, and
+/// folding it into the outer root left it never walked (its files taken
+/// out of the index as "left out"). Mounted in a mount namespace of the
+/// test's own (`unshare`), so that nothing outside sees it.
+#[test]
+fn a_root_mounted_inside_another_is_walked_under_one_file_system() {
+    let env = Env::new();
+    env.write("top.txt", text(71, 300));
+    std::fs::create_dir(env.root.join("m")).unwrap();
+    let bin = assert_cmd::cargo::cargo_bin("simd");
+    let script = r#"set -e
+        mount -t tmpfs tmpfs "$1/m"
+        printf 'inner %s\n' $(seq 1 300) > "$1/m/inner.txt"
+        "$2" --db "$3" --format json index -x "$1/m" "$1"
+        "$2" --db "$3" --format json index -x
+        "$2" --db "$3" --format json index -x "$1""#;
+    let user = if super::is_root() { "-m" } else { "-rm" };
+    let out = std::process::Command::new("unshare")
+        .args([user, "sh", "-c", script, "sh"])
+        .arg(&env.root)
+        .arg(&bin)
+        .arg(&env.db)
+        .env_remove("SIMD_LOG")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let runs: Vec<serde_json::Value> = out
+        .stdout
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice(l).unwrap())
+        .collect();
+    let counts =
+        |s: &serde_json::Value| ["new", "unchanged", "left_out", "removed"].map(|k| s[k].as_u64().unwrap()).to_vec();
+    assert_eq!(counts(&runs[0]), [2, 0, 0, 0], "{:#}", runs[0]);
+    assert_eq!(runs[0]["roots"].as_array().map(Vec::len), Some(2), "{:#}", runs[0]);
+    // The remembered roots; then the outer one named alone, which takes
+    // the remembered root inside it along, as it does without `-x`.
+    for run in &runs[1..] {
+        assert_eq!(counts(run), [0, 2, 0, 0], "{run:#}");
+        assert_eq!(run["roots"].as_array().map(Vec::len), Some(2), "{run:#}");
+    }
+    env.check();
+}
