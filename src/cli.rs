@@ -706,7 +706,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
                 s.writer_pid = crate::store::writer_pid(&db);
             }
             match cli.format {
-                Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&s)?)?,
+                Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&status_json(&s)?)?)?,
                 _ => print_status(&mut out, &s)?,
             }
         }
@@ -1511,12 +1511,15 @@ fn summary_json(s: &Summary) -> serde_json::Value {
     let skipped: Vec<_> = s
         .skipped
         .iter()
-        .map(|(&r, n)| serde_json::json!({ "reason": r.describe(), "count": n, "examples": s.skipped_examples_of(r) }))
+        .map(|(&r, n)| {
+            let examples: Vec<_> = s.skipped_examples_of(r).iter().map(|p| control::json_shown_path(p)).collect();
+            serde_json::json!({ "reason": r.describe(), "count": n, "examples": examples })
+        })
         .collect();
     serde_json::json!({
         "interrupted": s.interrupted,
-        "roots": s.roots.iter().map(|r| crate::report_path(&crate::scan::path_bytes(r))).collect::<Vec<_>>(),
-        "missing_roots": s.missing_roots.iter().map(|r| crate::report_path(&crate::scan::path_bytes(r))).collect::<Vec<_>>(),
+        "roots": s.roots.iter().map(|r| control::json_path(r)).collect::<Vec<_>>(),
+        "missing_roots": s.missing_roots.iter().map(|r| control::json_path(r)).collect::<Vec<_>>(),
         "new": s.new,
         "changed": s.changed,
         "unchanged": s.unchanged,
@@ -1534,6 +1537,30 @@ fn summary_json(s: &Summary) -> serde_json::Value {
         "seconds": s.elapsed.as_secs_f64(),
         "peak_rss_bytes": peak_rss_bytes(),
     })
+}
+
+/// `simd status --format json`: the figures as they are, with every path
+/// written as the reports write one (`path`, or `path_b64` for a name that
+/// is not UTF-8), where the status and the daemon's state hold them as
+/// text shows them.
+fn status_json(s: &crate::status::Status) -> serde_json::Result<serde_json::Value> {
+    let mut v = serde_json::to_value(s)?;
+    let paths = |shown: &[String]| shown.iter().map(|p| control::json_shown_path(p)).collect::<Vec<_>>();
+    v["index"] = control::json_shown_path(&s.index);
+    v["roots"] = paths(&s.roots).into();
+    if let Some(d) = &s.daemon {
+        v["daemon"]["roots"] = paths(&d.roots).into();
+        v["daemon"]["missing_roots"] = paths(&d.missing_roots).into();
+        v["daemon"]["spared_roots"] = (d.spared_roots.iter())
+            .map(|(p, until)| {
+                let mut e = control::json_shown_path(p);
+                e["until_ns"] = (*until).into();
+                e
+            })
+            .collect::<Vec<_>>()
+            .into();
+    }
+    Ok(v)
 }
 
 fn print_status(out: &mut impl Write, s: &crate::status::Status) -> std::io::Result<()> {

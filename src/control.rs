@@ -85,6 +85,11 @@ pub fn json_path(p: &Path) -> serde_json::Value {
     serde_json::to_value(crate::report::JsonPath(&crate::scan::path_bytes(p))).expect("paths serialize")
 }
 
+/// The same, of a path as text shows it ([`crate::report_path`]).
+pub fn json_shown_path(shown: &str) -> serde_json::Value {
+    serde_json::to_value(crate::report::JsonPath(&crate::report_path_bytes(shown))).expect("paths serialize")
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ControlError {
     #[error(

@@ -81,6 +81,24 @@ pub fn report_path(bytes: &[u8]) -> String {
     out
 }
 
+/// The bytes of a path as [`report_path`] shows it: its inverse (a `\\`
+/// is a backslash, a `\xNN` one byte, every other character itself).
+pub fn report_path_bytes(shown: &str) -> Vec<u8> {
+    let (b, mut out, mut k) = (shown.as_bytes(), Vec::with_capacity(shown.len()), 0);
+    while k < b.len() {
+        match (b[k], b.get(k + 1)) {
+            (b'\\', Some(b'\\')) => (out.push(b'\\'), k += 2),
+            (b'\\', Some(b'x'))
+                if let Some(v) = shown.get(k + 2..k + 4).and_then(|h| u8::from_str_radix(h, 16).ok()) =>
+            {
+                (out.push(v), k += 4)
+            }
+            (c, _) => (out.push(c), k += 1),
+        };
+    }
+    out
+}
+
 /// Unicode's explicit bidirectional formatting characters: the marks,
 /// embeddings, overrides and isolates that change the order in which the
 /// text around them is shown.
@@ -110,7 +128,14 @@ pub fn show_path(path: impl AsRef<std::path::Path>) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::report_path;
+    use super::{report_path, report_path_bytes};
+
+    #[test]
+    fn a_shown_path_gives_its_bytes_back() {
+        for p in [&b"/a/b c.txt"[..], "/\u{e9}/\u{202e}x".as_bytes(), b"/a\xffb\nc", b"a\\b", b"a\\xff", b"\\\\x4"] {
+            assert_eq!(report_path_bytes(&report_path(p)), p, "{}", report_path(p));
+        }
+    }
 
     #[test]
     fn report_path_keeps_every_byte_visible() {

@@ -1782,6 +1782,7 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                     for p in &examples {
                         text.push_str(&format!("\n    {p}"));
                     }
+                    let examples: Vec<_> = examples.iter().map(|p| control::json_shown_path(p)).collect();
                     skipped.push(serde_json::json!({ "reason": reason.describe(), "count": n, "examples": examples }));
                 }
                 if !unread.is_empty() {

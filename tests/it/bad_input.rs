@@ -175,7 +175,7 @@ fn kernel_file_systems_are_not_indexed() {
     assert_eq!(s["new"].as_u64(), Some(1), "{s}");
     let skipped = &s["skipped"][0];
     assert!(skipped["reason"].as_str().unwrap().starts_with("a kernel file system"), "{s}");
-    assert_eq!(skipped["examples"][0].as_str(), point.to_str(), "{s}");
+    assert_eq!(skipped["examples"][0]["path"].as_str(), point.to_str(), "{s}");
     assert_eq!(env.files().len(), 1);
     env.check();
 }

@@ -330,7 +330,7 @@ fn a_forget_killed_part_way_leaves_a_consistent_index_and_runs_again() {
     let remembers_a = |db: &std::path::Path| {
         let out = env.simd().arg("--db").arg(db).args(["--format", "json", "status"]).output().unwrap();
         let st: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        st["roots"].as_array().unwrap().iter().any(|r| r.as_str() == a.to_str())
+        st["roots"].as_array().unwrap().iter().any(|r| r["path"].as_str() == a.to_str())
     };
 
     let mut window = KillWindow::new(full, full.max(4));

@@ -199,12 +199,12 @@ fn a_remembered_root_replaced_by_a_symlink_is_missing() {
     let s: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
     let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
     assert_eq!((s["new"].as_u64(), s["removed"].as_u64()), (Some(0), Some(1)), "{s}");
-    assert_eq!(s["missing_roots"], serde_json::json!([b.to_str().unwrap()]), "{s}");
+    assert_eq!(s["missing_roots"], serde_json::json!([{ "path": b.to_str().unwrap() }]), "{s}");
     let other = other.canonicalize().unwrap();
     let said = format!("{}: this root now leads to {} through a symlink", b.display(), other.display());
     assert!(err.contains(&said) && !err.contains("root is missing"), "{err}");
     let roots = env.json(&["status"])["roots"].clone();
-    assert_eq!(roots, serde_json::json!([a.to_str().unwrap(), b.to_str().unwrap()]), "{roots}");
+    assert_eq!(roots, serde_json::json!([{ "path": a.to_str().unwrap() }, { "path": b.to_str().unwrap() }]), "{roots}");
     let names: Vec<String> = env.files().iter().map(|(p, _)| String::from_utf8_lossy(p).into_owned()).collect();
     assert_eq!(names, [a.join("one.txt").to_str().unwrap()], "{names:?}");
     env.check();
@@ -231,7 +231,7 @@ fn a_missing_remembered_root_is_walked_as_empty_but_not_every_root() {
     };
     let (s, err) = run(&env);
     assert_eq!((s["new"].as_u64(), s["removed"].as_u64()), (Some(1), Some(2)), "{s}");
-    assert_eq!(s["missing_roots"], serde_json::json!([b.to_str().unwrap()]), "{s}");
+    assert_eq!(s["missing_roots"], serde_json::json!([{ "path": b.to_str().unwrap() }]), "{s}");
     assert!(err.contains(&format!("{}: No such file", b.display())) && err.contains("root is missing"), "{err}");
     // Said once, though a read-only walk looked first and handed over,
     // with the way to stop indexing it.
@@ -383,7 +383,7 @@ fn roots_are_remembered_and_the_index_never_indexes_itself() {
     assert_eq!((s["new"].as_u64(), s["unchanged"].as_u64()), (Some(1), Some(1)));
     let st = run(&["status"]);
     assert_eq!(st["files"].as_u64(), Some(2));
-    assert_eq!(st["roots"][0].as_str().unwrap(), env.root.canonicalize().unwrap().to_str().unwrap());
+    assert_eq!(st["roots"][0]["path"].as_str().unwrap(), env.root.canonicalize().unwrap().to_str().unwrap());
 }
 
 /// The index lives under `$XDG_DATA_HOME/simd` (else `~/.local/share/simd`)
@@ -1045,7 +1045,11 @@ fn reread_reads_files_whose_stat_hid_a_write() {
     let said = env.json(&["reread", a2.to_str().unwrap()]);
     assert_eq!(counts(&said), [1, 2, 1, 1], "{said:#}");
     let root = env.root.canonicalize().unwrap();
-    assert_eq!(said["roots"], serde_json::json!([root.to_str().unwrap()]), "only the root holding the path is walked");
+    assert_eq!(
+        said["roots"],
+        serde_json::json!([{ "path": root.to_str().unwrap() }]),
+        "only the root holding the path is walked"
+    );
     env.assert_same_as_fresh(&[&env.root, &other]);
     let report = env.json(&["report"]);
     assert_eq!(report["identical"].as_array().unwrap().len(), 0, "{report:#}");

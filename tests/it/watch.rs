@@ -1011,7 +1011,7 @@ fn the_daemon_skips_an_unreadable_file_and_keeps_what_it_had_indexed() {
     let dirs = r["skipped"].as_array().unwrap().iter().find(|s| s["reason"] == "unreadable directory");
     let dirs = dirs.unwrap_or_else(|| panic!("the rescan does not name the unreadable directory: {r:#}"));
     assert_eq!(dirs["count"], 1, "{r:#}");
-    assert!(dirs["examples"][0].as_str().unwrap().ends_with("/locked"), "{r:#}");
+    assert!(dirs["examples"][0]["path"].as_str().unwrap().ends_with("/locked"), "{r:#}");
     assert!(content_of("/locked/c.txt").is_some(), "{:?}", indexed());
     let line = log().lines().find(|l| l.contains("/locked") && l.contains("ermission denied")).map(str::to_owned);
     let line = line.unwrap_or_else(|| panic!("the unreadable directory is not named in the log:\n{}", log()));
@@ -1323,7 +1323,7 @@ fn a_root_replaced_by_a_symlink_is_gone_for_the_daemon() {
     env.json(&["rescan"]);
     assert_eq!(names(), want);
     let roots = env.json(&["status"])["roots"].clone();
-    assert_eq!(roots, serde_json::json!([a.to_str().unwrap(), b.to_str().unwrap()]), "{roots}");
+    assert_eq!(roots, serde_json::json!([{ "path": a.to_str().unwrap() }, { "path": b.to_str().unwrap() }]), "{roots}");
     stop_with_sigterm(d);
 }
 
