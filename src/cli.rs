@@ -1507,15 +1507,7 @@ pub(crate) fn reread_line(s: &Summary) -> String {
 }
 
 fn summary_json(s: &Summary) -> serde_json::Value {
-    // Each reason with its first few paths, as the daemon's rescans answer.
-    let skipped: Vec<_> = s
-        .skipped
-        .iter()
-        .map(|(&r, n)| {
-            let examples: Vec<_> = s.skipped_examples_of(r).iter().map(|p| control::json_shown_path(p)).collect();
-            serde_json::json!({ "reason": r.describe(), "count": n, "examples": examples })
-        })
-        .collect();
+    let skipped = control::skipped_json(s);
     serde_json::json!({
         "interrupted": s.interrupted,
         "roots": s.roots.iter().map(|r| control::json_path(r)).collect::<Vec<_>>(),

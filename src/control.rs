@@ -85,6 +85,18 @@ pub fn json_path(p: &Path) -> serde_json::Value {
     serde_json::to_value(crate::report::JsonPath(&crate::scan::path_bytes(p))).expect("paths serialize")
 }
 
+/// What a run skipped, by reason, as `--format json` says it (`simd index`
+/// and the daemon's rescan answers alike): each reason with its count and
+/// its first few paths.
+pub fn skipped_json(s: &crate::ingest::Summary) -> Vec<serde_json::Value> {
+    (s.skipped.iter())
+        .map(|(&r, n)| {
+            let examples: Vec<_> = s.skipped_paths_of(r).map(json_path).collect();
+            serde_json::json!({ "reason": r.describe(), "count": n, "examples": examples })
+        })
+        .collect()
+}
+
 /// The same, of a path as text shows it ([`crate::report_path`]).
 pub fn json_shown_path(shown: &str) -> serde_json::Value {
     serde_json::to_value(crate::report::JsonPath(&crate::report_path_bytes(shown))).expect("paths serialize")

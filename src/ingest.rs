@@ -160,8 +160,12 @@ impl Summary {
     /// The paths kept as examples of files skipped for `reason`, as
     /// messages print paths.
     pub fn skipped_examples_of(&self, reason: SkipReason) -> Vec<String> {
-        let of = self.skipped_examples.iter().filter(|(_, r)| *r == reason);
-        of.map(|(p, _)| crate::report_path(&path_bytes(p))).collect()
+        self.skipped_paths_of(reason).map(|p| crate::report_path(&path_bytes(p))).collect()
+    }
+
+    /// The same paths as they are.
+    pub fn skipped_paths_of(&self, reason: SkipReason) -> impl Iterator<Item = &Path> {
+        self.skipped_examples.iter().filter(move |(_, r)| *r == reason).map(|(p, _)| p.as_path())
     }
 
     pub fn throughput_mb_s(&self) -> f64 {

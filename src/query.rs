@@ -394,6 +394,7 @@ pub enum QueryError {
     #[error("reading the query: {0}")]
     Read(std::io::Error),
 }
+
 /// The measures of a content against itself where there is no chunk list
 /// to measure them on (an empty file, or one read whole): all of it, in
 /// chunks and in words alike (an empty file's words showed 0 %).

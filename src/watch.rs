@@ -1775,16 +1775,13 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                 // What the scan could not look at (an unreadable directory's
                 // files are kept as they were) is said to whoever asked,
                 // not only in the daemon's log.
-                let mut skipped = Vec::new();
                 for (reason, n) in &s.skipped {
-                    let examples = s.skipped_examples_of(*reason);
                     text.push_str(&format!("\n  {n} skipped: {}", reason.describe()));
-                    for p in &examples {
+                    for p in s.skipped_examples_of(*reason) {
                         text.push_str(&format!("\n    {p}"));
                     }
-                    let examples: Vec<_> = examples.iter().map(|p| control::json_shown_path(p)).collect();
-                    skipped.push(serde_json::json!({ "reason": reason.describe(), "count": n, "examples": examples }));
                 }
+                let skipped = control::skipped_json(&s);
                 if !unread.is_empty() {
                     text.push_str(&format!(
                         "\n  {} changed: being read in the background (`simd status` says when done)",
