@@ -29,6 +29,12 @@ pub(crate) fn table(mountinfo: &str) -> impl Iterator<Item = (u64, PathBuf, &str
     })
 }
 
+/// The id of the mount whose mount point is `path` (the last, on top, of
+/// those mounted there), if one is.
+pub(crate) fn mount_at(mountinfo: &str, path: &Path) -> Option<u64> {
+    table(mountinfo).filter(|(_, point, _)| point == path).last().map(|(id, _, _)| id)
+}
+
 /// The mounts of `mountinfo` whose mount point is strictly inside `root`
 /// (a root's own mount is not one), in the table's order.
 pub(crate) fn inside<'a>(mountinfo: &'a str, root: &'a Path) -> impl Iterator<Item = (u64, PathBuf, &'a str)> {
@@ -97,6 +103,56 @@ pub(crate) fn kernel_mounts_inside(mountinfo: &str, root: &Path) -> Vec<(PathBuf
     found
 }
 
+/// Pairs of paths inside the roots that may be one directory under two
+/// names: a bind mount (`mount --bind a b`, or a second mount of one file
+/// system) shows at its mount point a directory of a file system that is
+/// also mounted elsewhere. For each mount B whose point is at or inside a
+/// root, and each other mount A of the same device whose root (the
+/// directory of the file system it shows) is at or above B's: B's point is
+/// also A's point joined with the rest of B's root. A pair with one path
+/// inside the other (a tree bound inside itself) is left out; each pair is
+/// listed once, its paths in byte order, and the list sorted. Candidates only: the caller compares the
+/// two directories' (device, inode), which also rules out a directory that
+/// a later mount covers.
+pub(crate) fn twin_candidates(mountinfo: &str, roots: &[PathBuf]) -> Vec<(PathBuf, PathBuf)> {
+    // (device, root in its file system, mount point) of each mount.
+    let mounts: Vec<(&str, PathBuf, PathBuf)> = mountinfo
+        .lines()
+        .filter_map(|line| {
+            let mut f = line.split(' ');
+            let (_, _, dev, root, point) = (f.next()?, f.next()?, f.next()?, f.next()?, f.next()?);
+            Some((dev, unescape(root), unescape(point)))
+        })
+        .collect();
+    let in_roots = |p: &Path| roots.iter().any(|r| p.starts_with(r));
+    let mut pairs = Vec::new();
+    for (i, (dev, root_b, point_b)) in mounts.iter().enumerate() {
+        if !in_roots(point_b) {
+            continue;
+        }
+        for (j, (dev_a, root_a, point_a)) in mounts.iter().enumerate() {
+            let Ok(rest) = root_b.strip_prefix(root_a) else { continue };
+            if i == j || dev != dev_a {
+                continue;
+            }
+            let other = if rest.as_os_str().is_empty() { point_a.clone() } else { point_a.join(rest) };
+            if other.starts_with(point_b) || point_b.starts_with(&other) || !in_roots(&other) {
+                continue;
+            }
+            let pair = if crate::scan::path_bytes(&other) < crate::scan::path_bytes(point_b) {
+                (other, point_b.clone())
+            } else {
+                (point_b.clone(), other)
+            };
+            if !pairs.contains(&pair) {
+                pairs.push(pair);
+            }
+        }
+    }
+    pairs.sort();
+    pairs
+}
+
 /// A mount point as `mountinfo` writes it, with space, tab, newline and
 /// backslash escaped as three octal digits.
 pub(crate) fn unescape(s: &str) -> PathBuf {
@@ -145,6 +201,8 @@ mod tests {
         assert_eq!(t("/srv/my docs/a.txt"), Some("ext4"));
         // Mounted over a proc: the later mount holds it.
         assert_eq!(t("/srv/my docs/proc/a.txt"), Some("ext4"));
+        assert_eq!(mount_at(MOUNTINFO, Path::new("/srv/my docs/proc")), Some(42));
+        assert_eq!(mount_at(MOUNTINFO, Path::new("/srv/my docs/a")), None);
         assert_eq!(fs_type("", Path::new("/proc")), None);
     }
 
@@ -158,6 +216,41 @@ mod tests {
         assert_eq!(inside("/proc"), [m("/proc/sys/fs/binfmt_misc", "binfmt_misc")]);
         assert_eq!(inside("/srv"), []);
         assert!(is_kernel("proc") && is_kernel("sysfs") && !is_kernel("ext4") && !is_kernel("tmpfs"));
+    }
+
+    #[test]
+    fn directories_shown_twice_by_bind_mounts_are_paired() {
+        const BINDS: &str = "\
+27 1 8:1 / / rw,relatime - ext4 /dev/sda1 rw
+50 27 8:1 /srv/docs/src /srv/docs/view rw - ext4 /dev/sda1 rw
+51 27 8:1 /srv/docs/src /srv/docs/view2 rw - ext4 /dev/sda1 rw
+52 27 0:50 / /mnt/disk rw - ext4 /dev/sdb1 rw
+53 27 0:50 /a /srv/docs/disk\\040a rw - ext4 /dev/sdb1 rw
+55 27 0:51 / /srv/docs/tmp rw - tmpfs none rw
+";
+        let pairs = |roots: &[&str]| {
+            let roots: Vec<PathBuf> = roots.iter().map(PathBuf::from).collect();
+            twin_candidates(BINDS, &roots)
+                .into_iter()
+                .map(|(a, b)| format!("{} = {}", a.display(), b.display()))
+                .collect::<Vec<_>>()
+        };
+        // Each pair once, with the third name of the same directory; a
+        // file system mounted once (`tmp`) makes no pair.
+        assert_eq!(
+            pairs(&["/srv/docs"]),
+            ["/srv/docs/src = /srv/docs/view", "/srv/docs/src = /srv/docs/view2", "/srv/docs/view = /srv/docs/view2"]
+        );
+        // Both names must be inside the roots.
+        assert_eq!(pairs(&["/srv/docs/view"]), Vec::<String>::new());
+        assert_eq!(pairs(&["/srv/docs/view", "/srv/docs/src"]), ["/srv/docs/src = /srv/docs/view"]);
+        assert_eq!(pairs(&["/srv/docs", "/mnt"])[0], "/mnt/disk/a = /srv/docs/disk a");
+        assert_eq!(twin_candidates("", &[PathBuf::from("/")]), Vec::<(PathBuf, PathBuf)>::new());
+        // A tree bound inside itself would make every path a twin of a
+        // longer one, without end.
+        let inside_itself =
+            "27 1 8:1 / / rw - ext4 /dev/sda1 rw\n54 27 8:1 /srv/docs /srv/docs/loop rw - ext4 /dev/sda1 rw";
+        assert_eq!(twin_candidates(inside_itself, &[PathBuf::from("/srv")]), Vec::<(PathBuf, PathBuf)>::new());
     }
 
     #[test]

@@ -1393,6 +1393,8 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
         let mut look_again: BTreeSet<PathBuf> = BTreeSet::new();
         // Mount points where a file system was mounted or unmounted.
         let mut remounted: BTreeSet<PathBuf> = BTreeSet::new();
+        let mut twins = Twins::default();
+        twins.refresh(&mounts.text, &rescan_opts.roots);
         while !stop.load(Ordering::Relaxed) {
             let mut forced = false;
             // Events that never stop do not hold that rescan off for long.
@@ -1642,6 +1644,10 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                 let due = busy.due_small(quiet);
                 batch.written.extend(due.iter().cloned());
                 batch.check.extend(due);
+            }
+            if !batch.rescan {
+                twins.refresh(&mounts.text, &rescan_opts.roots);
+                twins.add_to(&mut batch);
             }
             filter.prune(&mut batch);
             // A large file being read that is removed or renamed over: its
@@ -2046,6 +2052,8 @@ struct WatchedRoot {
     id: Option<(u64, u64)>,
     /// The mounts strictly inside it when it was last watched.
     mounts: Vec<Mount>,
+    /// The mount whose mount point it is, if it was one when last looked at.
+    mount: Option<u64>,
     /// Gone or replaced lately: until this time, rescans keep what the
     /// index holds under it and does not find there (`--root-grace`).
     spared_until: Option<Instant>,
@@ -2064,6 +2072,7 @@ impl WatchedRoot {
             path: path.to_path_buf(),
             id: root_id(path),
             mounts: mounts_inside(&mounts.text, path),
+            mount: crate::mounts::mount_at(&mounts.text, path),
             spared_until: None,
         };
         if root.id.is_some() {
@@ -2255,10 +2264,17 @@ fn check_roots<W: notify::Watcher, C: notify_debouncer_full::FileIdCache>(
         };
         match now {
             Some(_) => {
-                tracing::warn!(
-                    "{}: the root is back (or was replaced): watching it again and rescanning{kept}",
-                    crate::show_path(&root.path)
-                );
+                let mount = crate::mounts::mount_at(&mounts.text, &root.path);
+                let what = match (root.mount, mount) {
+                    (Some(_), None) => {
+                        "the file system mounted on the root was unmounted: watching the directory \
+                                        it covered and rescanning"
+                    }
+                    (None, Some(_)) => "a file system was mounted on the root: watching it and rescanning",
+                    _ => "the root is back (or was replaced): watching it again and rescanning",
+                };
+                root.mount = mount;
+                tracing::warn!("{}: {what}{kept}", crate::show_path(&root.path));
                 watch_root(debouncer, &root.path, opts, state)?;
                 found.rescan = true;
             }
@@ -2357,7 +2373,71 @@ fn watch_mount_points<W: notify::Watcher, C: notify_debouncer_full::FileIdCache>
     Ok(points)
 }
 
-/// Applies history retention when it is due, then flushes the memtables
+/// Directories inside the roots that are one directory under two names
+/// (bind mounts; [`crate::mounts::twin_candidates`], confirmed by their
+/// device and inode). inotify watches a directory once whatever its
+/// names, and notify reports its events under the name it watched last,
+/// so a change made under the other name would be missed there until
+/// the next rescan. Each path a batch names is looked at under its other
+/// names too (looking at a path compares it with the index, so a name
+/// too many costs a `stat`, never a wrong record).
+#[derive(Default)]
+struct Twins {
+    /// The mount table and the roots the pairs were found from.
+    from: (String, Vec<PathBuf>),
+    pairs: Vec<(PathBuf, PathBuf)>,
+}
+
+impl Twins {
+    /// Finds the pairs again if the mount table or the roots changed,
+    /// saying which are new.
+    fn refresh(&mut self, mountinfo: &str, roots: &[PathBuf]) {
+        if self.from.0 == mountinfo && self.from.1 == roots {
+            return;
+        }
+        self.from = (mountinfo.to_string(), roots.to_vec());
+        let pairs: Vec<(PathBuf, PathBuf)> = crate::mounts::twin_candidates(mountinfo, roots)
+            .into_iter()
+            .filter(|(a, b)| root_id(a).is_some() && root_id(a) == root_id(b))
+            .collect();
+        for (a, b) in pairs.iter().filter(|p| !self.pairs.contains(p)) {
+            tracing::warn!(
+                "{} and {} are one directory under two names (a bind mount): a change seen under either is looked \
+                 at under both",
+                crate::show_path(a),
+                crate::show_path(b)
+            );
+        }
+        self.pairs = pairs;
+    }
+
+    /// The other names of `path`, if it is in or under a directory of a pair.
+    fn of<'a>(&'a self, path: &'a Path) -> impl Iterator<Item = PathBuf> + 'a {
+        self.pairs.iter().flat_map(move |(a, b)| {
+            let other = |from: &Path, to: &Path| path.strip_prefix(from).ok().map(|rest| to.join(rest));
+            [other(a, b), other(b, a)].into_iter().flatten()
+        })
+    }
+
+    /// Adds to `batch` the other names of the paths it looks at, with what
+    /// the batch says of each (written, removed, only its metadata changed);
+    /// a rename's two ends are looked at under their other names.
+    fn add_to(&self, batch: &mut Batch) {
+        if self.pairs.is_empty() {
+            return;
+        }
+        let more = |set: &BTreeSet<PathBuf>| -> Vec<PathBuf> { set.iter().flat_map(|p| self.of(p)).collect() };
+        let (written, removed, attrib_only) = (more(&batch.written), more(&batch.removed), more(&batch.attrib_only));
+        let mut check = more(&batch.check);
+        check.extend(batch.renames.iter().flat_map(|(from, to)| self.of(from).chain(self.of(to))));
+        batch.check.extend(check);
+        batch.written.extend(written);
+        batch.removed.extend(removed);
+        batch.attrib_only.extend(attrib_only.into_iter().filter(|p| !batch.written.contains(p)));
+    }
+}
+
+/// Applies history retention when it is due, then flushes the memtables/// Applies history retention when it is due, then flushes the memtables
 /// (the writer's group is committed: the daemon commits after every batch)
 /// and merges the small table files the flushes left ([`Store::tidy`]).
 fn expire_and_flush(store: &Store, writer: &mut Writer<'_>, opts: &WatchOptions) -> Result<(), StoreError> {

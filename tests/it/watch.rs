@@ -1450,7 +1450,13 @@ fn a_root_unmounted_and_mounted_again_within_its_grace_is_not_read_again() {
     }
     assert_eq!(running().changed_files, changed, "nothing read again or removed");
     let said = std::fs::read_to_string(&log).unwrap();
-    assert!(said.contains("the root is back (or was replaced)"), "{said}");
+    let root = env.root.to_str().unwrap();
+    for change in [
+        "the file system mounted on the root was unmounted: watching the directory it covered and rescanning",
+        "a file system was mounted on the root: watching it and rescanning",
+    ] {
+        assert!(said.contains(&format!("{root}: {change}")), "{said}");
+    }
     std::fs::write(stage.join("stop"), b"").unwrap();
     assert!(child.0.wait().unwrap().success());
 }
@@ -2135,40 +2141,85 @@ fn follow_mounts(flag: &str, steps: [(&str, &[&str]); 4]) {
     env.write("a.txt", text(1, 300));
     env.write("mnt/covered.txt", text(2, 300));
     env.index();
+    let same_name = if flag == "-x" { r#" && cp "$STAGE/c.txt" "$ROOT/mnt/covered.txt""# } else { "" };
+    let mount = format!(r#"mount -t tmpfs none "$ROOT/mnt" && cp "$STAGE/b.txt" "$ROOT/mnt/b.txt"{same_name}"#);
+    let changes = [
+        mount.as_str(),
+        r#"cp "$STAGE/c.txt" "$ROOT/mnt/c.txt""#,
+        r#"umount "$ROOT/mnt""#,
+        r#"cp "$STAGE/d.txt" "$ROOT/mnt/d.txt""#,
+    ];
+    let steps: Vec<(&str, &str, &[&str])> =
+        steps.iter().zip(changes).map(|((what, names), change)| (*what, change, *names)).collect();
+    let root = env.root.to_str().unwrap().to_string();
+    let (said, daemon) = converge_in_namespace(&env, flag, "true", &steps, |step| {
+        if step == 1 {
+            // The covered file vanished as a deletion would: `simd lost` has it.
+            let out = env.simd().args(["lost", &format!("{root}/mnt/covered.txt")]).assert().success();
+            assert!(String::from_utf8_lossy(&out.get_output().stdout).contains(": last seen"), "{out:?}");
+        }
+    });
+    for change in ["mounted at", "unmounted from"] {
+        let line = format!("{root}: a file system was {change} {root}/mnt: watching there again and looking again");
+        assert!(said.contains(&line), "{said}");
+    }
+    // Only the files under the mount point were looked at again.
+    assert_eq!(daemon["rescans"], 0, "{daemon}\n{said}");
+    assert!(!said.contains("rescanning"), "{said}");
+    env.check();
+}
+
+/// Runs `simd watch $FLAG --debounce-ms 50` on the root in a mount
+/// namespace of its own (as root of a user namespace, [`in_mount_namespace`])
+/// after the shell command `setup`, through `steps` (what, a shell
+/// command, the files the tree then holds): after each, the live index
+/// must equal a fresh index of the tree as the namespace sees it, and
+/// `after(step)` runs (steps count from 1). The files `b.txt` to `f.txt`
+/// of `$STAGE` hold texts of their own to copy. Returns the daemon's log
+/// and its state (`daemon.json`) before it stopped.
+fn converge_in_namespace(
+    env: &Env,
+    flag: &str,
+    setup: &str,
+    steps: &[(&str, &str, &[&str])],
+    after: impl Fn(usize),
+) -> (String, serde_json::Value) {
     let stage = env.tmp.path().join("stage");
     std::fs::create_dir(&stage).unwrap();
-    for (n, name) in ["b.txt", "c.txt", "d.txt"].iter().enumerate() {
+    for (n, name) in ["b.txt", "c.txt", "d.txt", "e.txt", "f.txt"].iter().enumerate() {
         std::fs::write(stage.join(name), text(3 + n as u64, 300)).unwrap();
     }
     let log = env.tmp.path().join("daemon.log");
-    // Step N waits for goN, changes the tree, indexes it afresh into
+    // Step N waits for goN, runs $STEPN, indexes the tree afresh into
     // freshN (as the namespace sees it), then says doneN. The daemon's
     // state (its rescans) is copied before it stops.
     let script = r#"
         set -e
+        eval "$SETUP"
         "$SIMD" --db "$DB" watch $FLAG --debounce-ms 50 "$ROOT" 2> "$LOG" &
         pid=$!
-        step() {
-            while [ ! -e "$STAGE/go$1" ]; do sleep 0.02; done
-            eval "$2"
-            "$SIMD" --db "$STAGE/fresh$1" --quiet index $FLAG "$ROOT"
-            touch "$STAGE/done$1"
-        }
-        step 1 'mount -t tmpfs none "$ROOT/mnt" && cp "$STAGE/b.txt" "$ROOT/mnt/b.txt" && eval "$SAME_NAME"'
-        step 2 'cp "$STAGE/c.txt" "$ROOT/mnt/c.txt"'
-        step 3 'umount "$ROOT/mnt"'
-        step 4 'cp "$STAGE/d.txt" "$ROOT/mnt/d.txt"'
+        n=1
+        while [ $n -le $STEPS ]; do
+            while [ ! -e "$STAGE/go$n" ]; do sleep 0.02; done
+            eval "$(printf 'eval "$STEP%s"' $n)"
+            "$SIMD" --db "$STAGE/fresh$n" --quiet index $FLAG "$ROOT"
+            touch "$STAGE/done$n"
+            n=$((n + 1))
+        done
         while [ ! -e "$STAGE/stop" ]; do sleep 0.02; done
         cp "$DB/daemon.json" "$STAGE/daemon.json"
         kill -TERM $pid
         wait $pid
     "#;
-    let same_name = if flag == "-x" { r#"cp "$STAGE/c.txt" "$ROOT/mnt/covered.txt""# } else { "true" };
-    let mut cmd = in_mount_namespace(&env, script, &stage, &log);
-    let mut child = Daemon(cmd.env("FLAG", flag).env("SAME_NAME", same_name).spawn().unwrap());
-    wait_ready(&env, Some(&log));
+    let mut cmd = in_mount_namespace(env, script, &stage, &log);
+    cmd.env("FLAG", flag).env("SETUP", setup).env("STEPS", steps.len().to_string());
+    for (n, (_, change, _)) in steps.iter().enumerate() {
+        cmd.env(format!("STEP{}", n + 1), change);
+    }
+    let mut child = Daemon(cmd.spawn().unwrap());
+    wait_ready(env, Some(&log));
     let root = env.root.to_str().unwrap();
-    for (n, (what, names)) in steps.iter().enumerate() {
+    for (n, (what, _, names)) in steps.iter().enumerate() {
         let step = n + 1;
         std::fs::write(stage.join(format!("go{step}")), b"").unwrap();
         let until = Instant::now() + Duration::from_secs(60);
@@ -2194,24 +2245,55 @@ fn follow_mounts(flag: &str, steps: [(&str, &[&str]); 4]) {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
-        if step == 1 {
-            // The covered file vanished as a deletion would: `simd lost` has it.
-            let out = env.simd().args(["lost", &format!("{root}/mnt/covered.txt")]).assert().success();
-            assert!(String::from_utf8_lossy(&out.get_output().stdout).contains(": last seen"), "{out:?}");
-        }
+        after(step);
     }
     std::fs::write(stage.join("stop"), b"").unwrap();
     let status = child.0.wait().unwrap();
     assert!(status.success(), "{:?}", std::fs::read_to_string(&log));
     let said = std::fs::read_to_string(&log).unwrap();
-    for change in ["mounted at", "unmounted from"] {
-        let line = format!("{root}: a file system was {change} {root}/mnt: watching there again and looking again");
-        assert!(said.contains(&line), "{said}");
-    }
-    // Only the files under the mount point were looked at again.
     let daemon: serde_json::Value = serde_json::from_slice(&std::fs::read(stage.join("daemon.json")).unwrap()).unwrap();
-    assert_eq!(daemon["rescans"], 0, "{daemon}\n{said}");
-    assert!(!said.contains("rescanning"), "{said}");
+    (said, daemon)
+}
+
+/// A directory of a root bound to a second place in it (`mount --bind
+/// src view`, in a mount namespace of its own) is one directory under two
+/// names: inotify watches it once, and notify reports its events under
+/// one name only (the one it watched last, which depends on the order of
+/// the walk). Files written, changed and removed under either name are
+/// followed under both: after each step the live index equals a fresh
+/// index. Once the bind mount is gone, `src` is still watched.
+#[test]
+fn a_directory_bound_to_a_second_place_in_a_root_is_followed_under_both_names() {
+    let env = Env::new();
+    env.write("src/a.txt", text(1, 300));
+    env.write("view/.keep", text(2, 300));
+    let both = |names: &[&str]| -> Vec<String> {
+        let mut all: Vec<String> = names.iter().flat_map(|n| [format!("src/{n}"), format!("view/{n}")]).collect();
+        all.sort();
+        all
+    };
+    let (after_1, after_2, after_4) =
+        (both(&["a.txt", "b.txt"]), both(&["a.txt", "b.txt", "c.txt"]), both(&["a.txt", "c.txt"]));
+    let (after_1, after_2, after_4): (Vec<&str>, Vec<&str>, Vec<&str>) = (
+        after_1.iter().map(String::as_str).collect(),
+        after_2.iter().map(String::as_str).collect(),
+        after_4.iter().map(String::as_str).collect(),
+    );
+    let steps: [(&str, &str, &[&str]); 6] = [
+        ("a file written under the first name", r#"cp "$STAGE/b.txt" "$ROOT/src/b.txt""#, &after_1),
+        ("a file written under the second name", r#"cp "$STAGE/c.txt" "$ROOT/view/c.txt""#, &after_2),
+        ("a file changed under the second name", r#"cp "$STAGE/d.txt" "$ROOT/view/a.txt""#, &after_2),
+        ("a file removed under the first name", r#"rm "$ROOT/src/b.txt""#, &after_4),
+        ("the bind mount gone", r#"umount "$ROOT/view""#, &["src/a.txt", "src/c.txt", "view/.keep"]),
+        (
+            "a file written in the directory that was bound",
+            r#"cp "$STAGE/e.txt" "$ROOT/src/e.txt""#,
+            &["src/a.txt", "src/c.txt", "src/e.txt", "view/.keep"],
+        ),
+    ];
+    let (said, _) = converge_in_namespace(&env, "", r#"mount --bind "$ROOT/src" "$ROOT/view""#, &steps, |_| {});
+    let root = env.root.to_str().unwrap();
+    assert!(said.contains(&format!("{root}/src and {root}/view are one directory under two names")), "{said}");
     env.check();
 }
 
@@ -2257,7 +2339,7 @@ fn a_full_disk_pauses_the_daemon_until_there_is_room() {
         cp "$SMALL/idx/daemon.json" "$STAGE/paused.json"
         kill -0 $pid
         mount -o remount,size=200m "$SMALL"
-        wait_for '"$SIMD" --db "$SMALL/idx" --format json status | grep -q "\"files\": $FILES,"'
+        wait_for '"$SIMD" --db "$SMALL/idx" --format json status | grep -q "\"files\":$FILES,"'
         wait_for 'grep -q "\"ready\": true" "$SMALL/idx/daemon.json"'
         cp "$SMALL/idx/daemon.json" "$STAGE/resumed.json"
         kill -TERM $pid
