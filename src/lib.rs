@@ -78,6 +78,11 @@ pub fn report_path(bytes: &[u8]) -> String {
             out.push_str(&format!("\\x{b:02x}"));
         }
     }
+    // A space at the end shows as nothing: `a.txt ` would read as `a.txt`.
+    if out.ends_with(' ') {
+        out.pop();
+        out.push_str("\\x20");
+    }
     out
 }
 
@@ -106,16 +111,23 @@ fn is_bidi_format(c: char) -> bool {
     matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
-/// Characters that break a line for some readers, or show as nothing, so
-/// that two names look the same: the line and paragraph separators (which
-/// Python's `splitlines` splits on), zero-width spaces and joiners, the
-/// byte-order mark, the word joiner and invisible operators, and the tag
-/// characters.
+/// Characters that break a line for some readers, show as nothing or as
+/// a plain space, so that two names look the same: the line and paragraph
+/// separators (which Python's `splitlines` splits on), Unicode's default
+/// ignorable code points (soft hyphen, zero-width spaces and joiners, the
+/// byte-order mark, the word joiner and invisible operators, the Hangul
+/// fillers, variation selectors, tag characters and those reserved as
+/// ignorable), and the spaces other than U+0020 that are as narrow as it
+/// or narrower (no-break, en, em, thin, hair...; the ideographic space,
+/// as wide as a CJK character, is told apart in the text it sits in).
 fn is_invisible(c: char) -> bool {
     matches!(
         c,
-        '\u{00ad}' | '\u{180e}' | '\u{200b}'..='\u{200d}' | '\u{2028}' | '\u{2029}' | '\u{2060}'..='\u{2064}' | '\u{feff}'
-            | '\u{e0000}'..='\u{e007f}'
+        '\u{00a0}' | '\u{00ad}' | '\u{034f}' | '\u{115f}' | '\u{1160}' | '\u{1680}' | '\u{17b4}' | '\u{17b5}'
+            | '\u{180b}'..='\u{180f}' | '\u{2000}'..='\u{200d}' | '\u{2028}' | '\u{2029}' | '\u{202f}'
+            | '\u{205f}'..='\u{206f}' | '\u{3164}' | '\u{fe00}'..='\u{fe0f}' | '\u{feff}' | '\u{ffa0}'
+            | '\u{fff0}'..='\u{fff8}' | '\u{1bca0}'..='\u{1bca3}' | '\u{1d173}'..='\u{1d17a}'
+            | '\u{e0000}'..='\u{e0fff}'
     )
 }
 
@@ -132,7 +144,9 @@ mod tests {
 
     #[test]
     fn a_shown_path_gives_its_bytes_back() {
-        for p in [&b"/a/b c.txt"[..], "/\u{e9}/\u{202e}x".as_bytes(), b"/a\xffb\nc", b"a\\b", b"a\\xff", b"\\\\x4"] {
+        for p in
+            [&b"/a/b c.txt"[..], "/\u{e9}/\u{202e}x".as_bytes(), b"/a\xffb\nc", b"a\\b", b"a\\xff", b"\\\\x4", b"a b "]
+        {
             assert_eq!(report_path_bytes(&report_path(p)), p, "{}", report_path(p));
         }
     }
@@ -153,6 +167,11 @@ mod tests {
         assert_eq!(report_path("a\u{2028}b".as_bytes()), "a\\xe2\\x80\\xa8b");
         assert_eq!(report_path("z\u{200b}w\u{feff}".as_bytes()), "z\\xe2\\x80\\x8bw\\xef\\xbb\\xbf");
         assert_eq!(report_path("t\u{e0041}".as_bytes()), "t\\xf3\\xa0\\x81\\x81");
+        // A variation selector, a Hangul filler, a no-break space and a
+        // space at the end show as nothing or as a plain space would.
+        assert_eq!(report_path("a\u{fe0f}b\u{3164}".as_bytes()), "a\\xef\\xb8\\x8fb\\xe3\\x85\\xa4");
+        assert_eq!(report_path("a\u{a0}b c ".as_bytes()), "a\\xc2\\xa0b c\\x20");
+        assert_eq!(report_path("\u{3000}/ ".as_bytes()), "\u{3000}/\\x20");
     }
 
     /// Reads [`report_path`]'s output back: `\\` is a backslash, `\xNN` a
