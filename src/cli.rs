@@ -392,7 +392,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
                     let roots = ingest::canonical_roots(&roots, false)?;
                     Request::Add { roots: roots.iter().map(|r| crate::scan::path_bytes(r)).collect() }
                 };
-                let answer = control::request(&db, &request)?.map_err(|e| anyhow::anyhow!(e))?;
+                let answer = ask_daemon(&db, &request, cli.quiet)?.map_err(|e| anyhow::anyhow!(e))?;
                 if !cli.quiet {
                     print_answer(&mut out, cli.format, &answer)?;
                 }
@@ -563,7 +563,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
                 Format::Json => {
                     let mut json = similar_json(&answer);
                     json["indexed"] = indexed.into();
-                    writeln!(out, "{}", serde_json::to_string_pretty(&json)?)?
+                    writeln!(out, "{}", json_text(&json))?
                 }
                 _ => print_similar(&mut out, &file, &answer, indexed)?,
             }
@@ -587,8 +587,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
             }
             match cli.format {
                 Format::Json => {
-                    serde_json::to_writer_pretty(&mut out, &lost_json(&answer))?;
-                    writeln!(out)?;
+                    writeln!(out, "{}", json_text(&lost_json(&answer)))?;
                 }
                 _ => print_lost(&mut out, &answer)?,
             }
@@ -626,7 +625,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
                     crate::show_path(&db)
                 );
             }
-            let answer = control::request(&db, &Request::Rescan)?.map_err(|e| anyhow::anyhow!(e))?;
+            let answer = ask_daemon(&db, &Request::Rescan, cli.quiet)?.map_err(|e| anyhow::anyhow!(e))?;
             print_answer(&mut out, cli.format, &answer)?;
         }
         Command::Reread { paths, scan } => {
@@ -656,7 +655,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
             if !scan.shapes_the_run() && DaemonState::running(&db).is_some() {
                 // None named: the daemon's own roots.
                 let paths = if every { Vec::new() } else { reread };
-                let answer = control::request(&db, &Request::Reread { paths })?.map_err(|e| anyhow::anyhow!(e))?;
+                let answer = ask_daemon(&db, &Request::Reread { paths }, cli.quiet)?.map_err(|e| anyhow::anyhow!(e))?;
                 if !cli.quiet {
                     print_answer(&mut out, cli.format, &answer)?;
                 }
@@ -706,7 +705,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
                 s.writer_pid = crate::store::writer_pid(&db);
             }
             match cli.format {
-                Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&status_json(&s)?)?)?,
+                Format::Json => writeln!(out, "{}", json_text(&status_json(&s)?))?,
                 _ => print_status(&mut out, &s)?,
             }
         }
@@ -718,7 +717,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
                 Err(e) if e.is_corruption() => {
                     if cli.format == Format::Json {
                         let json = serde_json::json!({ "consistent": false, "error": e.to_string() });
-                        writeln!(out, "{}", serde_json::to_string_pretty(&json)?)?;
+                        writeln!(out, "{}", json_text(&json))?;
                         out.flush()?;
                     }
                     eprintln!("simd: {e}");
@@ -736,7 +735,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
                     "postings_pending": r.postings_pending,
                     "problems": r.problems,
                 });
-                writeln!(out, "{}", serde_json::to_string_pretty(&json)?)?;
+                writeln!(out, "{}", json_text(&json))?;
             } else {
                 for p in &r.problems {
                     writeln!(out, "{p}")?;
@@ -793,7 +792,13 @@ fn similar_json(a: &query::Similar) -> serde_json::Value {
                 "query_in_file": report::round(h.measures.words.a_in_b),
                 "file_in_query": report::round(h.measures.words.b_in_a),
             },
-            "files": h.names.iter().map(|n| report::JsonPath(&n.path)).collect::<Vec<_>>(),
+            "files": h.names.iter().zip(crate::analysis::links_among(&h.names)).map(|(n, of)| {
+                let mut v = serde_json::to_value(report::JsonPath(&n.path)).unwrap_or_default();
+                if let Some(j) = of {
+                    v["hard_link_of"] = j.into();
+                }
+                v
+            }).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
     })
 }
@@ -853,8 +858,10 @@ fn print_similar(
             report::pct(h.measures.words.a_in_b),
             report::pct(h.measures.words.b_in_a)
         )?;
-        for n in h.names.iter().skip(1) {
-            writeln!(out, "            = {}", crate::report_path(&n.path))?;
+        let links = crate::analysis::links_among(&h.names);
+        for (n, of) in h.names.iter().zip(links).skip(1) {
+            let note = of.map(|j| format!("  (hard link of {})", crate::report_path(&h.names[j].path)));
+            writeln!(out, "            = {}{}", crate::report_path(&n.path), note.unwrap_or_default())?;
         }
     }
     Ok(())
@@ -908,7 +915,9 @@ fn lost_json(a: &crate::lost::Answer) -> serde_json::Value {
         Answer::Unknown { .. } => serde_json::json!({ "state": "unknown" }),
         Answer::File(f) => serde_json::json!({ "state": "lost", "files": [lost_file_json(f)] }),
         Answer::Dir { files, destinations, live, .. } => serde_json::json!({
-            "state": if files.is_empty() { "live_directory" } else { "lost_directory" },
+            // A directory with files gone from it, or none of its own left
+            // (all gone before `--since`).
+            "state": if files.is_empty() && *live > 0 { "live_directory" } else { "lost_directory" },
             "live_files": live,
             "files": files.iter().map(lost_file_json).collect::<Vec<_>>(),
             "destinations": destinations.iter().map(|(d, n)| {
@@ -1010,10 +1019,10 @@ fn print_lost(out: &mut impl Write, a: &crate::lost::Answer) -> std::io::Result<
             if let Some((d, n)) = destinations.first() {
                 writeln!(
                     out,
-                    "  most went to {} ({n} of {} files, {:.0}%)",
+                    "  most went to {} ({n} of {} files, {})",
                     p(d),
                     files.len(),
-                    100.0 * *n as f64 / files.len().max(1) as f64
+                    report::pct(*n as f64 / files.len().max(1) as f64)
                 )?;
             }
             for f in files {
@@ -1103,7 +1112,7 @@ fn run_index(
     summary.interrupted |= stop.load(std::sync::atomic::Ordering::Relaxed);
     if !quiet {
         match format {
-            Format::Json => writeln!(out, "{}", summary_json(&summary))?,
+            Format::Json => writeln!(out, "{}", json_text(&summary_json(&summary)))?,
             _ => print_summary(out, &summary)?,
         }
     }
@@ -1166,6 +1175,31 @@ fn roots_for_new_index(db: &std::path::Path, roots: &[std::path::PathBuf]) -> Re
     Ok(())
 }
 
+/// After how long a wait for the daemon's answer the user is told what
+/// it is doing.
+const WAIT_NOTE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Hands `request` to the daemon holding the index and waits for its
+/// answer, saying once on standard error (unless `quiet`, and only to a
+/// person at a terminal) when it is long in coming.
+fn ask_daemon(
+    db: &std::path::Path,
+    request: &Request,
+    quiet: bool,
+) -> Result<control::Response, control::ControlError> {
+    let mut said = quiet || !std::io::stderr().is_terminal();
+    control::request(db, request, &mut |waited| {
+        if !said && waited >= WAIT_NOTE {
+            said = true;
+            let pid = DaemonState::running(db).map_or(String::new(), |s| format!(" (pid {})", s.pid));
+            eprintln!(
+                "simd: waiting for the daemon{pid} to finish; stopping this wait (Ctrl-C) does not stop it, and \
+                 `simd status` shows how far it is"
+            );
+        }
+    })
+}
+
 /// Runs a write request on the index, or hands it to the `simd watch` that
 /// holds it (over its control socket).
 fn write_or_ask_daemon(db: &std::path::Path, request: Request) -> Result<control::Answer> {
@@ -1175,16 +1209,26 @@ fn write_or_ask_daemon(db: &std::path::Path, request: Request) -> Result<control
     }
     let answer = match Store::open(db, Access::Write, None) {
         Ok(store) => control::perform(&store, request, ingest::available_cores()),
-        Err(StoreError::InUse { .. }) if DaemonState::running(db).is_some() => control::request(db, &request)?,
+        Err(StoreError::InUse { .. }) if DaemonState::running(db).is_some() => ask_daemon(db, &request, false)?,
         Err(e) => return Err(e.into()),
     };
     answer.map_err(|e| anyhow::anyhow!(e))
 }
 
+/// A command's JSON answer as text: indented for a person at a terminal,
+/// one line for a program (as `gh` does; as `report` writes its own).
+fn json_text(json: &impl serde::Serialize) -> String {
+    let text =
+        if std::io::stdout().is_terminal() { serde_json::to_string_pretty(json) } else { serde_json::to_string(json) };
+    // What is serialized here are JSON values and lists of them, which
+    // always serialize.
+    text.unwrap_or_default()
+}
+
 /// What a write request did, in words or (`--format json`) as JSON.
 fn print_answer(out: &mut impl Write, format: Format, answer: &control::Answer) -> Result<()> {
     match format {
-        Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&answer.json())?)?,
+        Format::Json => writeln!(out, "{}", json_text(&answer.json()))?,
         _ => writeln!(out, "{}", answer.text())?,
     }
     // A rescan the daemon's stop cut short: not done, whatever it says.
@@ -1222,7 +1266,7 @@ fn template(db: &std::path::Path, cmd: TemplateCommand, format: Format, out: &mu
                         })
                     })
                     .collect();
-                writeln!(out, "{}", serde_json::to_string_pretty(&marks)?)?;
+                writeln!(out, "{}", json_text(&marks))?;
                 return Ok(());
             }
             if list.is_empty() {
@@ -1247,9 +1291,13 @@ fn template(db: &std::path::Path, cmd: TemplateCommand, format: Format, out: &mu
 /// renamed over it once the report is whole, so that a report that fails
 /// (a full disk, an error) leaves the last one as it was, and a reader of
 /// FILE (a web server publishing it) never gets half a page. Through a
-/// symlink, the file it names is replaced, not the link. A FILE that is
-/// not a regular file (`/dev/stdout`, a FIFO), or in a directory where no
-/// new file can be made, is written in place, as before.
+/// symlink, the file it names is replaced, not the link. The new file
+/// takes the old one's owner, group and extended attributes (its ACL) too;
+/// a FILE that cannot be replaced by such a file (another user's, where
+/// this one may not give files away), that has other names (hard links,
+/// which a rename would part from it), that is not a regular file
+/// (`/dev/stdout`, a FIFO), or is in a directory where no new file can be
+/// made, is written in place, as a shell's `>` does.
 struct OutFile {
     writer: std::io::BufWriter<std::fs::File>,
     /// (the new file, the file it replaces once whole), or None when
@@ -1259,13 +1307,13 @@ struct OutFile {
 
 impl OutFile {
     fn create(p: &std::path::Path) -> std::io::Result<OutFile> {
-        use std::os::unix::fs::OpenOptionsExt;
+        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
         let target = link_target(p);
         let existing = std::fs::metadata(&target).ok();
         // A link still, after as many as the kernel follows: a loop, which
         // opening says so (and it is not replaced).
         let looped = std::fs::symlink_metadata(&target).is_ok_and(|m| m.file_type().is_symlink());
-        if !looped && existing.as_ref().is_none_or(|m| m.is_file()) {
+        if !looped && existing.as_ref().is_none_or(|m| m.is_file() && m.nlink() == 1) {
             if let (Some(dir), Some(name)) = (target.parent(), target.file_name()) {
                 let mut tmp_name = std::ffi::OsString::from(".");
                 tmp_name.push(name);
@@ -1275,13 +1323,11 @@ impl OutFile {
                     existing.as_ref().map_or(0o666, |m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()));
                 let made = std::fs::OpenOptions::new().write(true).create_new(true).mode(mode & 0o7777).open(&tmp);
                 if let Ok(f) = made {
-                    // The mode asked for is narrowed by the umask: the
-                    // file replaced keeps its own.
-                    if let Some(m) = &existing {
-                        let _ = f.set_permissions(m.permissions());
+                    if existing.as_ref().is_none_or(|m| take_on(&f, &target, m).is_ok()) {
+                        remove_if_stopped(tmp.clone());
+                        return Ok(OutFile { writer: std::io::BufWriter::new(f), aside: Some((tmp, target)) });
                     }
-                    remove_if_stopped(tmp.clone());
-                    return Ok(OutFile { writer: std::io::BufWriter::new(f), aside: Some((tmp, target)) });
+                    let _ = std::fs::remove_file(&tmp);
                 }
             }
         }
@@ -1298,6 +1344,41 @@ impl OutFile {
             None => Ok(()),
         }
     }
+}
+
+/// Gives the new file `f` what the file at `old` (of metadata `m`) has
+/// beside its bytes: its extended attributes (an ACL, a label), its owner
+/// and group, and its mode (which the umask narrowed, and which a change
+/// of owner clears the set-id bits of), in that order.
+fn take_on(f: &std::fs::File, old: &std::path::Path, m: &std::fs::Metadata) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let mut names = vec![0u8; 4096];
+    let len = loop {
+        match rustix::fs::listxattr(old, &mut names[..]) {
+            Ok(n) => break n,
+            Err(rustix::io::Errno::RANGE) if names.len() < 1 << 20 => names.resize(names.len() * 4, 0),
+            // No extended attributes there to keep.
+            Err(rustix::io::Errno::NOTSUP) => break 0,
+            Err(e) => return Err(e.into()),
+        }
+    };
+    for name in names[..len].split(|&b| b == 0).filter(|n| !n.is_empty()) {
+        let name = std::ffi::CString::new(name).map_err(std::io::Error::other)?;
+        let mut value = vec![0u8; 256];
+        let n = loop {
+            match rustix::fs::getxattr(old, name.as_c_str(), &mut value[..]) {
+                Ok(n) => break n,
+                Err(rustix::io::Errno::RANGE) if value.len() < 1 << 20 => value.resize(value.len() * 4, 0),
+                Err(e) => return Err(e.into()),
+            }
+        };
+        rustix::fs::fsetxattr(f, name.as_c_str(), &value[..n], rustix::fs::XattrFlags::empty())?;
+    }
+    let mine = f.metadata()?;
+    if (mine.uid(), mine.gid()) != (m.uid(), m.gid()) {
+        std::os::unix::fs::fchown(f, Some(m.uid()), Some(m.gid()))?;
+    }
+    f.set_permissions(m.permissions())
 }
 
 /// The file `p` names: itself, or what its symlinks lead to, even where

@@ -110,7 +110,7 @@ pub enum ControlError {
         connect_hint(.source)
     )]
     Connect { path: PathBuf, source: std::io::Error },
-    #[error("{}: the daemon did not answer: {source}{}", crate::show_path(.path), exchange_hint(.source))]
+    #[error("{}: the daemon did not answer: {source}", crate::show_path(.path))]
     Exchange { path: PathBuf, source: std::io::Error },
     #[error(
         "{}: the daemon stopped before answering (killed, or stopped by a signal): run the command again (with no \
@@ -131,15 +131,6 @@ fn connect_hint(e: &std::io::Error) -> &'static str {
         }
         std::io::ErrorKind::PermissionDenied => " (the daemon runs as another user: run this as that user)",
         std::io::ErrorKind::ConnectionRefused => " (the daemon is gone: run the command again)",
-        _ => "",
-    }
-}
-
-fn exchange_hint(e: &std::io::Error) -> &'static str {
-    match e.kind() {
-        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
-            " within 10 minutes; it may still be at it (`simd status` shows it)"
-        }
         _ => "",
     }
 }
@@ -174,27 +165,46 @@ fn reachable(dir: &Path) -> std::io::Result<Reachable> {
     })
 }
 
-/// How long a client waits for the daemon: a template mark runs an
-/// analysis, a rescan walks the whole tree.
-const ANSWER_TIMEOUT: Duration = Duration::from_secs(600);
+/// How often a client waiting for the daemon's answer looks whether the
+/// daemon still holds the index (a daemon that exits closes the
+/// connection, which ends the wait at once anyway).
+const ANSWER_POLL: Duration = Duration::from_secs(1);
 
-/// Sends one request to the daemon holding the index in `dir`.
-pub fn request(dir: &Path, req: &Request) -> Result<Response, ControlError> {
+/// Sends one request to the daemon holding the index in `dir`, and waits
+/// for its answer as long as the daemon holds the index: a template mark
+/// runs an analysis, a rescan walks the whole tree, a root handed to it is
+/// read whole, which can take hours (a fixed wait of 10 minutes said
+/// "did not answer" while the daemon went on and finished). `waiting` is
+/// called with the time waited so far, about once a second.
+pub fn request(dir: &Path, req: &Request, waiting: &mut dyn FnMut(Duration)) -> Result<Response, ControlError> {
     let path = socket_path(dir);
     let mut stream = reachable(dir)
         .and_then(|at| UnixStream::connect(&at.path))
         .map_err(|source| ControlError::Connect { path: path.clone(), source })?;
     let exchange = |source| ControlError::Exchange { path: path.clone(), source };
-    stream.set_read_timeout(Some(ANSWER_TIMEOUT)).map_err(exchange)?;
+    stream.set_read_timeout(Some(ANSWER_POLL)).map_err(exchange)?;
     let mut line = serde_json::to_vec(req).expect("requests serialize");
     line.push(b'\n');
     stream.write_all(&line).map_err(exchange)?;
-    let mut answer = String::new();
-    BufReader::new(stream).read_line(&mut answer).map_err(exchange)?;
+    let (started, mut reader, mut answer) = (std::time::Instant::now(), BufReader::new(stream), Vec::new());
+    loop {
+        // Bytes read before a timeout stay in `answer`.
+        match reader.read_until(b'\n', &mut answer) {
+            Ok(_) => break,
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                if crate::store::writer_pid(dir).is_none() {
+                    return Err(ControlError::Stopped { path });
+                }
+                waiting(started.elapsed());
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(exchange(e)),
+        }
+    }
     if answer.is_empty() {
         return Err(ControlError::Stopped { path });
     }
-    serde_json::from_str(&answer).map_err(|source| ControlError::Garbled { path: path.clone(), source })
+    serde_json::from_slice(&answer).map_err(|source| ControlError::Garbled { path: path.clone(), source })
 }
 
 /// A request received by the daemon, with where its answer goes.

@@ -865,6 +865,31 @@ fn short_hash(c: &ContentHash) -> String {
     c.to_string()[..12].to_string()
 }
 
+/// Members from which a cluster whose members are nearly all linked to
+/// each other is pointed at `template mark`.
+const DENSE_MEMBERS: usize = 20;
+
+/// For a large cluster whose members are nearly all linked to each
+/// other (nine pairs in ten or more), what that may mean: pages sharing a
+/// header or boilerplate make such complete graphs (1,000 of them make
+/// 499,500 links, and a report of 10 such groups was 1 GB of JSON), and
+/// `template mark` takes what most of them hold out of the links. Many
+/// versions of one document make them too, so it is said as a question.
+fn dense_note(c: &Cluster) -> Option<String> {
+    let n = c.members.len();
+    let pairs = n * (n - 1) / 2;
+    (n >= DENSE_MEMBERS && c.links.len() * 10 >= pairs * 9).then(|| {
+        format!(
+            "nearly every member is linked to every other ({} of the {} pairs): if what they share is a \
+             template or boilerplate rather than the text of one document, `simd template mark {}` leaves it \
+             out of the links",
+            c.links.len(),
+            pairs,
+            c.id_str()
+        )
+    })
+}
+
 /// A cluster's heading after its id (text and HTML).
 fn cluster_heading(c: &Cluster) -> String {
     format!("{}, {}, {}", count(c.files(), "file"), human_bytes(c.bytes()), count(c.links.len(), "link"))
@@ -909,6 +934,9 @@ pub fn write_text(out: &mut dyn Write, a: &Analysis, view: &View, dirs: &LateDir
     }
     for c in clusters {
         writeln!(out, "  cluster {}: {}", c.id_str(), cluster_heading(c))?;
+        if let Some(note) = dense_note(c) {
+            writeln!(out, "    {note}")?;
+        }
         for (i, m) in c.members.iter().enumerate() {
             let first = m.names.first().map(|n| p(&n.path)).unwrap_or_default();
             writeln!(out, "    [{}] {}  ({}){}", i + 1, first, human_bytes(m.size), view.member_note(m, 0))?;
@@ -1044,6 +1072,9 @@ pub fn write_html(out: &mut dyn Write, a: &Analysis, view: &View, dirs: &LateDir
         let id = c.id_str();
         writeln!(out, "<section id=\"cluster-{id}\">")?;
         writeln!(out, "<h3>cluster <code>{id}</code>: {}</h3>", cluster_heading(c))?;
+        if let Some(note) = dense_note(c) {
+            writeln!(out, "<p>{}</p>", html_escape(&note))?;
+        }
         writeln!(out, "<ol>")?;
         for m in &c.members {
             let first = m.names.first().map(|n| p(&n.path)).unwrap_or_default();

@@ -354,6 +354,16 @@ impl IdenticalSet {
     }
 }
 
+/// For each of `names`, the first name of its file when it is a hard link
+/// of an earlier one.
+pub fn links_among(names: &[Name]) -> Vec<Option<usize>> {
+    let mut of = vec![None; names.len()];
+    for (k, j) in hard_links(names) {
+        of[k as usize] = Some(j as usize);
+    }
+    of
+}
+
 /// (k, j) for each name k that is a hard link of the earlier name j, the
 /// first name of its file; by k.
 fn hard_links(names: &[Name]) -> Vec<(u32, u32)> {
@@ -381,11 +391,7 @@ impl Member {
     /// For each name, the first name of its file when it is a hard link
     /// of an earlier one (as [`IdenticalSet::link_of`]).
     pub fn links_of(&self) -> Vec<Option<usize>> {
-        let mut of = vec![None; self.names.len()];
-        for (k, j) in hard_links(&self.names) {
-            of[k as usize] = Some(j as usize);
-        }
-        of
+        links_among(&self.names)
     }
 
     /// Distinct files among the names: a file with several names (hard

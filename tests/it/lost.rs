@@ -246,6 +246,18 @@ fn lost_since_keeps_what_went_in_that_time() {
     let out = env.simd().args(["lost", "--since", "1h"]).arg(docs.join("f0.txt")).assert().success();
     let said = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
     assert!(said.contains("f0.txt: a file: --since keeps what went from a directory in that time"), "{said}");
+    // Every file gone, none since a later time: a lost directory still,
+    // not a live one.
+    fs::remove_file(env.root.join("docs/f3.txt")).unwrap();
+    env.index();
+    let later = next_second();
+    let out = env.simd().args(["--format", "json", "lost", "--since", &later]).arg(&docs).assert().success();
+    let r: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(
+        (r["state"].as_str(), r["live_files"].as_u64(), names(&r).len()),
+        (Some("lost_directory"), Some(0), 0),
+        "{r:#}"
+    );
 }
 
 /// A directory moved away with a symlink left in its place (to the

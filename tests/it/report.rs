@@ -1694,6 +1694,48 @@ fn report_out_replaces_its_file_only_with_a_whole_report() {
     assert!(std::fs::symlink_metadata(dir.join("loop")).unwrap().file_type().is_symlink());
 }
 
+/// The file `--out` replaces keeps what it had beside its bytes: its
+/// extended attributes, its owner and group (given away by root), and
+/// its other names: a file with hard links is written in place, so that
+/// every name of it shows the new report.
+#[test]
+fn report_out_keeps_the_owner_attributes_and_links_of_the_file_it_replaces() {
+    use std::os::unix::fs::MetadataExt;
+    let env = Env::new();
+    corpus(&env);
+    env.index();
+    let want = json(&env, &["report"]);
+    let dir = env.tmp.path().join("out");
+    std::fs::create_dir(&dir).unwrap();
+    let (file, alias) = (dir.join("report.json"), dir.join("published.json"));
+    std::fs::write(&file, "the last report\n").unwrap();
+    rustix::fs::setxattr(&file, "user.origin", b"the team's share", rustix::fs::XattrFlags::empty()).unwrap();
+    let root = rustix::process::geteuid().is_root();
+    if root {
+        std::os::unix::fs::chown(&file, Some(65534), Some(65534)).unwrap();
+    }
+    let report = || env.simd().args(["--format", "json", "report", "--out"]).arg(&file).assert().success();
+    report();
+    let read = |p: &std::path::Path| serde_json::from_slice::<serde_json::Value>(&std::fs::read(p).unwrap()).unwrap();
+    assert_eq!(read(&file), want);
+    let mut value = [0u8; 64];
+    let n = rustix::fs::getxattr(&file, "user.origin", &mut value).expect("the attribute was kept");
+    assert_eq!(&value[..n], b"the team's share");
+    let m = std::fs::metadata(&file).unwrap();
+    if root {
+        assert_eq!((m.uid(), m.gid()), (65534, 65534), "the owner was kept");
+    }
+    // A second name: both show the new report, and stay one file.
+    std::fs::write(&file, "the last report\n").unwrap();
+    std::fs::hard_link(&file, &alias).unwrap();
+    report();
+    assert_eq!((read(&file), read(&alias)), (want.clone(), want));
+    assert_eq!(std::fs::metadata(&file).unwrap().ino(), std::fs::metadata(&alias).unwrap().ino());
+    let mut left: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+    left.sort();
+    assert_eq!(left, ["published.json", "report.json"]);
+}
+
 /// Directories whose files are, name for name, copies of another's are
 /// reported as one set, at their top: a subdirectory of each of a set
 /// says nothing more, a copy with one file more or one file other is no
@@ -1904,6 +1946,16 @@ fn near_identical_versions_and_a_hard_link_are_told_as_they_are() {
     let csv = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
     let row: Vec<&str> = csv.lines().nth(1).unwrap().split(',').collect();
     assert_eq!(&row[row.len() - 2..], ["1", "1"], "{csv}");
+    // `similar` of a.txt tells the hard link as the report does.
+    let a_path = env.root.join("a.txt");
+    let s = env.json(&["similar", a_path.to_str().unwrap()]);
+    let files = &s["hits"][0]["files"];
+    let names: Vec<&str> = files.as_array().unwrap().iter().map(|f| f["path"].as_str().unwrap()).collect();
+    assert!(names[0].ends_with("b  two spaces.txt") || names[0].ends_with("b-link.txt"), "{s:#}");
+    assert_eq!((files[0].get("hard_link_of"), &files[1]["hard_link_of"]), (None, &serde_json::json!(0)), "{s:#}");
+    let out = env.simd().args(["similar"]).arg(&a_path).assert().success();
+    let said = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    assert!(said.contains(&format!("  (hard link of {})", names[0])), "{said}");
 }
 
 /// A negative number is said to be one (clap took `-1` for an unknown
@@ -1938,4 +1990,38 @@ fn a_log_filter_that_does_not_parse_is_said() {
     let out = env.simd().env("SIMD_LOG", "simd=debug").args(["index"]).arg(&env.root).assert().success();
     let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
     assert!(!err.contains("not understood") && err.contains("DEBUG"), "{err}");
+}
+
+/// Pages that share a header and little else link every one to every
+/// other: the text and HTML reports say so under the cluster, with the
+/// `template mark` that would leave the header out; a cluster of a few
+/// linked versions is not told that.
+#[test]
+fn a_cluster_linked_nearly_pair_by_pair_points_at_template_mark() {
+    let env = Env::new();
+    let header = text(70, 800);
+    for i in 0..24u64 {
+        let mut page = header.clone();
+        page.extend(text(1000 + i, 60));
+        env.write(&format!("pages/p{i:02}.html"), page);
+    }
+    let base = text(71, 3000);
+    for i in 0..3u64 {
+        let mut v = base.clone();
+        v.extend(text(2000 + i, 100));
+        env.write(&format!("versions/v{i}.txt"), v);
+    }
+    env.index();
+    let r = env.json(&["report"]);
+    let clusters = r["clusters"].as_array().unwrap();
+    let pages = clusters.iter().find(|c| c["members"].as_array().unwrap().len() == 24).expect("the pages' cluster");
+    let id = pages["id"].as_str().unwrap();
+    assert_eq!(pages["links"].as_array().unwrap().len(), 276, "{pages:#}");
+    let out = env.simd().args(["report", "--links", "3"]).assert().success();
+    let said = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    let note = "nearly every member is linked to every other (276 of the 276 pairs)";
+    assert_eq!(said.matches(note).count(), 1, "{said}");
+    assert!(said.contains(&format!("`simd template mark {id}` leaves it out of the links")), "{said}");
+    let out = env.simd().args(["--format", "html", "report", "--links", "3"]).assert().success();
+    assert!(String::from_utf8_lossy(&out.get_output().stdout).contains(note));
 }
