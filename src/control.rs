@@ -125,10 +125,7 @@ pub enum ControlError {
 /// What to do about a socket that cannot be reached.
 fn connect_hint(e: &std::io::Error) -> &'static str {
     match e.kind() {
-        std::io::ErrorKind::NotFound => {
-            " (a daemon takes requests once its first scan is done, when `simd status` says \"watching\"; try \
-             again then)"
-        }
+        std::io::ErrorKind::NotFound => " (the daemon is starting, or stopping: try again in a moment)",
         std::io::ErrorKind::PermissionDenied => " (the daemon runs as another user: run this as that user)",
         std::io::ErrorKind::ConnectionRefused => " (the daemon is gone: run the command again)",
         _ => "",

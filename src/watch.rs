@@ -1280,6 +1280,20 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
         }
         start_opts.spared = missing.clone();
     }
+    // Commands that write (template marks, a forced rescan) come in here.
+    // Listening from before the first scan, which can take hours on a
+    // large tree: a request made meanwhile waits for it to end, where the
+    // command failed "no such file" and had to be tried again by hand.
+    let (_control, requests) = match control::Listener::start(&dir) {
+        Ok((l, rx)) => (Some(l), rx),
+        Err(e) => {
+            tracing::warn!(
+                "{}: no control socket ({e}): template marks and rescans need the daemon stopped",
+                crate::show_path(control::socket_path(&dir))
+            );
+            (None, crossbeam_channel::never())
+        }
+    };
     // Large files that changed while the daemon was not running are read
     // beside the first batches, once the daemon is ready.
     let (summary, unread_at_start) = ingest::index_deferring(store, &start_opts, ingest::BACKGROUND_READ)?;
@@ -1331,17 +1345,6 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
             n => format!("; {} to read in the background", crate::cli::count(n, "large file")),
         }
     );
-    // Commands that write (template marks, a forced rescan) come in here.
-    let (_control, requests) = match control::Listener::start(&dir) {
-        Ok((l, rx)) => (Some(l), rx),
-        Err(e) => {
-            tracing::warn!(
-                "{}: no control socket ({e}): template marks and rescans need the daemon stopped",
-                crate::show_path(control::socket_path(&dir))
-            );
-            (None, crossbeam_channel::never())
-        }
-    };
     // Who waits for the next rescan's answer, and the roots each had added.
     let mut rescan_replies: Vec<(crossbeam_channel::Sender<control::Response>, Vec<PathBuf>)> = Vec::new();
     let mut filter = Filter::new(&rescan_opts.roots, &opts.index, &dir)?;
