@@ -285,7 +285,7 @@ pub enum Command {
         #[arg(long, allow_negative_numbers = true, value_name = "MS", default_value_t = 50)]
         debounce_ms: u64,
         /// Rescan this often when the inotify watch limit leaves part of the tree unwatched, or a root is on a network or FUSE file system
-        #[arg(long, allow_negative_numbers = true, value_name = "SECS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
+        #[arg(long, allow_negative_numbers = true, value_name = "SECS", default_value_t = 300, value_parser = some_seconds)]
         rescan_every: u64,
         /// Rescan everything this often even when every directory is watched, for changes that raise no inotify event (writes through a shared mmap or a hard link from outside the roots); 0: never
         #[arg(long, allow_negative_numbers = true, value_name = "SECS", default_value_t = crate::watch::FULL_RESCAN_EVERY.as_secs())]
@@ -1655,13 +1655,19 @@ fn print_status(out: &mut impl Write, s: &crate::status::Status) -> std::io::Res
         cache.push_str(&format!(" (+ {} of write-ahead log kept for reports)", human_bytes(s.wal_archive_bytes)));
     }
     let tables = s.tables.iter().map(|t| t.files).sum::<usize>();
+    let table_bytes = s.tables.iter().map(|t| t.bytes).sum::<u64>();
     let wal =
-        if s.wal_bytes > 0 { format!(" and {} of write-ahead log", human_bytes(s.wal_bytes)) } else { String::new() };
+        if s.wal_bytes > 0 { format!(", {} of write-ahead log", human_bytes(s.wal_bytes)) } else { String::new() };
+    // The rest: RocksDB's options files (~70 KiB each, two kept), its
+    // manifest and small files, which weigh in a small index.
+    let other = s.disk_bytes.saturating_sub(table_bytes + s.wal_bytes);
     writeln!(
         out,
-        "on disk      {} in {}{wal}{ratio}{cache}",
+        "on disk      {} ({} in {}{wal}, {} of RocksDB's options and manifest){ratio}{cache}",
         human_bytes(s.disk_bytes),
-        count(tables as u64, "table file")
+        human_bytes(table_bytes),
+        count(tables as u64, "table file"),
+        human_bytes(other)
     )?;
     let tables: Vec<String> =
         s.tables.iter().filter(|t| t.bytes > 0).map(|t| format!("{} {}", t.name, human_bytes(t.bytes))).collect();
@@ -1746,6 +1752,16 @@ fn at_least_one(s: &str) -> Result<usize, String> {
         Ok(0) => Err("0 would show no place at all; give 1 or more".to_string()),
         Ok(n) => Ok(n),
         Err(e) => Err(e.to_string()),
+    }
+}
+
+/// A number of seconds, 1 or more: `--rescan-every 0` would rescan without
+/// a pause (clap's own range check said "0 is not in 1..18446744073709551615").
+fn some_seconds(s: &str) -> Result<u64, String> {
+    match s.parse::<i128>() {
+        Ok(n) if n < 0 => Err("a negative number; give 1 or more seconds".to_string()),
+        Ok(0) => Err("0 would rescan without a pause; give 1 or more seconds".to_string()),
+        _ => s.parse::<u64>().map_err(|e| e.to_string()),
     }
 }
 

@@ -683,7 +683,7 @@ fn summary_lines(a: &Analysis, view: &View, shown: (usize, usize)) -> Vec<String
             count(cluster_files, "file")
         ),
         format!(
-            "ignored: {} in more than {} ({}), {} ({})",
+            "ignored: {} in more than {} ({} of the contents' bytes), {} ({} of the contents' bytes)",
             count(a.ignored.common_chunks, "chunk"),
             count(a.cutoff, "content"),
             human_bytes(a.ignored.common_bytes),

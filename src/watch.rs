@@ -2417,7 +2417,11 @@ impl Twins {
     /// The other names of `path`, if it is in or under a directory of a pair.
     fn of<'a>(&'a self, path: &'a Path) -> impl Iterator<Item = PathBuf> + 'a {
         self.pairs.iter().flat_map(move |(a, b)| {
-            let other = |from: &Path, to: &Path| path.strip_prefix(from).ok().map(|rest| to.join(rest));
+            // (Joined with an empty rest, a path would gain a trailing `/`.)
+            let other = |from: &Path, to: &Path| {
+                let rest = path.strip_prefix(from).ok()?;
+                Some(if rest.as_os_str().is_empty() { to.to_path_buf() } else { to.join(rest) })
+            };
             [other(a, b), other(b, a)].into_iter().flatten()
         })
     }
@@ -3355,6 +3359,44 @@ mod tests {
         }
         assert!(!early.note(&close("/r/a"), &tx));
         assert_eq!(sifted(vec![]), vec![written("/r/a")]);
+    }
+
+    #[test]
+    fn a_batch_looks_at_each_path_under_its_other_names_too() {
+        let twins = Twins { from: Default::default(), pairs: vec![("/r/src".into(), "/r/view".into())] };
+        let set = |v: &[&str]| v.iter().map(PathBuf::from).collect::<BTreeSet<_>>();
+        let mut b = Batch {
+            check: set(&["/r/src/a", "/r/src", "/r/other"]),
+            written: set(&["/r/src/a"]),
+            removed: set(&["/r/view/gone"]),
+            renames: vec![("/r/view/x".into(), "/r/view/d/y".into())],
+            ..Batch::default()
+        };
+        b.check.insert("/r/view/gone".into());
+        twins.add_to(&mut b);
+        let bytes = |s: &BTreeSet<PathBuf>| s.iter().map(|p| p.to_str().unwrap().to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            bytes(&b.check),
+            [
+                "/r/other",
+                "/r/src",
+                "/r/src/a",
+                "/r/src/d/y",
+                "/r/src/gone",
+                "/r/src/x",
+                "/r/view",
+                "/r/view/a",
+                "/r/view/gone"
+            ]
+        );
+        // The directory's own other name has no trailing `/`.
+        assert!(b.check.iter().any(|p| p.as_os_str() == "/r/view"));
+        assert_eq!(bytes(&b.written), ["/r/src/a", "/r/view/a"]);
+        assert_eq!(bytes(&b.removed), ["/r/src/gone", "/r/view/gone"]);
+        // No pairs: nothing added.
+        let mut c = Batch { check: set(&["/r/src/a"]), ..Batch::default() };
+        Twins::default().add_to(&mut c);
+        assert_eq!(bytes(&c.check), ["/r/src/a"]);
     }
 
     const MOUNTINFO: &str = "\

@@ -1971,6 +1971,8 @@ fn bad_numbers_are_named_as_given() {
         (&["report", "--min-similarity", "-0.1"][..], "--min-similarity -0.1: must be between 0 and 1"),
         (&["report", "--max-degree", "1"][..], "--max-degree 1: must be at least 2"),
         (&["report", "--since", "3000-01-01"][..], "3000-01-01: too far ahead"),
+        (&["watch", "--rescan-every", "0"][..], "0 would rescan without a pause; give 1 or more seconds"),
+        (&["watch", "--rescan-every", "-5"][..], "a negative number; give 1 or more seconds"),
     ] {
         let out = env.simd().args(args).assert().failure();
         let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
