@@ -28,7 +28,10 @@ fn main() -> ExitCode {
         eprintln!("simd: SIMD_DB is set but empty: set it to the index directory, give --db DIR, or unset it for the default index");
         return ExitCode::from(2);
     }
-    init_logging(cli.verbose, cli.quiet);
+    // `simd watch --format json` logs one JSON object a line, for a log
+    // shipper; the other commands' JSON is their answer on stdout.
+    let json_logs = cli.format == cli::Format::Json && matches!(cli.command, cli::Command::Watch { .. });
+    init_logging(cli.verbose, cli.quiet, json_logs);
     simd::raise_open_file_limit();
     match cli::run(cli) {
         Ok(Exit::Ok) => ExitCode::SUCCESS,
@@ -69,7 +72,7 @@ fn chain(e: &anyhow::Error) -> String {
     msg
 }
 
-fn init_logging(verbose: u8, quiet: bool) {
+fn init_logging(verbose: u8, quiet: bool, json: bool) {
     let default = match (quiet, verbose) {
         (true, _) => "warn",
         (false, 0) => "warn",
@@ -97,10 +100,12 @@ fn init_logging(verbose: u8, quiet: bool) {
     // Colours only on a terminal: a service's log goes to a file or the
     // journal, where escape codes are noise.
     use std::io::IsTerminal;
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_target(false)
-        .init();
+    let log = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false);
+    if json {
+        // {"timestamp":…,"level":"WARN","message":…}: the event's fields
+        // at the top level, no span lists.
+        log.json().flatten_event(true).with_current_span(false).with_span_list(false).init();
+    } else {
+        log.with_ansi(std::io::stderr().is_terminal()).init();
+    }
 }

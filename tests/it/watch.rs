@@ -2594,3 +2594,28 @@ fn a_file_changed_after_the_daemons_first_scan_read_it_is_indexed() {
     assert!(rescan.status.success(), "{}", String::from_utf8_lossy(&rescan.stderr));
     converges(&env, "a file changed after the daemon's first scan read it");
 }
+
+/// `simd watch --format json` logs one JSON object a line (for a log
+/// shipper): every line parses, with its level and message.
+#[test]
+fn the_daemon_logs_json_lines_when_asked_to() {
+    let env = Env::new();
+    env.write("a.txt", text(1, 300));
+    let log = env.tmp.path().join("daemon.log");
+    let d = {
+        let _starting = LIMITS.read().unwrap_or_else(|p| p.into_inner());
+        let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("simd"));
+        cmd.args(["--format", "json", "-v"]);
+        start_command(&env, cmd, &["--debounce-ms", "50", env.root.to_str().unwrap()], Some(&log))
+    };
+    stop_with_sigterm(d);
+    let said = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<serde_json::Value> = said
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}\n{said}")))
+        .collect();
+    assert!(lines.iter().all(|l| l["level"].is_string() && l["timestamp"].is_string()), "{said}");
+    let root = env.root.canonicalize().unwrap();
+    let watching = format!("watching {}", root.display());
+    assert!(lines.iter().any(|l| l["message"].as_str().is_some_and(|m| m.starts_with(&watching))), "{said}");
+}
