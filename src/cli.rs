@@ -66,7 +66,7 @@ pub struct ScanArgs {
     /// inside another root, on a file system of its own, is still walked
     #[arg(long, short = 'x')]
     pub one_file_system: bool,
-    /// Chunk workers [default: one per core]
+    /// Chunk workers; 0: one per core [default: one per core]
     #[arg(long, allow_negative_numbers = true, value_name = "N", default_value_t = 0, hide_default_value = true)]
     pub threads: usize,
     /// Keep lost-and-found records this many days
@@ -253,6 +253,7 @@ pub enum Command {
     },
     /// Files in the index similar to FILE (which need not be indexed; - for stdin)
     Similar {
+        /// The file to compare with the index (indexed or not; - reads standard input)
         file: PathBuf,
         #[command(flatten)]
         thresholds: Thresholds,
@@ -265,6 +266,7 @@ pub enum Command {
     },
     /// Where the content last seen at PATH (a file or a directory) lives now
     Lost {
+        /// A file or directory as it was last seen (it need not exist now)
         path: PathBuf,
         /// For a directory: only the files that went from it since WHEN, an age (90m, 12h, 7d, 2w) or a UTC
         /// time (2026-11-30, 2026-11-30 08:00)
@@ -323,6 +325,7 @@ pub enum Command {
 pub enum TemplateCommand {
     /// Mark the chunks shared by a cluster's files (id from `simd report`; a unique prefix will do)
     Mark {
+        /// A cluster's id from `simd report` (a unique prefix will do)
         cluster: String,
         /// Mark chunks and word samples held by at least this fraction of the cluster's distinct contents (for a sample, of those whose sketches keep samples of its level)
         #[arg(long, allow_negative_numbers = true, value_name = "F", default_value_t = 1.0)]
@@ -331,7 +334,10 @@ pub enum TemplateCommand {
         thresholds: Thresholds,
     },
     /// Unmark the template chunks marked from a cluster (or `all`)
-    Unmark { cluster: String },
+    Unmark {
+        /// The cluster the marks were made from (`simd template list` shows them), or `all`
+        cluster: String,
+    },
     /// List template chunks by the cluster they were marked from
     List,
 }
