@@ -1257,6 +1257,11 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
     for r in present.iter().chain(&missing) {
         watched.push(WatchedRoot::watch(r, &mounts, &mut debouncer, opts, &mut state)?);
     }
+    // Said from the start: `simd status` during the first scan (hours on
+    // a large tree) took the roots it remembers for roots this daemon
+    // does not watch ("NOT WATCHED by this daemon").
+    state.roots = present.iter().chain(&missing).map(crate::show_path).collect();
+    state.save(&dir);
     // A root missing at the start (a share not mounted yet at boot) has
     // the grace of one that went while the daemon ran.
     let mut start_opts = IndexOptions { tolerate_missing: true, ..opts.index.clone() };

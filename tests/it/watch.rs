@@ -2583,13 +2583,18 @@ fn a_file_changed_after_the_daemons_first_scan_read_it_is_indexed() {
         .unwrap()
         .write_all(b"\nwritten after the scan read it\n")
         .unwrap();
-    let during_scan = !simd::watch::DaemonState::running(&env.db).is_some_and(|s| s.ready);
+    let running = simd::watch::DaemonState::running(&env.db);
+    let during_scan = !running.as_ref().is_some_and(|s| s.ready);
+    // The daemon's roots are said from its start: `status` during the
+    // first scan said the roots it remembers were "NOT WATCHED".
+    let roots_said = running.map(|s| s.roots).unwrap_or_default();
     // A rescan asked for during the first scan waits for it and is done
     // (there was no socket until the scan ended: "no such file").
     let rescan = env.simd().args(["--format", "json", "rescan"]).output();
     drop(own);
     wait_ready(&env, None);
     assert!(during_scan, "the first scan was over before the file changed: nothing was tested");
+    assert_eq!(roots_said, [env.root.canonicalize().unwrap().to_str().unwrap()]);
     let rescan = rescan.unwrap();
     assert!(rescan.status.success(), "{}", String::from_utf8_lossy(&rescan.stderr));
     converges(&env, "a file changed after the daemon's first scan read it");
