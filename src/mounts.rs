@@ -111,9 +111,9 @@ pub(crate) fn kernel_mounts_inside(mountinfo: &str, root: &Path) -> Vec<(PathBuf
 /// directory of the file system it shows) is at or above B's: B's point is
 /// also A's point joined with the rest of B's root. A pair with one path
 /// inside the other (a tree bound inside itself) is left out; each pair is
-/// listed once, its paths in byte order, and the list sorted. Candidates only: the caller compares the
-/// two directories' (device, inode), which also rules out a directory that
-/// a later mount covers.
+/// listed once, its paths in byte order, and the list sorted. Candidates
+/// only: the caller compares the two directories' (device, inode), which
+/// also rules out a directory that a later mount covers.
 pub(crate) fn twin_candidates(mountinfo: &str, roots: &[PathBuf]) -> Vec<(PathBuf, PathBuf)> {
     // (device, root in its file system, mount point) of each mount.
     let mounts: Vec<(&str, PathBuf, PathBuf)> = mountinfo
@@ -131,10 +131,10 @@ pub(crate) fn twin_candidates(mountinfo: &str, roots: &[PathBuf]) -> Vec<(PathBu
             continue;
         }
         for (j, (dev_a, root_a, point_a)) in mounts.iter().enumerate() {
-            let Ok(rest) = root_b.strip_prefix(root_a) else { continue };
             if i == j || dev != dev_a {
                 continue;
             }
+            let Ok(rest) = root_b.strip_prefix(root_a) else { continue };
             let other = if rest.as_os_str().is_empty() { point_a.clone() } else { point_a.join(rest) };
             if other.starts_with(point_b) || point_b.starts_with(&other) || !in_roots(&other) {
                 continue;

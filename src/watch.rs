@@ -2449,7 +2449,7 @@ impl Twins {
     }
 }
 
-/// Applies history retention when it is due, then flushes the memtables/// Applies history retention when it is due, then flushes the memtables
+/// Applies history retention when it is due, then flushes the memtables
 /// (the writer's group is committed: the daemon commits after every batch)
 /// and merges the small table files the flushes left ([`Store::tidy`]).
 fn expire_and_flush(store: &Store, writer: &mut Writer<'_>, opts: &WatchOptions) -> Result<(), StoreError> {
