@@ -866,8 +866,8 @@ fn print_similar(
         )?;
         let links = crate::analysis::links_among(&h.names);
         for (n, of) in h.names.iter().zip(links).skip(1) {
-            let note = of.map(|j| format!("  (hard link of {})", crate::report_path(&h.names[j].path)));
-            writeln!(out, "            = {}{}", crate::report_path(&n.path), note.unwrap_or_default())?;
+            let note = report::hard_link_note(&h.names, of, &crate::report_path);
+            writeln!(out, "            = {}{note}", crate::report_path(&n.path))?;
         }
     }
     Ok(())

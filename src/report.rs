@@ -844,13 +844,20 @@ fn set_heading(s: &IdenticalSet) -> String {
 /// What a name of an identical set is: a copy, or a hard link of an
 /// earlier name (text and HTML).
 fn link_note(s: &IdenticalSet, k: usize, p: &dyn Fn(&[u8]) -> String) -> String {
-    s.link_of(k).map(|j| format!("  (hard link of {})", p(&s.names[j].path))).unwrap_or_default()
+    hard_link_note(&s.names, s.link_of(k), p)
+}
+
+/// "  (hard link of NAME)" for a name that is a hard link of `names[j]`
+/// (`of`), else nothing: the identical sets', the members' and
+/// `simd similar`'s hits' (text and HTML).
+pub(crate) fn hard_link_note(names: &[Name], of: Option<usize>, p: &dyn Fn(&[u8]) -> String) -> String {
+    of.map(|j| format!("  (hard link of {})", p(&names[j].path))).unwrap_or_default()
 }
 
 /// A cluster member's name that is a hard link of an earlier one says so
 /// (text and HTML), as an identical set's does.
 fn member_link_note(m: &Member, links: &[Option<usize>], k: usize, p: &dyn Fn(&[u8]) -> String) -> String {
-    links[k].map(|j| format!("  (hard link of {})", p(&m.names[j].path))).unwrap_or_default()
+    hard_link_note(&m.names, links[k], p)
 }
 
 /// What a directory of an identical set is: a copy, or hard links of
