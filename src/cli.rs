@@ -58,7 +58,9 @@ pub struct ScanArgs {
     /// Leave out paths matching this glob (gitignore syntax; repeatable): '*.bak' a name anywhere, 'build/tmp' such a path at any depth, '/srv/kb/tmp' an absolute one
     #[arg(long, value_name = "GLOB", value_parser = parse_exclude)]
     pub exclude: Vec<String>,
-    /// Do not honour .gitignore, .ignore and .simdignore files
+    /// Do not honour .gitignore, .ignore and .simdignore files, and index
+    /// clutter too: editors' locks, swap and auto-save files, partial
+    /// downloads, folders' system files (~$x.docx, .x.swp, .DS_Store...)
     #[arg(long)]
     pub no_ignore: bool,
     /// Do not enter directories on another file system than their root's
@@ -687,10 +689,14 @@ pub fn run(cli: Cli) -> Result<Exit> {
             let store = Store::open(&db, Access::Read, None)?;
             for p in named.iter().filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_file())) {
                 if !store.contains::<crate::store::Paths>(&crate::scan::path_bytes(p))? {
-                    tracing::warn!(
-                        "{}: not in the index (an exclude or an ignore file leaves it out): not read",
-                        crate::show_path(p)
-                    );
+                    let why = match p
+                        .file_name()
+                        .is_some_and(|n| crate::scan::is_clutter(std::os::unix::ffi::OsStrExt::as_bytes(n)))
+                    {
+                        true => "clutter: an editor's lock or swap file, a partial download or a folder's system file",
+                        false => "an exclude or an ignore file leaves it out",
+                    };
+                    tracing::warn!("{}: not in the index ({why}): not read", crate::show_path(p));
                 }
             }
         }
@@ -1006,7 +1012,8 @@ fn print_lost(out: &mut impl Write, a: &crate::lost::Answer) -> std::io::Result<
         }
         Answer::Unknown { path } if std::fs::symlink_metadata(crate::scan::bytes_path(path)).is_ok() => writeln!(
             out,
-            "{}: it is there, but not in the index (outside its roots, excluded or ignored, or not a regular file)",
+            "{}: it is there, but not in the index (outside its roots; excluded, ignored or clutter such as a lock \
+             file; or not a regular file)",
             p(path)
         ),
         Answer::Unknown { path } => {
@@ -1544,7 +1551,11 @@ fn print_summary(out: &mut impl Write, s: &Summary) -> std::io::Result<()> {
         s.unchanged,
         s.moved,
         s.removed,
-        if s.left_out > 0 { format!("{} left out by excludes or ignore files, ", s.left_out) } else { String::new() },
+        if s.left_out > 0 {
+            format!("{} left out by excludes, ignore files or as clutter, ", s.left_out)
+        } else {
+            String::new()
+        },
         s.skipped.values().sum::<u64>()
     )?;
     for (reason, n) in &s.skipped {

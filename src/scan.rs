@@ -670,6 +670,9 @@ pub enum SkipReason {
     /// A kernel file system (proc, sysfs...) mounted inside a root: its
     /// files' sizes are not their contents ([`crate::mounts`]).
     KernelFs,
+    /// A file that programs keep beside documents only while they work on
+    /// them, or a folder's system file ([`is_clutter`]).
+    Clutter,
 }
 
 impl SkipReason {
@@ -685,6 +688,56 @@ impl SkipReason {
             SkipReason::KernelFs => {
                 "a kernel file system (proc, sysfs...: its files' sizes are not their contents); not entered"
             }
+            SkipReason::Clutter => {
+                "clutter: an editor's lock, swap or auto-save file, a partial download or a folder's system file \
+                 (.DS_Store, Thumbs.db...; --no-ignore indexes them)"
+            }
+        }
+    }
+}
+
+/// Whether a file named `name` is clutter: one that a program keeps beside
+/// a document only while it works on it (an editor's lock, swap or
+/// auto-save file, a partial download, a network file system's file kept
+/// for a process that still has it open after its removal), or a folder's
+/// own system file. None is a document: followed, every lock file an
+/// office suite takes and drops is a file lost (`simd lost DIR --since
+/// 1d` listed `~$plan.docx` and `.~lock.plan.odt#` beside the documents
+/// that went), a Word save (the document renamed to `~WRL0002.tmp`, a
+/// temporary file renamed over it) two moves through temporary names, and
+/// every folder's `desktop.ini` a copy in a report's identical sets.
+/// Editors' backups (`name~`, `name.bak`) are documents' earlier versions,
+/// and stay: `simd lost` finds a deleted file's content in them. What is
+/// left out is about what Nextcloud's and Dropbox's clients leave out;
+/// `--no-ignore` indexes them.
+pub fn is_clutter(name: &[u8]) -> bool {
+    let ends =
+        |suffix: &[u8]| name.len() > suffix.len() && name[name.len() - suffix.len()..].eq_ignore_ascii_case(suffix);
+    let hex = |s: &[u8]| !s.is_empty() && s.iter().all(u8::is_ascii_hexdigit);
+    match name {
+        // Microsoft Office: the owner file of an open document
+        // (`~$plan.docx`) and its temporary files (`~WRL0001.tmp`).
+        [b'~', b'$', ..] => true,
+        [b'~', ..] if ends(b".tmp") => true,
+        // LibreOffice's lock (`.~lock.plan.odt#`).
+        [b'.', b'~', b'l', b'o', b'c', b'k', b'.', .., b'#'] => true,
+        // Emacs: an auto-save file (`#plan.txt#`) and a lock (`.#plan.txt`,
+        // a file where symlinks cannot be made).
+        [b'#', .., b'#'] | [b'.', b'#', ..] => true,
+        // Vim's swap files: `.plan.txt.swp`, then `.swo`, `.swn`...
+        [b'.', .., b'.', b's', b'w', c] if (b'a'..=b'p').contains(c) => true,
+        // A file removed while open on NFS (`.nfs` and 24 hex digits) or
+        // FUSE (`.fuse_hidden` and hex), kept until it is closed.
+        _ if name.len() == 28 && name.starts_with(b".nfs") && hex(&name[4..]) => true,
+        _ if name.starts_with(b".fuse_hidden") && hex(&name[12..]) => true,
+        // macOS's AppleDouble files (`._plan.docx`: the resource fork and
+        // attributes of `plan.docx`, on a volume that cannot hold them).
+        [b'.', b'_', ..] => true,
+        _ => {
+            [&b".kate-swp"[..], b".crdownload", b".part", b".partial", b".filepart"].iter().any(|s| ends(s))
+                || [&b".DS_Store"[..], b"Thumbs.db", b"ehthumbs.db", b"desktop.ini", b".directory", b"Icon\r"]
+                    .iter()
+                    .any(|n| name.eq_ignore_ascii_case(n))
         }
     }
 }
@@ -1012,6 +1065,10 @@ pub fn walk(
                 local.out.skipped.push((entry.into_path(), SkipReason::Special));
                 return WalkState::Continue;
             }
+            if !opts.no_ignore && is_clutter(entry.file_name().as_bytes()) {
+                local.out.skipped.push((entry.into_path(), SkipReason::Clutter));
+                return WalkState::Continue;
+            }
             let Some(known) = records.get() else {
                 // Gone between readdir and lstat: not seen.
                 if let Ok(stat) = local.lstat(root_dirs, entry.path()) {
@@ -1237,6 +1294,65 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn clutter_is_told_by_its_name_and_documents_are_not_taken_for_it() {
+        for name in [
+            "~$plan.docx",
+            "~$",
+            "~WRL0001.tmp",
+            "~DF3A1C.TMP",
+            ".~lock.plan.odt#",
+            "#plan.txt#",
+            ".#plan.txt",
+            ".plan.txt.swp",
+            ".plan.txt.swo",
+            "..bashrc.swp",
+            ".nfs000000000123abcd00000001",
+            ".fuse_hidden0000000a00000001",
+            "._plan.docx",
+            ".DS_Store",
+            "Thumbs.db",
+            "thumbs.db",
+            "Desktop.ini",
+            ".directory",
+            "Icon\r",
+            "big.iso.crdownload",
+            "film.mkv.part",
+            "setup.exe.partial",
+            "db.sql.filepart",
+            "plan.txt.kate-swp",
+        ] {
+            assert!(is_clutter(name.as_bytes()), "{name:?} is clutter");
+        }
+        for name in [
+            "plan.docx",
+            "plan.txt~",
+            "plan.bak",
+            "notes.swp",
+            ".swp",
+            ".plan.swf.txt",
+            "~notes.txt",
+            "#tag",
+            "a#b#",
+            ".nfsrc",
+            ".nfs0000000001",
+            ".fuse_hidden",
+            ".bashrc",
+            "desktop.ini.txt",
+            "my Thumbs.db",
+            ".part",
+            "chapter.part1",
+            "report.partial.md",
+            ".~lock.plan.odt",
+            "lock.#",
+            "Icon",
+        ] {
+            assert!(!is_clutter(name.as_bytes()), "{name:?} is no clutter");
+        }
+        // Names not in UTF-8 are looked at as bytes.
+        assert!(is_clutter(b"~$caf\xe9.doc") && !is_clutter(b"caf\xe9.swp"));
+    }
 
     #[test]
     fn a_root_dir_opens_only_what_lies_strictly_under_it() {

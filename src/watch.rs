@@ -352,6 +352,11 @@ impl Filter {
         if self.no_ignore {
             return true;
         }
+        // As the walk leaves clutter out: a lock file taken and dropped is
+        // no document lost.
+        if !is_dir && path.file_name().is_some_and(|n| crate::scan::is_clutter(n.as_bytes())) {
+            return false;
+        }
         let Some(parent) = path.parent().filter(|d| d.starts_with(root)) else { return true };
         let matchers = Self::matchers(&mut self.ignores, parent, root);
         !matchers.iter().any(|m| m.matched_path_or_any_parents(path, is_dir).is_ignore())

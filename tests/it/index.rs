@@ -501,6 +501,73 @@ fn ignore_files_and_excludes_are_honoured() {
     assert!(lost("copy.txt").contains("last seen"), "{}", lost("copy.txt"));
 }
 
+/// What programs keep beside documents only while they work on them
+/// (office suites' and editors' locks, swap and auto-save files, partial
+/// downloads) and folders' system files are left out and counted with
+/// their reason (`scan::is_clutter`). Were they indexed, every lock file
+/// dropped would be a file lost, and the copies of `desktop.ini` an
+/// identical set. `--no-ignore` indexes them; a run without it takes them
+/// out again, not as files lost.
+#[test]
+fn editors_locks_and_folders_system_files_are_left_out() {
+    let env = Env::new();
+    let clutter = [
+        "~$plan.docx",
+        ".~lock.plan.odt#",
+        "~WRL0001.tmp",
+        ".plan.txt.swp",
+        "#plan.txt#",
+        "a/desktop.ini",
+        "b/desktop.ini",
+        "a/Thumbs.db",
+        ".DS_Store",
+        "._plan.docx",
+        "big.iso.crdownload",
+        ".nfs000000000123abcd00000001",
+    ];
+    let kept = ["plan.docx", "plan.odt", "plan.txt", "plan.txt~", "notes.swp", "b/readme.txt"];
+    for (i, p) in kept.iter().enumerate() {
+        env.write(p, text(i as u64, 400));
+    }
+    // The clutter's bytes alike: indexed, it would be an identical set.
+    for p in clutter {
+        env.write(p, text(99, 300));
+    }
+    let names = |env: &Env| -> Vec<String> {
+        let mut n: Vec<String> = (env.files().iter())
+            .map(|(p, _)| {
+                String::from_utf8_lossy(&p[path_of(&env.root.canonicalize().unwrap()).len() + 1..]).into_owned()
+            })
+            .collect();
+        n.sort();
+        n
+    };
+    let root = env.root.to_str().unwrap();
+    let s = env.json(&["index", root]);
+    assert_eq!(s["new"].as_u64(), Some(kept.len() as u64), "{s:#}");
+    let skipped = &s["skipped"][0];
+    assert!(skipped["reason"].as_str().unwrap().contains("a folder's system file"), "{s:#}");
+    assert_eq!(skipped["count"].as_u64(), Some(clutter.len() as u64), "{s:#}");
+    let mut want: Vec<String> = kept.iter().map(|k| k.to_string()).collect();
+    want.sort();
+    assert_eq!(names(&env), want);
+    let report = env.json(&["report"]);
+    assert_eq!(report["identical"].as_array().map(Vec::len), Some(0), "{report:#}");
+
+    let s = env.json(&["index", "--no-ignore", root]);
+    assert_eq!(s["new"].as_u64(), Some(clutter.len() as u64), "{s:#}");
+    assert_eq!(names(&env).len(), kept.len() + clutter.len());
+    let report = env.json(&["report"]);
+    assert_eq!(report["identical"].as_array().map(Vec::len), Some(1), "{report:#}");
+
+    // Left out again: out of the index, and no ghost for lost-and-found.
+    let s = env.json(&["index", root]);
+    assert_eq!((s["left_out"].as_u64(), s["removed"].as_u64()), (Some(clutter.len() as u64), Some(0)), "{s:#}");
+    assert_eq!(names(&env), want);
+    env.check();
+    assert_eq!(env.open().scan::<History>().count(), 0);
+}
+
 /// An `--exclude` pattern is checked before anything is written: a
 /// blank one (an unset `--exclude "$VAR"`, which a glob reads as
 /// "everything") or one that is no glob is refused, and neither an index

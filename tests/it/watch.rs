@@ -284,11 +284,13 @@ fn a_file_is_read_when_its_writer_closes_it_and_once() {
 /// rename is a move of what was read, so the document is not read again and
 /// the temporary name leaves a move in the lost and found, not a deleted
 /// file. (A debounce of 1 s keeps the rename well within the time the
-/// debouncer may still hold the temporary file's creation.)
+/// debouncer may still hold the temporary file's creation. The name is
+/// rsync's kind: a swap file's or a partial download's is clutter, never
+/// read, `scan::is_clutter`.)
 #[test]
 fn a_temporary_file_renamed_over_a_document_after_it_was_read_is_a_move() {
     let (env, _daemon) = one_file_watched(1000);
-    let tmp = env.root.join(".a.txt.swp");
+    let tmp = env.root.join(".a.txt.4Fz9Qp");
     let body = text(14, 400);
     let want = {
         let s = Store::open(&env.db, Access::Read, None).unwrap();
@@ -299,7 +301,7 @@ fn a_temporary_file_renamed_over_a_document_after_it_was_read_is_a_move() {
     let written = Instant::now();
     loop {
         let s = Store::open(&env.db, Access::Read, None).unwrap();
-        if files_of(&s).iter().any(|(p, c)| p.ends_with(b"/.a.txt.swp") && *c == want) {
+        if files_of(&s).iter().any(|(p, c)| p.ends_with(b"/.a.txt.4Fz9Qp") && *c == want) {
             break;
         }
         assert!(written.elapsed() < Duration::from_millis(900), "the temporary file was not read at its close");
@@ -307,7 +309,7 @@ fn a_temporary_file_renamed_over_a_document_after_it_was_read_is_a_move() {
     }
     std::fs::rename(&tmp, env.root.join("a.txt")).unwrap();
     converges(&env, "a temporary file renamed over a document");
-    assert_moved(&env, ".a.txt.swp", "/a.txt");
+    assert_moved(&env, ".a.txt.4Fz9Qp", "/a.txt");
     let out = env.simd().args(["--format", "json", "lost"]).arg(&tmp).assert().success();
     let r: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
     assert_eq!(r["files"][0]["candidates"][0]["kind"], "moved", "{r:#}");
@@ -332,7 +334,7 @@ fn a_large_file_renamed_while_it_is_read_is_read_once() {
         io.lines().find_map(|l| l.strip_prefix("rchar: ")).unwrap().trim().parse::<u64>().unwrap()
     };
     let body = noise(5, 96 << 20);
-    let (part, done) = (env.root.join(".dl.iso.part"), env.root.join("dl.iso"));
+    let (part, done) = (env.root.join(".dl.iso.Hq2Wm7"), env.root.join("dl.iso"));
     let before = read_bytes();
     std::fs::write(&part, &body).unwrap();
     let until = Instant::now() + Duration::from_secs(30);
@@ -586,6 +588,21 @@ fn the_daemon_honours_ignore_files_at_every_depth() {
     // (The ignore files' own former versions are there: they were edited.)
     let h = history(&env);
     assert!(!h.iter().any(|p| p.ends_with("/b.txt") || p.ends_with("/on-time.txt")), "left out, not lost: {h:?}");
+    // Clutter (`scan::is_clutter`): the locks of a document opened and
+    // closed again are not followed, so none is a file lost.
+    env.write("docs/plan.odt", text(52, 150));
+    env.write("docs/~$plan.docx", text(50, 20));
+    env.write("docs/.~lock.plan.odt#", text(51, 20));
+    converges(&env, "a document opened: its locks");
+    let live = state(&env.db).unwrap().0;
+    let paths: Vec<String> = live.iter().map(|(p, _)| String::from_utf8_lossy(p).into_owned()).collect();
+    assert!(paths.iter().any(|p| p.ends_with("/docs/plan.odt")), "{paths:?}");
+    assert!(!paths.iter().any(|p| p.contains("~$") || p.contains(".~lock")), "{paths:?}");
+    std::fs::remove_file(env.root.join("docs/~$plan.docx")).unwrap();
+    std::fs::remove_file(env.root.join("docs/.~lock.plan.odt#")).unwrap();
+    converges(&env, "the document closed");
+    let h = history(&env);
+    assert!(!h.iter().any(|p| p.ends_with("/~$plan.docx") || p.ends_with("/.~lock.plan.odt#")), "{h:?}");
     std::fs::remove_file(env.root.join("other/.ignore")).unwrap();
     converges(&env, "an ignore file removed");
     stop_with_sigterm(daemon);
