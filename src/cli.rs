@@ -713,6 +713,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
             let store = Store::open(&db, Access::Read, None)?;
             let mut s = crate::status::status(&store)?;
             s.daemon = DaemonState::running(&db);
+            s.daemon_stopped = s.daemon.as_ref().is_some_and(DaemonState::stopped);
             if s.daemon.is_none() {
                 s.writer_pid = crate::store::writer_pid(&db);
             }
@@ -1201,7 +1202,21 @@ fn ask_daemon(
     quiet: bool,
 ) -> Result<control::Response, control::ControlError> {
     let mut said = quiet || !std::io::stderr().is_terminal();
+    let mut said_stopped = quiet;
     control::request(db, request, &mut |waited| {
+        // A stopped daemon answers once continued, which may be never: said
+        // at once, at a terminal or not (a script's wait would not end).
+        if !said_stopped {
+            if let Some(d) = DaemonState::running(db).filter(DaemonState::stopped) {
+                said_stopped = true;
+                eprintln!(
+                    "simd: the daemon (pid {0}) is stopped (SIGSTOP, Ctrl-Z or a debugger): this waits until it is \
+                     continued (`kill -CONT {0}`); Ctrl-C ends the wait, and the daemon still does the request once \
+                     continued",
+                    d.pid
+                );
+            }
+        }
         if !said && waited >= WAIT_NOTE {
             said = true;
             let pid = DaemonState::running(db).map_or(String::new(), |s| format!(" (pid {})", s.pid));
@@ -1697,10 +1712,15 @@ fn print_status(out: &mut impl Write, s: &crate::status::Status) -> std::io::Res
             out,
             "daemon       pid {}, {}, {} pending{}, {}, {} changed, {}{}{}, last event {}",
             d.pid,
-            match (d.ready, d.disk_full_since) {
-                (_, Some(_)) => "PAUSED: the index's file system is full",
-                (true, None) => "watching",
-                (false, None) => "starting (reconcile scan)",
+            match (s.daemon_stopped, d.ready, d.disk_full_since) {
+                (true, ..) => format!(
+                    "STOPPED (SIGSTOP, Ctrl-Z or a debugger): nothing is kept current and requests wait until it is \
+                     continued (`kill -CONT {}`)",
+                    d.pid
+                ),
+                (_, _, Some(_)) => "PAUSED: the index's file system is full".into(),
+                (_, true, None) => "watching".into(),
+                (_, false, None) => "starting (reconcile scan)".into(),
             },
             d.pending,
             if d.reading > 0 { format!(", {} being read", count(d.reading, "large file")) } else { String::new() },

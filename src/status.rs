@@ -49,6 +49,10 @@ pub struct Status {
     pub last_update: Option<TimeNs>,
     /// The daemon holding the index, if one runs.
     pub daemon: Option<crate::watch::DaemonState>,
+    /// Whether that daemon's process is stopped (SIGSTOP, Ctrl-Z, a
+    /// debugger): it keeps nothing current and answers no request until
+    /// it is continued.
+    pub daemon_stopped: bool,
     /// Else the process writing to the index, if one does (a `simd index`
     /// run): its pid.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -107,6 +111,7 @@ pub fn status(store: &Store) -> Result<Status, StoreError> {
         created: format.created,
         last_update,
         daemon: None,
+        daemon_stopped: false,
         writer_pid: None,
     })
 }

@@ -256,6 +256,23 @@ impl DaemonState {
         let s = DaemonState::saved(dir)?;
         (crate::store::writer_pid(dir) == Some(s.pid)).then_some(s)
     }
+
+    /// Whether the daemon's process is stopped (SIGSTOP, Ctrl-Z at its
+    /// terminal, a debugger): it still holds the index and its socket, and
+    /// does nothing, nor answers, until it is continued.
+    pub fn stopped(&self) -> bool {
+        process_stopped(self.pid)
+    }
+}
+
+/// Whether process `pid` is stopped (state `T`, or `t` under a debugger).
+/// `/proc/PID/stat` is "PID (COMMAND) STATE ...": the state follows the
+/// last `)`, as a command's name may hold one.
+pub fn process_stopped(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(')').map(|(_, rest)| rest.trim_start().starts_with(['T', 't'])))
+        .unwrap_or(false)
 }
 
 /// Decides which paths the daemon follows, as the walk would.

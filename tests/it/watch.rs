@@ -1663,6 +1663,63 @@ fn stop_with_sigterm(mut d: Daemon) {
     assert!(status.success(), "{status:?}");
 }
 
+/// A daemon stopped (SIGSTOP, Ctrl-Z at its terminal) still holds the
+/// index and its socket, and answers nothing: `simd status` says so, and a
+/// request says at once what it waits for (a script's wait would otherwise
+/// not end, unexplained), then has its answer once the daemon is
+/// continued.
+#[test]
+fn a_stopped_daemon_is_said_to_be_stopped_and_answers_once_continued() {
+    use std::io::BufRead;
+    let env = Env::new();
+    env.write("a.txt", text(1, 200));
+    let daemon = start(&env);
+    converges(&env, "start");
+    let pid = daemon.0.id().to_string();
+    let signal = |sig: &str| assert!(Command::new("kill").arg(sig).arg(&pid).status().unwrap().success());
+    signal("-STOP");
+    let s = env.json(&["status"]);
+    assert_eq!(s["daemon_stopped"], true, "{s:#}");
+    let out = env.simd().arg("status").output().unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(shown.contains("STOPPED (SIGSTOP") && shown.contains(&format!("kill -CONT {pid}")), "{shown}");
+    let mut rescan = Command::new(assert_cmd::cargo::cargo_bin("simd"))
+        .arg("--db")
+        .arg(&env.db)
+        .args(["--format", "json", "rescan"])
+        .env_remove("SIMD_LOG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Its stderr read on a thread, so that a note that never comes fails
+    // the test rather than hanging it.
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let err = rescan.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        for line in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let note = loop {
+        match rx.recv_timeout(Duration::from_secs(20)) {
+            Ok(line) if line.contains("is stopped") => break line,
+            Ok(_) => {}
+            Err(e) => panic!("no note of the stopped daemon: {e}"),
+        }
+    };
+    assert!(note.contains(&format!("the daemon (pid {pid}) is stopped")) && note.contains("kill -CONT"), "{note}");
+    assert!(rescan.try_wait().unwrap().is_none(), "the request waits for the daemon");
+    signal("-CONT");
+    let out = rescan.wait_with_output().unwrap();
+    reader.join().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(answer["unchanged"].as_u64(), Some(1), "the rescan done once continued: {answer:#}");
+    assert_eq!(env.json(&["status"])["daemon_stopped"], false);
+    stop_with_sigterm(daemon);
+}
+
 /// `simd forget` while the daemon runs goes through its socket: the
 /// daemon stops following the root, and a remembered root that lay inside
 /// it is followed on its own. Forgetting the daemon's last root is refused.
