@@ -719,8 +719,13 @@ pub fn is_clutter(name: &[u8]) -> bool {
         // (`~$plan.docx`) and its temporary files (`~WRL0001.tmp`).
         [b'~', b'$', ..] => true,
         [b'~', ..] if ends(b".tmp") => true,
-        // LibreOffice's lock (`.~lock.plan.odt#`).
+        // LibreOffice's lock (`.~lock.plan.odt#`), and the temporary file
+        // it saves into before renaming it over the document
+        // (`lu1234abcd.tmp`); GLib's, for GNOME's programs
+        // (`.goutputstream-AB12CD`).
         [b'.', b'~', b'l', b'o', b'c', b'k', b'.', .., b'#'] => true,
+        [b'l', b'u', rest @ ..] if rest.len() > 4 && ends(b".tmp") => true,
+        _ if name.starts_with(b".goutputstream-") => true,
         // Emacs: an auto-save file (`#plan.txt#`) and a lock (`.#plan.txt`,
         // a file where symlinks cannot be made).
         [b'#', .., b'#'] | [b'.', b'#', ..] => true,
@@ -1322,6 +1327,8 @@ mod tests {
             "setup.exe.partial",
             "db.sql.filepart",
             "plan.txt.kate-swp",
+            "lu2948ax1c.tmp",
+            ".goutputstream-7QX2K1",
         ] {
             assert!(is_clutter(name.as_bytes()), "{name:?} is clutter");
         }
@@ -1347,6 +1354,9 @@ mod tests {
             ".~lock.plan.odt",
             "lock.#",
             "Icon",
+            "lu.tmp",
+            "lunch.txt",
+            "goutputstream-7QX2K1",
         ] {
             assert!(!is_clutter(name.as_bytes()), "{name:?} is no clutter");
         }

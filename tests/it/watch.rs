@@ -598,11 +598,17 @@ fn the_daemon_honours_ignore_files_at_every_depth() {
     let paths: Vec<String> = live.iter().map(|(p, _)| String::from_utf8_lossy(p).into_owned()).collect();
     assert!(paths.iter().any(|p| p.ends_with("/docs/plan.odt")), "{paths:?}");
     assert!(!paths.iter().any(|p| p.contains("~$") || p.contains(".~lock")), "{paths:?}");
+    // Saved as GNOME's programs save: a temporary file renamed over it.
+    env.write("docs/.goutputstream-7QX2K1", text(53, 150));
+    std::fs::rename(env.root.join("docs/.goutputstream-7QX2K1"), env.root.join("docs/plan.odt")).unwrap();
     std::fs::remove_file(env.root.join("docs/~$plan.docx")).unwrap();
     std::fs::remove_file(env.root.join("docs/.~lock.plan.odt#")).unwrap();
-    converges(&env, "the document closed");
+    converges(&env, "the document saved and closed");
     let h = history(&env);
-    assert!(!h.iter().any(|p| p.ends_with("/~$plan.docx") || p.ends_with("/.~lock.plan.odt#")), "{h:?}");
+    assert!(
+        !h.iter().any(|p| p.ends_with("/~$plan.docx") || p.ends_with("/.~lock.plan.odt#") || p.contains("goutput")),
+        "{h:?}"
+    );
     std::fs::remove_file(env.root.join("other/.ignore")).unwrap();
     converges(&env, "an ignore file removed");
     stop_with_sigterm(daemon);
