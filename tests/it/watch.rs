@@ -604,9 +604,24 @@ fn the_daemon_honours_ignore_files_at_every_depth() {
     std::fs::remove_file(env.root.join("docs/~$plan.docx")).unwrap();
     std::fs::remove_file(env.root.join("docs/.~lock.plan.odt#")).unwrap();
     converges(&env, "the document saved and closed");
+    // And as Word saves: the document renamed away to a temporary name, a
+    // temporary file renamed over it, the old one removed.
+    env.write("docs/report.docx", text(54, 150));
+    converges(&env, "a second document");
+    let docs = env.root.join("docs");
+    std::fs::rename(docs.join("report.docx"), docs.join("~WRL0002.tmp")).unwrap();
+    std::fs::write(docs.join("~WRD0000.tmp"), text(55, 150)).unwrap();
+    std::fs::rename(docs.join("~WRD0000.tmp"), docs.join("report.docx")).unwrap();
+    std::fs::remove_file(docs.join("~WRL0002.tmp")).unwrap();
+    converges(&env, "a document saved as Word saves");
     let h = history(&env);
     assert!(
-        !h.iter().any(|p| p.ends_with("/~$plan.docx") || p.ends_with("/.~lock.plan.odt#") || p.contains("goutput")),
+        !h.iter().any(|p| {
+            p.ends_with("/~$plan.docx")
+                || p.ends_with("/.~lock.plan.odt#")
+                || p.contains("goutput")
+                || p.contains("~WR")
+        }),
         "{h:?}"
     );
     std::fs::remove_file(env.root.join("other/.ignore")).unwrap();
