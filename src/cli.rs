@@ -491,7 +491,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
                 let mut view = view.clone();
                 // The identical directories are found on another core while
                 // the rest is written, and waited for where they come.
-                crate::analysis::dirs::beside(&store, analysis, |dirs| {
+                crate::analysis::dirs::beside(&store, analysis, fresh, |dirs| {
                     if verify {
                         let v = verify_shown(&store, analysis, &view, progress);
                         all_copies = v.tally().not_copies() == 0;

@@ -120,15 +120,17 @@ fn path(dir: &Path) -> PathBuf {
     dir.join("analysis.cache")
 }
 
-/// Bytes the cache takes on disk (0 when there is none).
+/// Bytes the cache takes on disk, the identical directories kept beside
+/// it included (0 when there is none).
 pub fn size(store: &Store) -> u64 {
-    std::fs::metadata(path(store.dir())).map_or(0, |m| m.len())
+    let kept = super::dirs::kept_path(store.dir());
+    [path(store.dir()), kept].iter().map(|p| std::fs::metadata(p).map_or(0, |m| m.len())).sum()
 }
 
 /// The program that made a cache: its size and modification time. A
 /// rebuilt or upgraded simd, whose link rules may differ, never serves
 /// an analysis another one made (a bumped [`VERSION`] is easy to forget).
-fn maker() -> [u8; 16] {
+pub(crate) fn maker() -> [u8; 16] {
     let Ok(m) = std::env::current_exe().and_then(std::fs::metadata) else { return [0; 16] };
     let mtime = m.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
     let mut id = [0u8; 16];

@@ -26,7 +26,7 @@ use crate::store::{FileId, Store, StoreError};
 
 /// Directories with the same files under the same names, each directory
 /// holding nothing else the index knows of.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct DirSet {
     /// The directories' signature (see the module's documentation).
     pub signature: ContentHash,
@@ -93,9 +93,20 @@ impl<'a> LateDirs<'a> {
     }
 }
 
-/// Calls `use_them` with the identical directories of `a`'s index as they
-/// are being found on another thread ([`LateDirs`]).
-pub fn beside<R>(store: &Store, a: &crate::analysis::Analysis, use_them: impl FnOnce(&LateDirs) -> R) -> R {
+/// Calls `use_them` with the identical directories of `a`'s index: those
+/// the last report found, when the index has not changed since (unless
+/// `fresh`), else as they are being found on another thread
+/// ([`LateDirs`]), kept then for the next report.
+pub fn beside<R>(
+    store: &Store,
+    a: &crate::analysis::Analysis,
+    fresh: bool,
+    use_them: impl FnOnce(&LateDirs) -> R,
+) -> R {
+    if let Some(kept) = (!fresh).then(|| load(store)).flatten() {
+        tracing::debug!("{} sets of identical directories from the last report", kept.len());
+        return use_them(&LateDirs(Box::new(|| Ok(&kept[..]))));
+    }
     std::thread::scope(|s| {
         let walk = std::sync::Mutex::new(Some(
             s.spawn(|| identical(store, &a.identical, &a.linked).map_err(|e| e.to_string())),
@@ -108,8 +119,63 @@ pub fn beside<R>(store: &Store, a: &crate::analysis::Analysis, use_them: impl Fn
             });
             found.as_deref().map_err(|e| std::io::Error::other(e.clone()))
         }));
-        use_them(&dirs)
+        let r = use_them(&dirs);
+        if let Some(Ok(sets)) = found.get() {
+            if let Err(e) = save(store, sets) {
+                tracing::debug!("{}: identical directories not kept: {e}", crate::show_path(store.dir()));
+            }
+        }
+        r
     })
+}
+
+/// The identical directories found by the last report, with the index
+/// they were found in: a report of an index that has not changed since
+/// reads them rather than walking every path again (~45 ms of CPU on
+/// Django's 66.5k files on an Intel VM, ~130 on an AMD one, where a
+/// cached report took 0.21 s with it and 0.13 without: session 77). Kept
+/// apart from the analysis cache, which a report brought up to date
+/// writes before its directories are found.
+pub(crate) fn kept_path(dir: &std::path::Path) -> std::path::PathBuf {
+    dir.join("directories.cache")
+}
+
+/// Bump with any change to what [`identical`] finds, or to [`DirSet`].
+const KEPT_VERSION: u8 = 1;
+
+/// What a kept file starts with: its version, the program that made it
+/// (as the analysis cache's), and the index's creation time and sequence
+/// number when the directories were found.
+fn kept_header(store: &Store) -> (u8, [u8; 16], i64, u64) {
+    (KEPT_VERSION, crate::analysis::cache::maker(), store.format().created, store.sequence())
+}
+
+fn load(store: &Store) -> Option<Vec<DirSet>> {
+    let bytes = std::fs::read(kept_path(store.dir())).ok()?;
+    let (body, sum) = bytes.split_last_chunk::<8>()?;
+    if xxhash_rust::xxh3::xxh3_64(body) != u64::from_le_bytes(*sum) {
+        return None;
+    }
+    let (header, rest): ((u8, [u8; 16], i64, u64), _) = postcard::take_from_bytes(body).ok()?;
+    if header != kept_header(store) {
+        return None;
+    }
+    postcard::from_bytes(rest).ok()
+}
+
+fn save(store: &Store, sets: &[DirSet]) -> std::io::Result<()> {
+    let mut bytes = postcard::to_stdvec(&kept_header(store)).map_err(std::io::Error::other)?;
+    bytes.extend(postcard::to_stdvec(sets).map_err(std::io::Error::other)?);
+    bytes.extend(xxhash_rust::xxh3::xxh3_64(&bytes).to_le_bytes());
+    let target = kept_path(store.dir());
+    let tmp = target.with_extension(format!("tmp.{}", std::process::id()));
+    match std::fs::write(&tmp, &bytes).and_then(|()| std::fs::rename(&tmp, &target)) {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            Err(e)
+        }
+    }
 }
 
 /// A directory of the walk below, open while paths under it come.

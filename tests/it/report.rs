@@ -1736,6 +1736,58 @@ fn report_out_keeps_the_owner_attributes_and_links_of_the_file_it_replaces() {
     assert_eq!(left, ["published.json", "report.json"]);
 }
 
+/// A report of an index that has not changed since the last one reads the
+/// identical directories that one found (`analysis::dirs`, kept beside
+/// the analysis cache), where it walked every path again; one after a
+/// change, a `--fresh` one, or one whose kept file is damaged finds them
+/// anew, and all of them say the same as a fresh report.
+#[test]
+fn a_repeated_report_reads_the_identical_directories_the_last_one_found() {
+    let env = Env::new();
+    for dir in ["a", "b"] {
+        env.write(&format!("{dir}/x.txt"), text(1, 300));
+        env.write(&format!("{dir}/y.txt"), text(2, 300));
+    }
+    env.index();
+    let report = |extra: &[&str]| {
+        let out = env
+            .simd()
+            .env("SIMD_LOG", "simd=debug")
+            .args(["--format", "json", "report"])
+            .args(extra)
+            .assert()
+            .success();
+        let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+        let r: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+        (r["directories"].clone(), err.contains("identical directories from the last report"))
+    };
+    let sets = |d: &serde_json::Value| d.as_array().map_or(0, Vec::len);
+    let (first, kept) = report(&[]);
+    assert!(!kept && sets(&first) == 1, "{first:#}");
+    let (again, kept) = report(&[]);
+    assert!(kept, "the second report reads what the first found");
+    assert_eq!(again, first);
+    let (fresh, kept) = report(&["--fresh"]);
+    assert!(!kept && fresh == first, "{fresh:#}");
+    // A directory copied: the index changed, so they are found again.
+    for f in ["x.txt", "y.txt"] {
+        env.write(&format!("c/{f}"), std::fs::read(env.root.join("a").join(f)).unwrap());
+    }
+    env.index();
+    let (after, kept) = report(&[]);
+    assert!(!kept, "the index changed since");
+    assert_eq!(after[0]["paths"].as_array().map(Vec::len), Some(3), "{after:#}");
+    assert_eq!(after, report(&["--fresh"]).0);
+    // A kept file with a byte changed is not used.
+    let kept_file = env.db.join("directories.cache");
+    let mut bytes = std::fs::read(&kept_file).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x5a;
+    std::fs::write(&kept_file, bytes).unwrap();
+    let (damaged, kept) = report(&[]);
+    assert!(!kept && damaged == after, "{damaged:#}");
+}
+
 /// Directories whose files are, name for name, copies of another's are
 /// reported as one set, at their top: a subdirectory of each of a set
 /// says nothing more, a copy with one file more or one file other is no
