@@ -907,6 +907,8 @@ fn lost_file_json(f: &crate::lost::LostFile) -> serde_json::Value {
             merge_path(&mut e, &c.path);
             e
         }).collect::<Vec<_>>(),
+        "more_candidates": f.more,
+        "more_identical": f.more_identical,
     });
     merge_path(&mut v, &f.path);
     v
@@ -1000,6 +1002,21 @@ fn print_lost_file(out: &mut impl Write, f: &crate::lost::LostFile, indent: &str
             )?,
             k => writeln!(out, "{indent}  {:<10} {}{via}", k.as_str(), p(&c.path))?,
         }
+    }
+    if f.more > 0 {
+        let (same, other) = (f.more_identical, f.more - f.more_identical);
+        let copies =
+            if same == 1 { "1 more identical copy".to_string() } else { format!("{same} more identical copies") };
+        let holding = |n: usize, more: &str| match n {
+            1 => format!("1 {more}file holding part of it"),
+            _ => format!("{n} {more}files holding part of it"),
+        };
+        let more = match (same, other) {
+            (_, 0) => copies,
+            (0, _) => holding(other, "more "),
+            _ => format!("{copies} and {}", holding(other, "")),
+        };
+        writeln!(out, "{indent}  … and {more} (--limit {} lists them)", f.candidates.len() + f.more)?;
     }
     Ok(())
 }

@@ -78,6 +78,11 @@ pub struct LostFile {
     pub removed_there: bool,
     /// Best first; empty when the content survives nowhere.
     pub candidates: Vec<Candidate>,
+    /// Candidates after the first `--limit`, left out (a content with
+    /// many copies: they are said to be there), and how many of them are
+    /// identical copies.
+    pub more: usize,
+    pub more_identical: usize,
 }
 
 /// The answer to `simd lost PATH`.
@@ -482,7 +487,9 @@ fn answer_file(
     // A chain that reached a live file is in that answer's `via` (told
     // before `--limit` cuts: a move put after copies may be cut away).
     let moves = if candidates.iter().any(|c| c.kind == Kind::Moved) { Vec::new() } else { via };
+    let more = candidates.len().saturating_sub(ctx.limit);
+    let more_identical = candidates.iter().skip(ctx.limit).filter(|c| c.kind == Kind::Identical).count();
     candidates.truncate(ctx.limit);
     let removed_there = !moves.is_empty() && content.is_some() && !untraced;
-    Ok(LostFile { path, last_seen, found_gone, content, size, moves, removed_there, candidates })
+    Ok(LostFile { path, last_seen, found_gone, content, size, moves, removed_there, candidates, more, more_identical })
 }

@@ -696,3 +696,38 @@ fn a_chain_with_an_edit_on_the_way_says_the_content_changed() {
     assert!(c0["score"].as_f64().unwrap() > 0.9, "{r:#}");
     env.check();
 }
+
+/// A content with more places than `--limit` shows says how many more
+/// there are, and of which kind, rather than stopping without a word.
+#[test]
+fn places_past_the_limit_are_counted() {
+    let env = Env::new();
+    let body = text(1, 3000);
+    for i in 0..7 {
+        env.write(&format!("copies/{i}/plan.txt"), &body);
+    }
+    let mut edited = body.clone();
+    edited.extend_from_slice(&text(2, 200));
+    for i in 0..3 {
+        env.write(&format!("versions/{i}/plan.txt"), &edited);
+    }
+    let gone = env.write("old/plan.txt", &body);
+    env.index();
+    fs::remove_file(&gone).unwrap();
+    env.index();
+    let r = lost(&env, &gone);
+    let f = &r["files"][0];
+    // Five shown (the default limit), the other two copies and the three
+    // edited versions counted.
+    assert_eq!(f["candidates"].as_array().map(Vec::len), Some(5), "{r:#}");
+    assert_eq!((f["more_candidates"].as_u64(), f["more_identical"].as_u64()), (Some(5), Some(2)), "{r:#}");
+    let out = env.simd().arg("lost").arg(&gone).assert().success();
+    let said = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    assert!(
+        said.contains("… and 2 more identical copies and 3 files holding part of it (--limit 10 lists them)"),
+        "{said}"
+    );
+    let out = env.simd().args(["lost", "--limit", "10"]).arg(&gone).assert().success();
+    let said = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    assert!(!said.contains("more") && said.matches("similar").count() == 3, "{said}");
+}
