@@ -704,8 +704,9 @@ impl SkipReason {
 /// office suite takes and drops is a file lost (`simd lost DIR --since
 /// 1d` listed `~$plan.docx` and `.~lock.plan.odt#` beside the documents
 /// that went), a Word save (the document renamed to `~WRL0002.tmp`, a
-/// temporary file renamed over it) two moves through temporary names, and
-/// every folder's `desktop.ini` a copy in a report's identical sets.
+/// temporary file renamed over it) goes through temporary names that
+/// would be recorded as moves, and every folder's `desktop.ini` is a copy
+/// in a report's identical sets.
 /// Editors' backups (`name~`, `name.bak`) are documents' earlier versions,
 /// and stay: `simd lost` finds a deleted file's content in them. What is
 /// left out is about what Nextcloud's and Dropbox's clients leave out;
