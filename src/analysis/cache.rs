@@ -196,16 +196,29 @@ impl<W: std::io::Write> std::io::Write for Summing<W> {
     }
 }
 
+/// Writes `target` anew through `write`, which makes a file of the path
+/// it is given beside it: renamed over `target` once whole, and removed
+/// when anything fails, so that a cache half written (a full disk) is
+/// never left behind, nor renamed in.
+pub(crate) fn replace(target: &Path, write: impl FnOnce(&Path) -> std::io::Result<()>) -> std::io::Result<()> {
+    let tmp = target.with_extension(format!("tmp.{}", std::process::id()));
+    match write(&tmp).and_then(|()| std::fs::rename(&tmp, target)) {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            Err(e)
+        }
+    }
+}
+
 fn save(store: &Store, analysis: &Analysis, basis: &Basis) -> std::io::Result<()> {
     use std::io::Write;
-    let target = path(store.dir());
-    let tmp = target.with_extension(format!("tmp.{}", std::process::id()));
     // Streamed to the file: the encoded cache is ~13 MB on a 66k-file tree,
     // and a report renders its output at the same time.
-    let write = || -> std::io::Result<()> {
+    replace(&path(store.dir()), |tmp| {
         // In 1 MiB writes: 8 KiB ones were ~1,600 system calls for a
         // 66k-file tree's cache, on the path of a report waited for.
-        let mut out = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&tmp)?);
+        let mut out = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(tmp)?);
         out.write_all(&[VERSION])?;
         out.write_all(&maker())?;
         let header = (basis.sequence, basis.params, store.format().created);
@@ -223,15 +236,7 @@ fn save(store: &Store, analysis: &Analysis, basis: &Basis) -> std::io::Result<()
         out.write_all(&basis_sum.to_le_bytes())?;
         out.write_all(&analysis_sum.to_le_bytes())?;
         out.flush()
-    };
-    // A cache half written (a full disk) is never left behind, nor renamed in.
-    match write().and_then(|()| std::fs::rename(&tmp, &target)) {
-        Ok(()) => Ok(()),
-        Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
-            Err(e)
-        }
-    }
+    })
 }
 
 /// Hands `use_it` the analysis of the index as it is now: from the cache

@@ -167,15 +167,7 @@ fn save(store: &Store, sets: &[DirSet]) -> std::io::Result<()> {
     let mut bytes = postcard::to_stdvec(&kept_header(store)).map_err(std::io::Error::other)?;
     bytes.extend(postcard::to_stdvec(sets).map_err(std::io::Error::other)?);
     bytes.extend(xxhash_rust::xxh3::xxh3_64(&bytes).to_le_bytes());
-    let target = kept_path(store.dir());
-    let tmp = target.with_extension(format!("tmp.{}", std::process::id()));
-    match std::fs::write(&tmp, &bytes).and_then(|()| std::fs::rename(&tmp, &target)) {
-        Ok(()) => Ok(()),
-        Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
-            Err(e)
-        }
-    }
+    crate::analysis::cache::replace(&kept_path(store.dir()), |tmp| std::fs::write(tmp, &bytes))
 }
 
 /// A directory of the walk below, open while paths under it come.
