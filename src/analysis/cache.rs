@@ -229,14 +229,23 @@ fn save(store: &Store, analysis: &Analysis, basis: &Basis) -> std::io::Result<()
         // the peak of a fresh report of 341k contents, `heaptrack`).
         let len = postcard::experimental::serialized_size(basis).map_err(std::io::Error::other)?;
         out.write_all(&(len as u64).to_le_bytes())?;
-        let out = postcard::to_io(basis, Summing::new(out)).map_err(std::io::Error::other)?;
-        let (out, basis_sum) = out.finish();
-        let out = postcard::to_io(analysis, Summing::new(out)).map_err(std::io::Error::other)?;
-        let (mut out, analysis_sum) = out.finish();
+        let (out, basis_sum) = summed(out, basis)?;
+        let (mut out, analysis_sum) = summed(out, analysis)?;
         out.write_all(&basis_sum.to_le_bytes())?;
         out.write_all(&analysis_sum.to_le_bytes())?;
         out.flush()
     })
+}
+
+/// Writes `value` to `out`, and returns `out` with the checksum of the
+/// bytes written. Summed in 64 KiB pieces: postcard writes a field at a
+/// time, and an XXH3 update per field (a few bytes) took most of the
+/// cache's writing, which a report brought up to date waits for before
+/// it exits (session 78).
+fn summed<W: std::io::Write>(out: W, value: &impl serde::Serialize) -> std::io::Result<(W, u64)> {
+    let buffered = std::io::BufWriter::with_capacity(64 << 10, Summing::new(out));
+    let buffered = postcard::to_io(value, buffered).map_err(std::io::Error::other)?;
+    Ok(buffered.into_inner().map_err(std::io::IntoInnerError::into_error)?.finish())
 }
 
 /// Hands `use_it` the analysis of the index as it is now: from the cache

@@ -17,8 +17,6 @@
 
 use std::sync::Arc;
 
-use xxhash_rust::xxh3::Xxh3;
-
 use crate::analysis::{IdenticalSet, Linked};
 use crate::fingerprint::ContentHash;
 use crate::scan::{is_under, is_under_any, split_last as split, HashMap, HashSet};
@@ -60,7 +58,7 @@ pub fn total_wasted(sets: &[DirSet]) -> u64 {
     fn removed(d: &DirSet) -> impl Iterator<Item = &Arc<[u8]>> {
         d.dirs.iter().zip(&d.links_of).skip(1).filter(|(_, of)| of.is_none()).map(|(p, _)| p)
     }
-    let all: std::collections::HashSet<&[u8]> = sets.iter().flat_map(|d| removed(d).map(|p| &p[..])).collect();
+    let all: HashSet<&[u8]> = sets.iter().flat_map(|d| removed(d).map(|p| &p[..])).collect();
     let inside_another =
         |p: &[u8]| p.iter().enumerate().filter(|&(i, &c)| c == b'/' && i > 0).any(|(i, _)| all.contains(&p[..i]));
     sets.iter()
@@ -173,20 +171,18 @@ fn save(store: &Store, sets: &[DirSet]) -> std::io::Result<()> {
 struct Open {
     /// Its path's length (the path is the walk's `dir` up to it).
     len: usize,
+    /// Its place in the order directories were opened in.
+    serial: u32,
     /// Its entries as they come (paths in byte order: the same relative
-    /// names come in the same order in any directory).
-    hasher: Xxh3,
+    /// names come in the same order in any directory), hashed whole when
+    /// it closes: one XXH3 of a few hundred bytes took a fraction of three
+    /// streamed updates a file (the same digest).
+    entries: Vec<u8>,
     files: usize,
     bytes: u64,
     newest: u64,
     /// It holds a file no other file is a copy of.
     unique: bool,
-}
-
-impl Open {
-    fn new(len: usize) -> Open {
-        Open { len, hasher: Xxh3::new(), files: 0, bytes: 0, newest: 0, unique: false }
-    }
 }
 
 /// A directory of two files or more, all of them copies.
@@ -196,6 +192,49 @@ struct Candidate {
     files: usize,
     bytes: u64,
     newest: u64,
+    /// Its directory's [`Open::serial`] (u32::MAX: it has none, or `/`).
+    parent: u32,
+}
+
+/// What a name with a copy holds, for the walk.
+struct Copied {
+    content: [u8; 16],
+    size: u64,
+    /// The place in `linked` of a name of one file alone (u32::MAX: a
+    /// name of an identical set).
+    alone: u32,
+}
+
+/// Each name with a copy by file id: its [`Copied`]'s place. Looked up
+/// once per path of the walk, in path order, which is no order of ids: a
+/// table of places by id (4 bytes an id, in the CPU's cache) where ids
+/// are dense, as a tree's first index leaves them, else a hash map (a
+/// lookup in a map of 60k names was most of the walk's time, session 78).
+enum Places {
+    Dense(Vec<u32>),
+    Sparse(HashMap<u64, u32>),
+}
+
+impl Places {
+    fn new(names: impl Iterator<Item = (u64, u32)> + Clone, count: usize) -> Places {
+        let max = names.clone().map(|(id, _)| id).max().unwrap_or(0);
+        if max < 8 * count as u64 + 4096 {
+            let mut table = vec![u32::MAX; max as usize + 1];
+            names.for_each(|(id, at)| table[id as usize] = at);
+            Places::Dense(table)
+        } else {
+            let mut map = HashMap::with_capacity_and_hasher(count, Default::default());
+            map.extend(names);
+            Places::Sparse(map)
+        }
+    }
+
+    fn get(&self, id: u64) -> Option<u32> {
+        match self {
+            Places::Dense(t) => t.get(id as usize).copied().filter(|&at| at != u32::MAX),
+            Places::Sparse(m) => m.get(&id).copied(),
+        }
+    }
 }
 
 /// The identical directories of the analysed index, most bytes wasted
@@ -212,43 +251,68 @@ fn identical(store: &Store, identical: &[IdenticalSet], linked: &[Linked]) -> Re
     let started = std::time::Instant::now();
     // Every name with a copy (or another name of its file: a directory
     // of hard links of another's files, some copied again since, still
-    // wastes those), by file id, its content held in place: the walk looks
-    // them up in path order, at random in this table. The place in
-    // `linked` of a name of one file alone.
-    let mut copies: HashMap<u64, ([u8; 16], u64, u32)> =
-        identical.iter().flat_map(|s| s.names.iter().map(move |n| (n.id.0, (s.content.0, n.size, u32::MAX)))).collect();
-    for (k, l) in linked.iter().enumerate() {
-        copies.extend(l.ids.iter().map(|id| (id.0, (l.content.0, l.size, k as u32))));
-    }
-    if copies.is_empty() {
+    // wastes those): what it holds, and by file id where that is.
+    let copied: Vec<Copied> = identical
+        .iter()
+        .map(|s| Copied { content: s.content.0, size: s.size, alone: u32::MAX })
+        .chain(linked.iter().enumerate().map(|(k, l)| Copied { content: l.content.0, size: l.size, alone: k as u32 }))
+        .collect();
+    if copied.is_empty() {
         return Ok(Vec::new());
     }
+    let names = identical.iter().enumerate().flat_map(|(k, s)| s.names.iter().map(move |n| (n.id.0, k as u32))).chain(
+        linked.iter().enumerate().flat_map(|(k, l)| {
+            let at = (identical.len() + k) as u32;
+            l.ids.iter().map(move |id| (id.0, at))
+        }),
+    );
+    let count =
+        identical.iter().map(|s| s.names.len()).sum::<usize>() + linked.iter().map(|l| l.ids.len()).sum::<usize>();
+    let places = Places::new(names, count);
     // The paths of those names of one file alone, and which.
     let mut linked_seen: Vec<(Vec<u8>, u32)> = Vec::new();
     let mut candidates: Vec<Candidate> = Vec::new();
+    // Each directory's candidate, by serial (u32::MAX: it is none).
+    let mut candidate_of: Vec<u32> = Vec::new();
+    // Entry buffers of closed directories, to use again.
+    let mut spare: Vec<Vec<u8>> = Vec::new();
+    let open = |len: usize, candidate_of: &mut Vec<u32>, spare: &mut Vec<Vec<u8>>| {
+        candidate_of.push(u32::MAX);
+        let serial = (candidate_of.len() - 1) as u32;
+        let entries = spare.pop().unwrap_or_default();
+        Open { len, serial, entries, files: 0, bytes: 0, newest: 0, unique: false }
+    };
     let mut dir: Vec<u8> = b"/".to_vec();
-    let mut stack = vec![Open::new(1)];
+    let mut stack = vec![open(1, &mut candidate_of, &mut spare)];
     // Closes the innermost open directory.
-    let close = |stack: &mut Vec<Open>, dir: &mut Vec<u8>, candidates: &mut Vec<Candidate>| {
-        let d = stack.pop().expect("an open directory");
-        let signature = d.hasher.digest128().to_be_bytes();
+    let close = |stack: &mut Vec<Open>,
+                 dir: &mut Vec<u8>,
+                 candidates: &mut Vec<Candidate>,
+                 candidate_of: &mut Vec<u32>,
+                 spare: &mut Vec<Vec<u8>>| {
+        let mut d = stack.pop().expect("an open directory");
+        let signature = xxhash_rust::xxh3::xxh3_128(&d.entries).to_be_bytes();
+        d.entries.clear();
+        spare.push(d.entries);
         let path = &dir[..d.len];
         // Only directories at or under a root: the index knows nothing of
         // what else a root's parent holds.
         if !d.unique && d.files >= 2 && is_under_any(path, &roots) {
+            candidate_of[d.serial as usize] = candidates.len() as u32;
             candidates.push(Candidate {
                 path: path.to_vec(),
                 signature,
                 files: d.files,
                 bytes: d.bytes,
                 newest: d.newest,
+                parent: stack.last().map_or(u32::MAX, |p| p.serial),
             });
         }
         if let Some(parent) = stack.last_mut() {
             let (_, name) = split(path).expect("a directory below /");
-            parent.hasher.update(name);
-            parent.hasher.update(&[0, b'd']);
-            parent.hasher.update(&signature);
+            parent.entries.extend_from_slice(name);
+            parent.entries.extend_from_slice(&[0, b'd']);
+            parent.entries.extend_from_slice(&signature);
             parent.files += d.files;
             parent.bytes += d.bytes;
             parent.newest = parent.newest.max(d.newest);
@@ -259,30 +323,30 @@ fn identical(store: &Store, identical: &[IdenticalSet], linked: &[Linked]) -> Re
     store.for_each_path(|path, id| {
         let Some((parent, name)) = split(path) else { return };
         while !is_under(parent, &dir[..stack.last().expect("/ stays open").len]) {
-            close(&mut stack, &mut dir, &mut candidates);
+            close(&mut stack, &mut dir, &mut candidates, &mut candidate_of, &mut spare);
         }
         // Open the directories between the innermost one and the path's.
         let top = stack.last().expect("/ stays open").len;
         let from = if top == 1 { 1 } else { top + 1 };
         for at in (from..parent.len()).filter(|&i| parent[i] == b'/') {
-            stack.push(Open::new(at));
+            stack.push(open(at, &mut candidate_of, &mut spare));
         }
         if parent.len() > top {
-            stack.push(Open::new(parent.len()));
+            stack.push(open(parent.len(), &mut candidate_of, &mut spare));
         }
         dir.clear();
         dir.extend_from_slice(parent);
         let d = stack.last_mut().expect("the path's directory");
-        match copies.get(&id.0) {
-            Some(&(content, size, alone)) => {
-                if alone != u32::MAX {
-                    linked_seen.push((path.to_vec(), alone));
+        match places.get(id.0).map(|at| &copied[at as usize]) {
+            Some(c) => {
+                if c.alone != u32::MAX {
+                    linked_seen.push((path.to_vec(), c.alone));
                 }
-                d.hasher.update(name);
-                d.hasher.update(&[0, b'f']);
-                d.hasher.update(&content);
+                d.entries.extend_from_slice(name);
+                d.entries.extend_from_slice(&[0, b'f']);
+                d.entries.extend_from_slice(&c.content);
                 d.files += 1;
-                d.bytes += size;
+                d.bytes += c.size;
                 d.newest = d.newest.max(id.0);
             }
             None => d.unique = true,
@@ -290,29 +354,36 @@ fn identical(store: &Store, identical: &[IdenticalSet], linked: &[Linked]) -> Re
     })?;
     tracing::debug!("paths walked after {:?}", started.elapsed());
     while stack.len() > 1 {
-        close(&mut stack, &mut dir, &mut candidates);
+        close(&mut stack, &mut dir, &mut candidates, &mut candidate_of, &mut spare);
     }
 
-    // Directories that share a signature...
-    let mut by_signature: HashMap<[u8; 16], Vec<usize>> = HashMap::default();
-    for (k, c) in candidates.iter().enumerate() {
-        by_signature.entry(c.signature).or_default().push(k);
-    }
-    by_signature.retain(|_, v| v.len() >= 2);
+    // Directories that share a signature (runs of candidates sorted by
+    // it)...
+    let mut by_signature: Vec<usize> = (0..candidates.len()).collect();
+    by_signature.sort_unstable_by_key(|&k| candidates[k].signature);
+    let runs: Vec<&[usize]> = by_signature
+        .chunk_by(|&x, &y| candidates[x].signature == candidates[y].signature)
+        .filter(|m| m.len() >= 2)
+        .collect();
     // ... unless they have one name and lie in the directories of one set,
     // which says it all.
-    let set_of: HashMap<&[u8], [u8; 16]> = by_signature
-        .iter()
-        .flat_map(|(sig, members)| members.iter().map(|&k| (candidates[k].path.as_slice(), *sig)))
-        .collect();
-    let implied = |members: &[usize]| {
-        let parts: Vec<(&[u8], &[u8])> = members.iter().filter_map(|&k| split(&candidates[k].path)).collect();
-        let (first_parent, first_name) = parts[0];
-        parts
-            .iter()
-            .all(|&(p, name)| name == first_name && set_of.get(p).is_some_and(|s| Some(s) == set_of.get(first_parent)))
+    let mut set_of: Vec<u32> = vec![u32::MAX; candidates.len()];
+    for (i, members) in runs.iter().enumerate() {
+        members.iter().for_each(|&k| set_of[k] = i as u32);
+    }
+    let parent_set = |k: usize| {
+        let c = candidate_of.get(candidates[k].parent as usize).copied().unwrap_or(u32::MAX);
+        set_of.get(c as usize).copied().filter(|&s| s != u32::MAX)
     };
-    let sets: Vec<&Vec<usize>> = by_signature.values().filter(|m| !implied(m)).collect();
+    let implied = |members: &[usize]| {
+        let first_name = split(&candidates[members[0]].path).map(|(_, n)| n);
+        let first_parent = parent_set(members[0]);
+        first_parent.is_some()
+            && members
+                .iter()
+                .all(|&k| split(&candidates[k].path).map(|(_, n)| n) == first_name && parent_set(k) == first_parent)
+    };
+    let sets: Vec<&[usize]> = runs.into_iter().filter(|m| !implied(m)).collect();
 
     // What each set's directories take beyond one of them: a file counted
     // once whatever its names (hard links), so that trees of hard links
@@ -393,4 +464,29 @@ fn identical(store: &Store, identical: &[IdenticalSet], linked: &[Linked]) -> Re
     out.sort_by(|x, y| y.wasted.cmp(&x.wasted).then_with(|| x.dirs[0].cmp(&y.dirs[0])));
     tracing::debug!("{} sets of identical directories found in {:?}", out.len(), started.elapsed());
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Places;
+
+    /// Both tables of places answer alike: the dense one for ids as a
+    /// first index leaves them, the map for ids spread far apart (an index
+    /// whose files came and went for years).
+    #[test]
+    fn places_are_found_by_id_whether_ids_are_dense_or_sparse() {
+        let check = |names: &[(u64, u32)], dense: bool| {
+            let places = Places::new(names.iter().copied(), names.len());
+            assert_eq!(matches!(places, Places::Dense(_)), dense);
+            for &(id, at) in names {
+                assert_eq!(places.get(id), Some(at));
+            }
+            let max = names.iter().map(|n| n.0).max().unwrap();
+            for absent in [0, max + 1, max + 5000, u64::MAX] {
+                assert_eq!(places.get(absent), None, "{absent}");
+            }
+        };
+        check(&[(3, 0), (4, 0), (9, 1), (2000, 7)], true);
+        check(&[(3, 0), (4, 0), (9, 1), (1 << 40, 7)], false);
+    }
 }
