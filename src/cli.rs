@@ -60,7 +60,8 @@ pub struct ScanArgs {
     pub exclude: Vec<String>,
     /// Do not honour .gitignore, .ignore and .simdignore files, and index
     /// clutter too: editors' locks, swap and auto-save files, partial
-    /// downloads, folders' system files (~$x.docx, .x.swp, .DS_Store...)
+    /// downloads, folders' system files (~$x.docx, .x.swp, .DS_Store...;
+    /// a `!` line in a .simdignore keeps those it names, as `!*.part`)
     #[arg(long)]
     pub no_ignore: bool,
     /// Do not enter directories on another file system than their root's
@@ -693,7 +694,10 @@ pub fn run(cli: Cli) -> Result<Exit> {
                         .file_name()
                         .is_some_and(|n| crate::scan::is_clutter(std::os::unix::ffi::OsStrExt::as_bytes(n)))
                     {
-                        true => "clutter: an editor's lock or swap file, a partial download or a folder's system file",
+                        true => {
+                            "clutter: an editor's lock or swap file, a partial download or a folder's system file; \
+                             a `!NAME` line in a .simdignore keeps it"
+                        }
                         false => "an exclude or an ignore file leaves it out",
                     };
                     tracing::warn!("{}: not in the index ({why}): not read", crate::show_path(p));

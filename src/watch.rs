@@ -289,15 +289,9 @@ struct Filter {
     /// With `--one-file-system`, each root's device (None for a root that
     /// could not be looked at: nothing under it is refused for its device).
     root_devices: Option<Vec<Option<u64>>>,
-    /// By directory: the matchers of its ignore files and of its parents'
-    /// up to its root, loaded on first use. A path's check is then one
-    /// lookup of its parent, where a lookup per parent was ~8 % of the
-    /// daemon's main thread in a burst; a directory without ignore files
-    /// shares its parent's list.
-    ignores: HashMap<PathBuf, Matchers>,
+    /// The ignore files by directory, loaded on first use.
+    ignores: crate::scan::IgnoreFiles,
 }
-
-type Matchers = Arc<[Arc<ignore::gitignore::Gitignore>]>;
 
 impl Filter {
     fn new(roots: &[PathBuf], opts: &IndexOptions, index_dir: &Path) -> Result<Filter, IngestError> {
@@ -317,7 +311,7 @@ impl Filter {
                 .walk
                 .one_file_system
                 .then(|| roots.iter().map(|r| std::fs::symlink_metadata(r).ok().map(|m| m.dev())).collect()),
-            ignores: HashMap::default(),
+            ignores: Default::default(),
         };
         filter.set_kernel_dirs(&crate::mounts::read_table());
         Ok(filter)
@@ -371,11 +365,14 @@ impl Filter {
         }
         // As the walk leaves clutter out: a lock file taken and dropped is
         // no document lost.
-        if !is_dir && path.file_name().is_some_and(|n| crate::scan::is_clutter(n.as_bytes())) {
+        if !is_dir
+            && path.file_name().is_some_and(|n| crate::scan::is_clutter(n.as_bytes()))
+            && !self.ignores.keeps(path, root)
+        {
             return false;
         }
         let Some(parent) = path.parent().filter(|d| d.starts_with(root)) else { return true };
-        let matchers = Self::matchers(&mut self.ignores, parent, root);
+        let matchers = self.ignores.matchers(parent, root);
         !matchers.iter().any(|m| m.matched_path_or_any_parents(path, is_dir).is_ignore())
     }
 
@@ -412,27 +409,6 @@ impl Filter {
         }
     }
 
-    /// The matchers that apply in `d` (under `root`): its own ignore files'
-    /// and its parents', read unless they are cached.
-    fn matchers(ignores: &mut HashMap<PathBuf, Matchers>, d: &Path, root: &Path) -> Matchers {
-        if let Some(m) = ignores.get(d) {
-            return m.clone();
-        }
-        let inherited = match d.parent().filter(|p| d != root && p.starts_with(root)) {
-            Some(p) => Self::matchers(ignores, p, root),
-            None => Arc::from([]),
-        };
-        let own: Vec<_> = [".gitignore", ".ignore", ".simdignore"]
-            .iter()
-            .map(|n| d.join(n))
-            .filter(|f| f.is_file())
-            .map(|f| Arc::new(ignore::gitignore::Gitignore::new(f).0))
-            .collect();
-        let m = if own.is_empty() { inherited } else { inherited.iter().cloned().chain(own).collect() };
-        ignores.insert(d.to_path_buf(), m.clone());
-        m
-    }
-
     /// Reads the ignore files of the directories (up to their root) of
     /// `files`; returns how many directories are cached.
     fn load_dirs_of<'a>(&mut self, files: impl Iterator<Item = &'a [u8]>) -> usize {
@@ -442,7 +418,7 @@ impl Filter {
                 let Some(r) = self.root_bytes.iter().position(|r| is_under(f, r)) else { continue };
                 let root = &self.roots[r];
                 if let Some(d) = path.parent().filter(|d| d.starts_with(root)) {
-                    Self::matchers(&mut self.ignores, d, root);
+                    self.ignores.matchers(d, root);
                 }
             }
         }

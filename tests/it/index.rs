@@ -568,6 +568,37 @@ fn editors_locks_and_folders_system_files_are_left_out() {
     assert_eq!(env.open().scan::<History>().count(), 0);
 }
 
+/// Clutter named by a `!` line of an ignore file is kept (a tool's own
+/// `.part` files, say), the nearest ignore file deciding; clutter named
+/// by none stays out.
+#[test]
+fn a_bang_line_in_an_ignore_file_keeps_the_clutter_it_names() {
+    let env = Env::new();
+    env.write(".simdignore", "!*.part\n");
+    env.write("a/.simdignore", "!desktop.ini\n");
+    env.write("sub/.simdignore", "*.part\n");
+    let kept = ["x.part", "dl/y.part", "a/desktop.ini", "plan.docx"];
+    let out = ["sub/z.part", "b/desktop.ini", "~$plan.docx", "dl/.DS_Store"];
+    for (i, p) in kept.iter().chain(&out).enumerate() {
+        env.write(p, text(i as u64, 300));
+    }
+    let s = env.json(&["index", env.root.to_str().unwrap()]);
+    let root = path_of(&env.root.canonicalize().unwrap());
+    let mut names: Vec<String> = (env.files().iter())
+        .map(|(p, _)| String::from_utf8_lossy(&p[root.len() + 1..]).into_owned())
+        .filter(|n| !n.ends_with("ignore"))
+        .collect();
+    names.sort();
+    let mut want: Vec<String> = kept.iter().map(|k| k.to_string()).collect();
+    want.sort();
+    assert_eq!(names, want, "{s:#}");
+    // Three are clutter named by no `!` line; `sub/z.part` an ignore file
+    // leaves out.
+    let clutter = s["skipped"].as_array().unwrap().iter().find(|r| r["reason"].as_str().unwrap().contains("clutter"));
+    assert_eq!(clutter.and_then(|r| r["count"].as_u64()), Some(3), "{s:#}");
+    env.check();
+}
+
 /// An `--exclude` pattern is checked before anything is written: a
 /// blank one (an unset `--exclude "$VAR"`, which a glob reads as
 /// "everything") or one that is no glob is refused, and neither an index

@@ -624,6 +624,15 @@ fn the_daemon_honours_ignore_files_at_every_depth() {
         }),
         "{h:?}"
     );
+    // A `!` line keeps the clutter it names, as the walk does.
+    env.write("downloads/.simdignore", "!*.part\n");
+    env.write("downloads/film.part", text(56, 150));
+    env.write("docs/film.part", text(57, 150));
+    converges(&env, "clutter kept by a `!` line");
+    let live = state(&env.db).unwrap().0;
+    let paths: Vec<String> = live.iter().map(|(p, _)| String::from_utf8_lossy(p).into_owned()).collect();
+    assert!(paths.iter().any(|p| p.ends_with("/downloads/film.part")), "{paths:?}");
+    assert!(!paths.iter().any(|p| p.ends_with("/docs/film.part")), "{paths:?}");
     std::fs::remove_file(env.root.join("other/.ignore")).unwrap();
     converges(&env, "an ignore file removed");
     stop_with_sigterm(daemon);
