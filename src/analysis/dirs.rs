@@ -94,32 +94,37 @@ impl<'a> LateDirs<'a> {
 /// Calls `use_them` with the identical directories of `a`'s index: those
 /// the last report found, when the index has not changed since (unless
 /// `fresh`), else as they are being found on another thread
-/// ([`LateDirs`]), kept then for the next report.
+/// ([`LateDirs`]): from the last report's directories, only those above a
+/// path changed since done again, where the write-ahead log tells those
+/// paths ([`update`]), else from a walk of every path. Kept then for the
+/// next report.
 pub fn beside<R>(
     store: &Store,
     a: &crate::analysis::Analysis,
     fresh: bool,
     use_them: impl FnOnce(&LateDirs) -> R,
 ) -> R {
-    if let Some(kept) = (!fresh).then(|| load(store)).flatten() {
-        tracing::debug!("{} sets of identical directories from the last report", kept.len());
-        return use_them(&LateDirs(Box::new(|| Ok(&kept[..]))));
-    }
     std::thread::scope(|s| {
-        let walk = std::sync::Mutex::new(Some(
-            s.spawn(|| identical(store, &a.identical, &a.linked).map_err(|e| e.to_string())),
-        ));
+        // The last report's read on that thread too: a report needs them
+        // only at its end.
+        let walk = std::sync::Mutex::new(Some(s.spawn(|| match (!fresh).then(|| load(store)).flatten() {
+            Some(k) if k.sequence == store.sequence() => {
+                tracing::debug!("{} sets of identical directories from the last report", k.sets.len());
+                Ok((k, false))
+            }
+            kept => found(store, a, kept).map(|k| (k, true)).map_err(|e| e.to_string()),
+        })));
         let found = std::sync::OnceLock::new();
         let dirs = LateDirs(Box::new(|| {
             let found = found.get_or_init(|| {
                 let walk = walk.lock().unwrap_or_else(|p| p.into_inner()).take();
-                walk.map_or(Ok(Vec::new()), |w| w.join().expect("finding directories does not panic"))
+                walk.map_or(Ok((Kept::default(), false)), |w| w.join().expect("finding directories does not panic"))
             });
-            found.as_deref().map_err(|e| std::io::Error::other(e.clone()))
+            found.as_ref().map(|(k, _)| &k.sets[..]).map_err(|e| std::io::Error::other(e.clone()))
         }));
         let r = use_them(&dirs);
-        if let Some(Ok(sets)) = found.get() {
-            if let Err(e) = save(store, sets) {
+        if let Some(Ok((kept, true))) = found.get() {
+            if let Err(e) = save(store, kept) {
                 tracing::debug!("{}: identical directories not kept: {e}", crate::show_path(store.dir()));
             }
         }
@@ -128,72 +133,104 @@ pub fn beside<R>(
 }
 
 /// The identical directories found by the last report, with the index
-/// they were found in: a report of an index that has not changed since
-/// reads them rather than walking every path again (~45 ms of CPU on
-/// Django's 66.5k files on an Intel VM, ~130 on an AMD one, where a
-/// cached report took 0.21 s with it and 0.13 without: session 77). Kept
-/// apart from the analysis cache, which a report brought up to date
-/// writes before its directories are found.
+/// they were found in and every directory's signature: a report of an
+/// index that has not changed since reads them rather than walking every
+/// path again (~45 ms of CPU on Django's 66.5k files on an Intel VM, ~130
+/// on an AMD one, where a cached report took 0.21 s with it and 0.13
+/// without: session 77), and one after a change redoes only the
+/// directories above the paths changed. Kept apart from the analysis
+/// cache, which a report brought up to date writes before its
+/// directories are found.
 pub(crate) fn kept_path(dir: &std::path::Path) -> std::path::PathBuf {
     dir.join("directories.cache")
 }
 
-/// Bump with any change to what [`identical`] finds, or to [`DirSet`].
-const KEPT_VERSION: u8 = 1;
+/// Bump with any change to what [`identical`] finds, or to [`Kept`].
+const KEPT_VERSION: u8 = 2;
 
 /// What a kept file starts with: its version, the program that made it
-/// (as the analysis cache's), and the index's creation time and sequence
-/// number when the directories were found.
-fn kept_header(store: &Store) -> (u8, [u8; 16], i64, u64) {
-    (KEPT_VERSION, crate::analysis::cache::maker(), store.format().created, store.sequence())
+/// (as the analysis cache's), and the index's creation time.
+fn kept_header(store: &Store) -> (u8, [u8; 16], i64) {
+    (KEPT_VERSION, crate::analysis::cache::maker(), store.format().created)
 }
 
-fn load(store: &Store) -> Option<Vec<DirSet>> {
+/// Identical directories as a report found them.
+#[derive(Default, serde::Serialize, serde::Deserialize)]
+struct Kept {
+    /// The index's sequence number they were found at.
+    sequence: u64,
+    /// Its roots then.
+    roots: Vec<Vec<u8>>,
+    sets: Vec<DirSet>,
+    /// Every directory above an indexed path, in [`dir_order`] (empty when
+    /// the index holds hard links or linked names, whose sets are found
+    /// from a walk every time).
+    dirs: Vec<Dir>,
+}
+
+fn load(store: &Store) -> Option<Kept> {
     let bytes = std::fs::read(kept_path(store.dir())).ok()?;
     let (body, sum) = bytes.split_last_chunk::<8>()?;
-    // The header first: after a change (a live report's case) it differs,
-    // and the body is not summed for nothing.
-    let (header, rest): ((u8, [u8; 16], i64, u64), _) = postcard::take_from_bytes(body).ok()?;
+    let (header, rest): ((u8, [u8; 16], i64), _) = postcard::take_from_bytes(body).ok()?;
     if header != kept_header(store) || xxhash_rust::xxh3::xxh3_64(body) != u64::from_le_bytes(*sum) {
         return None;
     }
     postcard::from_bytes(rest).ok()
 }
 
-fn save(store: &Store, sets: &[DirSet]) -> std::io::Result<()> {
+fn save(store: &Store, kept: &Kept) -> std::io::Result<()> {
     let mut bytes = postcard::to_stdvec(&kept_header(store)).map_err(std::io::Error::other)?;
-    bytes.extend(postcard::to_stdvec(sets).map_err(std::io::Error::other)?);
+    bytes.extend(postcard::to_stdvec(kept).map_err(std::io::Error::other)?);
     bytes.extend(xxhash_rust::xxh3::xxh3_64(&bytes).to_le_bytes());
     crate::analysis::cache::replace(&kept_path(store.dir()), |tmp| std::fs::write(tmp, &bytes))
 }
 
-/// A directory of the walk below, open while paths under it come.
-struct Open {
-    /// Its path's length (the path is the walk's `dir` up to it).
-    len: usize,
-    /// Its place in the order directories were opened in.
-    serial: u32,
-    /// Its entries as they come (paths in byte order: the same relative
-    /// names come in the same order in any directory), hashed whole when
-    /// it closes: one XXH3 of a few hundred bytes took a fraction of three
-    /// streamed updates a file (the same digest).
-    entries: Vec<u8>,
-    files: usize,
+/// The identical directories of `a`'s index now, and what to keep of
+/// them: brought up to date from `kept` where it can be, else walked.
+fn found(store: &Store, a: &crate::analysis::Analysis, kept: Option<Kept>) -> Result<Kept, StoreError> {
+    let started = std::time::Instant::now();
+    let sequence = store.sequence();
+    let roots = store.roots()?;
+    let copies = Copies::new(&a.identical, &a.linked);
+    let Some(copies) = copies else {
+        return Ok(Kept { sequence, roots, ..Kept::default() });
+    };
+    // Hard links and names of one file alone need every path of the
+    // walk for what a set's directories take (`identical`).
+    let simple = a.linked.is_empty() && a.identical.iter().all(|s| s.copies() == s.names.len());
+    let updated = match kept {
+        Some(k) if simple && k.roots == roots && !k.dirs.is_empty() && k.sequence < sequence => {
+            update(store, k.dirs, k.sequence, &copies)?
+        }
+        _ => None,
+    };
+    let (dirs, linked_seen) = match updated {
+        Some(dirs) => {
+            tracing::debug!("directories brought up to date after {:?}", started.elapsed());
+            (dirs, Vec::new())
+        }
+        None => walk(store, &copies)?,
+    };
+    tracing::debug!("paths walked after {:?}", started.elapsed());
+    let sets = identical(&dirs, &roots, &a.identical, &a.linked, &linked_seen);
+    tracing::debug!("{} sets of identical directories found in {:?}", sets.len(), started.elapsed());
+    let dirs = if simple { dirs } else { Vec::new() };
+    Ok(Kept { sequence, roots, sets, dirs })
+}
+
+/// A directory above an indexed path: what its signature was made of.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+struct Dir {
+    #[serde(with = "serde_bytes")]
+    path: Vec<u8>,
+    signature: [u8; 16],
+    /// Files with a copy beneath it, at any depth, and their bytes.
+    files: u64,
     bytes: u64,
+    /// The highest id of those files.
     newest: u64,
     /// It holds a file no other file is a copy of.
     unique: bool,
-}
-
-/// A directory of two files or more, all of them copies.
-struct Candidate {
-    path: Vec<u8>,
-    signature: [u8; 16],
-    files: usize,
-    bytes: u64,
-    newest: u64,
-    /// Its directory's [`Open::serial`] (u32::MAX: it has none, or `/`).
-    parent: u32,
 }
 
 /// What a name with a copy holds, for the walk.
@@ -203,6 +240,43 @@ struct Copied {
     /// The place in `linked` of a name of one file alone (u32::MAX: a
     /// name of an identical set).
     alone: u32,
+}
+
+/// Every name with a copy (or another name of its file: a directory of
+/// hard links of another's files, some copied again since, still wastes
+/// those): what it holds, by file id.
+struct Copies {
+    copied: Vec<Copied>,
+    places: Places,
+}
+
+impl Copies {
+    fn new(identical: &[IdenticalSet], linked: &[Linked]) -> Option<Copies> {
+        let copied: Vec<Copied> = identical
+            .iter()
+            .map(|s| Copied { content: s.content.0, size: s.size, alone: u32::MAX })
+            .chain(linked.iter().enumerate().map(|(k, l)| Copied {
+                content: l.content.0,
+                size: l.size,
+                alone: k as u32,
+            }))
+            .collect();
+        if copied.is_empty() {
+            return None;
+        }
+        let names = identical.iter().enumerate().flat_map(|(k, s)| s.names.iter().map(move |n| (n.id.0, k as u32)));
+        let names = names.chain(linked.iter().enumerate().flat_map(|(k, l)| {
+            let at = (identical.len() + k) as u32;
+            l.ids.iter().map(move |id| (id.0, at))
+        }));
+        let count =
+            identical.iter().map(|s| s.names.len()).sum::<usize>() + linked.iter().map(|l| l.ids.len()).sum::<usize>();
+        Some(Copies { places: Places::new(names, count), copied })
+    }
+
+    fn get(&self, id: u64) -> Option<&Copied> {
+        self.places.get(id).map(|at| &self.copied[at as usize])
+    }
 }
 
 /// Each name with a copy by file id: its [`Copied`]'s place. Looked up
@@ -237,159 +311,285 @@ impl Places {
     }
 }
 
-/// The identical directories of the analysed index, most bytes wasted
-/// first; a set that only repeats its parents' (the same subdirectory of
-/// each of a set of identical directories) is left out, as are sets of
-/// directories of one file (the identical sets show them) or with nothing
-/// to save (empty files, hard links of each other).
+/// A directory's entries as they come, in key order (the same relative
+/// names come in the same order in any directory), hashed whole when it
+/// is done: one XXH3 of a few hundred bytes took a fraction of three
+/// streamed updates a file (the same digest).
+#[derive(Default)]
+struct Tally {
+    entries: Vec<u8>,
+    files: u64,
+    bytes: u64,
+    newest: u64,
+    unique: bool,
+    /// Entries of either kind.
+    any: bool,
+}
+
+impl Tally {
+    /// A file: what it holds when it has a copy.
+    fn file<'c>(&mut self, name: &[u8], id: u64, copies: &'c Copies) -> Option<&'c Copied> {
+        self.any = true;
+        let Some(c) = copies.get(id) else {
+            self.unique = true;
+            return None;
+        };
+        self.entries.extend_from_slice(name);
+        self.entries.extend_from_slice(&[0, b'f']);
+        self.entries.extend_from_slice(&c.content);
+        self.files += 1;
+        self.bytes += c.size;
+        self.newest = self.newest.max(id);
+        Some(c)
+    }
+
+    fn dir(&mut self, name: &[u8], d: &Dir) {
+        self.any = true;
+        self.entries.extend_from_slice(name);
+        self.entries.extend_from_slice(&[0, b'd']);
+        self.entries.extend_from_slice(&d.signature);
+        self.files += d.files;
+        self.bytes += d.bytes;
+        self.newest = self.newest.max(d.newest);
+        self.unique |= d.unique;
+    }
+
+    /// The directory at `path` these entries make; the tally is left
+    /// empty, its buffer kept.
+    fn finish(&mut self, path: &[u8]) -> Dir {
+        let signature = xxhash_rust::xxh3::xxh3_128(&self.entries).to_be_bytes();
+        let d = Dir {
+            path: path.to_vec(),
+            signature,
+            files: self.files,
+            bytes: self.bytes,
+            newest: self.newest,
+            unique: self.unique,
+        };
+        self.entries.clear();
+        (self.files, self.bytes, self.newest, self.unique, self.any) = (0, 0, 0, false, false);
+        d
+    }
+}
+
+/// The path of a name of one file alone, and its place in `linked`.
+type LinkedSeen = (Vec<u8>, u32);
+
+/// Every directory above an indexed path, in [`dir_order`], and the paths
+/// of names of one file alone with their place in `linked`.
 ///
 /// One pass over `paths` in key order, a directory's paths one run of keys:
 /// a stack of the directories the current path lies in, each closed (its
 /// signature finished and handed to its parent) when a path leaves it.
-fn identical(store: &Store, identical: &[IdenticalSet], linked: &[Linked]) -> Result<Vec<DirSet>, StoreError> {
-    let roots = store.roots()?;
-    let started = std::time::Instant::now();
-    // Every name with a copy (or another name of its file: a directory
-    // of hard links of another's files, some copied again since, still
-    // wastes those): what it holds, and by file id where that is.
-    let copied: Vec<Copied> = identical
-        .iter()
-        .map(|s| Copied { content: s.content.0, size: s.size, alone: u32::MAX })
-        .chain(linked.iter().enumerate().map(|(k, l)| Copied { content: l.content.0, size: l.size, alone: k as u32 }))
-        .collect();
-    if copied.is_empty() {
-        return Ok(Vec::new());
-    }
-    let names = identical.iter().enumerate().flat_map(|(k, s)| s.names.iter().map(move |n| (n.id.0, k as u32))).chain(
-        linked.iter().enumerate().flat_map(|(k, l)| {
-            let at = (identical.len() + k) as u32;
-            l.ids.iter().map(move |id| (id.0, at))
-        }),
-    );
-    let count =
-        identical.iter().map(|s| s.names.len()).sum::<usize>() + linked.iter().map(|l| l.ids.len()).sum::<usize>();
-    let places = Places::new(names, count);
-    // The paths of those names of one file alone, and which.
-    let mut linked_seen: Vec<(Vec<u8>, u32)> = Vec::new();
-    let mut candidates: Vec<Candidate> = Vec::new();
-    // Each directory's candidate, by serial (u32::MAX: it is none).
-    let mut candidate_of: Vec<u32> = Vec::new();
-    // Entry buffers of closed directories, to use again.
-    let mut spare: Vec<Vec<u8>> = Vec::new();
-    let open = |len: usize, candidate_of: &mut Vec<u32>, spare: &mut Vec<Vec<u8>>| {
-        candidate_of.push(u32::MAX);
-        let serial = (candidate_of.len() - 1) as u32;
-        let entries = spare.pop().unwrap_or_default();
-        Open { len, serial, entries, files: 0, bytes: 0, newest: 0, unique: false }
-    };
+fn walk(store: &Store, copies: &Copies) -> Result<(Vec<Dir>, Vec<LinkedSeen>), StoreError> {
+    let mut linked_seen: Vec<LinkedSeen> = Vec::new();
+    let mut all: Vec<Dir> = Vec::new();
+    // Tallies of closed directories, to use again.
+    let mut spare: Vec<Tally> = Vec::new();
     let mut dir: Vec<u8> = b"/".to_vec();
-    let mut stack = vec![open(1, &mut candidate_of, &mut spare)];
+    // The open directories: their path's length (the path is `dir` up to
+    // it) and their entries so far.
+    let mut stack: Vec<(usize, Tally)> = vec![(1, Tally::default())];
     // Closes the innermost open directory.
-    let close = |stack: &mut Vec<Open>,
-                 dir: &mut Vec<u8>,
-                 candidates: &mut Vec<Candidate>,
-                 candidate_of: &mut Vec<u32>,
-                 spare: &mut Vec<Vec<u8>>| {
-        let mut d = stack.pop().expect("an open directory");
-        let signature = xxhash_rust::xxh3::xxh3_128(&d.entries).to_be_bytes();
-        d.entries.clear();
-        spare.push(d.entries);
-        let path = &dir[..d.len];
-        // Only directories at or under a root: the index knows nothing of
-        // what else a root's parent holds.
-        if !d.unique && d.files >= 2 && is_under_any(path, &roots) {
-            candidate_of[d.serial as usize] = candidates.len() as u32;
-            candidates.push(Candidate {
-                path: path.to_vec(),
-                signature,
-                files: d.files,
-                bytes: d.bytes,
-                newest: d.newest,
-                parent: stack.last().map_or(u32::MAX, |p| p.serial),
-            });
+    let close = |stack: &mut Vec<(usize, Tally)>, dir: &mut Vec<u8>, all: &mut Vec<Dir>, spare: &mut Vec<Tally>| {
+        let (len, mut t) = stack.pop().expect("an open directory");
+        let d = t.finish(&dir[..len]);
+        spare.push(t);
+        if let Some((parent_len, parent)) = stack.last_mut() {
+            let (_, name) = split(&d.path).expect("a directory below /");
+            parent.dir(name, &d);
+            dir.truncate(*parent_len);
         }
-        if let Some(parent) = stack.last_mut() {
-            let (_, name) = split(path).expect("a directory below /");
-            parent.entries.extend_from_slice(name);
-            parent.entries.extend_from_slice(&[0, b'd']);
-            parent.entries.extend_from_slice(&signature);
-            parent.files += d.files;
-            parent.bytes += d.bytes;
-            parent.newest = parent.newest.max(d.newest);
-            parent.unique |= d.unique;
-            dir.truncate(parent.len);
-        }
+        all.push(d);
     };
     store.for_each_path(|path, id| {
         let Some((parent, name)) = split(path) else { return };
-        while !is_under(parent, &dir[..stack.last().expect("/ stays open").len]) {
-            close(&mut stack, &mut dir, &mut candidates, &mut candidate_of, &mut spare);
+        while !is_under(parent, &dir[..stack.last().expect("/ stays open").0]) {
+            close(&mut stack, &mut dir, &mut all, &mut spare);
         }
         // Open the directories between the innermost one and the path's.
-        let top = stack.last().expect("/ stays open").len;
+        let top = stack.last().expect("/ stays open").0;
         let from = if top == 1 { 1 } else { top + 1 };
         for at in (from..parent.len()).filter(|&i| parent[i] == b'/') {
-            stack.push(open(at, &mut candidate_of, &mut spare));
+            stack.push((at, spare.pop().unwrap_or_default()));
         }
         if parent.len() > top {
-            stack.push(open(parent.len(), &mut candidate_of, &mut spare));
+            stack.push((parent.len(), spare.pop().unwrap_or_default()));
         }
         dir.clear();
         dir.extend_from_slice(parent);
-        let d = stack.last_mut().expect("the path's directory");
-        match places.get(id.0).map(|at| &copied[at as usize]) {
-            Some(c) => {
-                if c.alone != u32::MAX {
-                    linked_seen.push((path.to_vec(), c.alone));
-                }
-                d.entries.extend_from_slice(name);
-                d.entries.extend_from_slice(&[0, b'f']);
-                d.entries.extend_from_slice(&c.content);
-                d.files += 1;
-                d.bytes += c.size;
-                d.newest = d.newest.max(id.0);
+        let (_, t) = stack.last_mut().expect("the path's directory");
+        if let Some(c) = t.file(name, id.0, copies) {
+            if c.alone != u32::MAX {
+                linked_seen.push((path.to_vec(), c.alone));
             }
-            None => d.unique = true,
         }
     })?;
-    tracing::debug!("paths walked after {:?}", started.elapsed());
     while stack.len() > 1 {
-        close(&mut stack, &mut dir, &mut candidates, &mut candidate_of, &mut spare);
+        close(&mut stack, &mut dir, &mut all, &mut spare);
     }
+    // Closed children first: in order for the lookups below.
+    all.sort_unstable_by(|x, y| dir_order(&x.path, &y.path));
+    Ok((all, linked_seen))
+}
 
+/// The order of directories kept: by path with a `/` after it, so that a
+/// directory's subdirectories follow it before any other (`a-1`, `a`,
+/// `a/b`, `a0`; by path alone `a-1` would come between `a` and `a/b`,
+/// `-` being below `/`).
+fn dir_order(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+    use std::cmp::Ordering::*;
+    let n = a.len().min(b.len());
+    match a[..n].cmp(&b[..n]) {
+        Equal if a.len() < b.len() => b'/'.cmp(&b[n]).then(Less),
+        Equal if a.len() > b.len() => a[n].cmp(&b'/').then(Greater),
+        o => o,
+    }
+}
+
+/// Paths changed after `since` before a report looks at more of the
+/// index than a walk would: past this many, the walk.
+const MOST_CHANGED: usize = 4096;
+
+/// `dirs` (a walk's, after sequence number `since`) brought up to date:
+/// the directories above a path written or deleted since, or above a name
+/// of a content that gained or lost one (its names may have become
+/// copies, or stopped being), done again from their entries, deepest
+/// first; the others are as they were. None when the write-ahead log
+/// cannot tell what changed, when too much did, or when `dirs` lacks a
+/// directory the index holds (the caller then walks).
+fn update(store: &Store, dirs: Vec<Dir>, since: u64, copies: &Copies) -> Result<Option<Vec<Dir>>, StoreError> {
+    let Some(written) = store.keys_written_since(since) else { return Ok(None) };
+    if written.paths.len() + written.named.len() > MOST_CHANGED {
+        return Ok(None);
+    }
+    let mut changed: Vec<Vec<u8>> = written.paths.into_iter().collect();
+    for c in &written.named {
+        for r in store.names(c) {
+            let ((_, id), ()) = r?;
+            if let Some(rec) = store.get::<crate::store::Files>(&id)? {
+                changed.push(rec.path);
+            }
+        }
+    }
+    // The directories above them, deepest first (the root `/` is no
+    // directory of the walk's).
+    let mut dirty: HashSet<Vec<u8>> = HashSet::default();
+    for p in &changed {
+        let mut at = split(p).map(|(d, _)| d);
+        while let Some(d) = at.filter(|d| d.len() > 1) {
+            if !dirty.insert(d.to_vec()) {
+                break;
+            }
+            at = split(d).map(|(p, _)| p);
+        }
+    }
+    let depth = |p: &[u8]| p.iter().filter(|&&b| b == b'/').count();
+    let mut dirty: Vec<Vec<u8>> = dirty.into_iter().collect();
+    dirty.sort_unstable_by_key(|d| std::cmp::Reverse(depth(d)));
+    // `dirs` stays in `dir_order`: a few directories looked up, replaced,
+    // added or taken out by a binary search each, where a map of them all
+    // (31.7k on Django's releases) took longer to make than the update.
+    let mut dirs = dirs;
+    let find = |dirs: &[Dir], p: &[u8]| dirs.binary_search_by(|d| dir_order(&d.path, p));
+    let (mut t, mut sub, mut missing) = (Tally::default(), Vec::new(), false);
+    for d in &dirty {
+        store.for_each_entry_in(d, |name, id| match id {
+            Some(id) => {
+                t.file(name, id.0, copies);
+            }
+            None => {
+                sub.clear();
+                sub.extend_from_slice(d);
+                sub.push(b'/');
+                sub.extend_from_slice(name);
+                match find(&dirs, &sub) {
+                    Ok(at) => t.dir(name, &dirs[at]),
+                    Err(_) => missing = true,
+                }
+            }
+        })?;
+        if missing {
+            tracing::debug!("{}: a directory the kept ones lack", crate::show_path(crate::scan::bytes_path(&sub)));
+            return Ok(None);
+        }
+        match (find(&dirs, d), t.any) {
+            (Ok(at), true) => dirs[at] = t.finish(d),
+            (Err(at), true) => dirs.insert(at, t.finish(d)),
+            (Ok(at), false) => {
+                dirs.remove(at);
+            }
+            (Err(_), false) => {}
+        }
+    }
+    tracing::debug!("{} paths changed, {} directories done again", changed.len(), dirty.len());
+    Ok(Some(dirs))
+}
+
+/// The identical directories among `dirs` (every directory above an
+/// indexed path, in [`dir_order`]), most bytes wasted first; a set that only
+/// repeats its parents' (the same subdirectory of each of a set of
+/// identical directories) is left out, as are sets of directories of one
+/// file (the identical sets show them) or with nothing to save (empty
+/// files, hard links of each other). A candidate holds two files or more,
+/// all of them copies, and lies at or under a root: the index knows
+/// nothing of what else a root's parent holds.
+fn identical(
+    dirs: &[Dir],
+    roots: &[Vec<u8>],
+    identical: &[IdenticalSet],
+    linked: &[Linked],
+    linked_seen: &[LinkedSeen],
+) -> Vec<DirSet> {
+    let candidates: Vec<usize> = (0..dirs.len())
+        .filter(|&k| !dirs[k].unique && dirs[k].files >= 2 && is_under_any(&dirs[k].path, roots))
+        .collect();
     // Directories that share a signature (runs of candidates sorted by
     // it)...
-    let mut by_signature: Vec<usize> = (0..candidates.len()).collect();
-    by_signature.sort_unstable_by_key(|&k| candidates[k].signature);
-    let runs: Vec<&[usize]> = by_signature
-        .chunk_by(|&x, &y| candidates[x].signature == candidates[y].signature)
-        .filter(|m| m.len() >= 2)
-        .collect();
+    let mut by_signature = candidates;
+    by_signature.sort_unstable_by_key(|&k| dirs[k].signature);
+    let runs: Vec<&[usize]> =
+        by_signature.chunk_by(|&x, &y| dirs[x].signature == dirs[y].signature).filter(|m| m.len() >= 2).collect();
     // ... unless they have one name and lie in the directories of one set,
     // which says it all.
-    let mut set_of: Vec<u32> = vec![u32::MAX; candidates.len()];
+    let mut set_of: Vec<u32> = vec![u32::MAX; dirs.len()];
     for (i, members) in runs.iter().enumerate() {
         members.iter().for_each(|&k| set_of[k] = i as u32);
     }
+    // Each directory's parent's place (u32::MAX: none of `dirs`), in one
+    // pass: in `dir_order` a directory comes after its parent and before
+    // anything outside it, and the directories above it are a stack.
+    let mut parent_of: Vec<u32> = vec![u32::MAX; dirs.len()];
+    let mut above: Vec<usize> = Vec::new();
+    for (k, d) in dirs.iter().enumerate() {
+        while above.last().is_some_and(|&a| !is_under(&d.path, &dirs[a].path)) {
+            above.pop();
+        }
+        if let (Some(&a), Some((parent, _))) = (above.last(), split(&d.path)) {
+            if dirs[a].path == parent {
+                parent_of[k] = a as u32;
+            }
+        }
+        above.push(k);
+    }
     let parent_set = |k: usize| {
-        let c = candidate_of.get(candidates[k].parent as usize).copied().unwrap_or(u32::MAX);
-        set_of.get(c as usize).copied().filter(|&s| s != u32::MAX)
+        let at = *parent_of.get(k).filter(|&&p| p != u32::MAX)?;
+        Some(set_of[at as usize]).filter(|&s| s != u32::MAX)
     };
     let implied = |members: &[usize]| {
-        let first_name = split(&candidates[members[0]].path).map(|(_, n)| n);
+        let first_name = split(&dirs[members[0]].path).map(|(_, n)| n);
         let first_parent = parent_set(members[0]);
         first_parent.is_some()
             && members
                 .iter()
-                .all(|&k| split(&candidates[k].path).map(|(_, n)| n) == first_name && parent_set(k) == first_parent)
+                .all(|&k| split(&dirs[k].path).map(|(_, n)| n) == first_name && parent_set(k) == first_parent)
     };
     let sets: Vec<&[usize]> = runs.into_iter().filter(|m| !implied(m)).collect();
 
     // What each set's directories take beyond one of them: a file counted
     // once whatever its names (hard links), so that trees of hard links
     // (`cp -al`, rsnapshot) waste nothing.
-    let candidates = &candidates;
-    let mut taken: Vec<u64> = sets.iter().map(|m| m.iter().map(|&k| candidates[k].bytes).sum()).collect();
+    let mut taken: Vec<u64> = sets.iter().map(|m| m.iter().map(|&k| dirs[k].bytes).sum()).collect();
     // The directories of sets (by candidate) whose every file is also a
     // file of another directory of the set: another one holding the first.
     let mut links_of: HashMap<usize, usize> = HashMap::default();
@@ -397,7 +597,7 @@ fn identical(store: &Store, identical: &[IdenticalSet], linked: &[Linked]) -> Re
         let shown: HashMap<&[u8], (usize, usize)> = sets
             .iter()
             .enumerate()
-            .flat_map(|(i, m)| m.iter().map(move |&k| (candidates[k].path.as_slice(), (i, k))))
+            .flat_map(|(i, m)| m.iter().map(move |&k| (dirs[k].path.as_slice(), (i, k))))
             .collect();
         let mut seen: Vec<HashSet<(u64, u64)>> = vec![HashSet::default(); sets.len()];
         // Each file of a set's directories: the directories holding it.
@@ -443,27 +643,25 @@ fn identical(store: &Store, identical: &[IdenticalSet], linked: &[Linked]) -> Re
         .iter()
         .zip(taken)
         .map(|(members, taken)| {
-            let one = &candidates[members[0]];
+            let one = &dirs[members[0]];
             let mut sorted: Vec<usize> = members.to_vec();
-            sorted.sort_unstable_by(|&x, &y| candidates[x].path.cmp(&candidates[y].path));
+            sorted.sort_unstable_by(|&x, &y| dirs[x].path.cmp(&dirs[y].path));
             let place = |k: usize| sorted.iter().position(|&s| s == k).expect("a member");
             let links_of = sorted.iter().map(|k| links_of.get(k).map(|&o| place(o))).collect();
-            let dirs = sorted.iter().map(|&k| Arc::from(candidates[k].path.as_slice())).collect();
             DirSet {
                 links_of,
                 signature: ContentHash(one.signature),
-                files: one.files,
+                files: one.files as usize,
                 size: one.bytes,
                 wasted: taken.saturating_sub(one.bytes),
-                newest: FileId(members.iter().map(|&k| candidates[k].newest).max().unwrap_or(0)),
-                dirs,
+                newest: FileId(members.iter().map(|&k| dirs[k].newest).max().unwrap_or(0)),
+                dirs: sorted.iter().map(|&k| Arc::from(dirs[k].path.as_slice())).collect(),
             }
         })
         .filter(|s| s.wasted > 0)
         .collect();
     out.sort_by(|x, y| y.wasted.cmp(&x.wasted).then_with(|| x.dirs[0].cmp(&y.dirs[0])));
-    tracing::debug!("{} sets of identical directories found in {:?}", out.len(), started.elapsed());
-    Ok(out)
+    out
 }
 
 #[cfg(test)]
@@ -488,5 +686,15 @@ mod tests {
         };
         check(&[(3, 0), (4, 0), (9, 1), (2000, 7)], true);
         check(&[(3, 0), (4, 0), (9, 1), (1 << 40, 7)], false);
+    }
+
+    /// A directory's subdirectories follow it, before anything else.
+    #[test]
+    fn directories_are_kept_with_their_subdirectories_after_them() {
+        let mut dirs: Vec<&[u8]> = vec![b"/a0", b"/a/b", b"/a-1", b"/a", b"/a/b/c", b"/a/b-2", b"/a/b.c", b"/"];
+        dirs.sort_by(|x, y| super::dir_order(x, y));
+        let want: Vec<&[u8]> = vec![b"/", b"/a-1", b"/a", b"/a/b-2", b"/a/b.c", b"/a/b", b"/a/b/c", b"/a0"];
+        assert_eq!(dirs, want);
+        assert_eq!(super::dir_order(b"/a", b"/a"), std::cmp::Ordering::Equal);
     }
 }

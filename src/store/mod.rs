@@ -787,6 +787,39 @@ impl Store {
         inner.status().map_err(|e| self.rocks(e))
     }
 
+    /// The entries of the directory `dir` (`/` for the root) as `paths`
+    /// holds them, in key order: each file directly in it (its name and
+    /// id), and each subdirectory holding any (its name and None, once,
+    /// where its first path comes; the iterator then seeks past the rest
+    /// of it).
+    pub fn for_each_entry_in(&self, dir: &[u8], mut each: impl FnMut(&[u8], Option<FileId>)) -> Result<()> {
+        let mut prefix = dir.to_vec();
+        if prefix.last() != Some(&b'/') {
+            prefix.push(b'/');
+        }
+        let upper = prefix_upper_bound(&prefix);
+        let TableIter { mut inner, .. } = self.scan_raw::<Paths>(prefix.clone(), upper, true);
+        let mut past = Vec::new();
+        while let (Some(k), Some(v)) = (inner.key(), inner.value()) {
+            let rest = &k[prefix.len()..];
+            match rest.iter().position(|&b| b == b'/') {
+                None => {
+                    each(rest, Some(Paths::decode_value(v).map_err(|e| self.corrupt_raw::<Paths>(k, e))?));
+                    inner.next();
+                }
+                Some(i) => {
+                    each(&rest[..i], None);
+                    // Past every path under it: `/` + 1.
+                    past.clear();
+                    past.extend_from_slice(&k[..prefix.len() + i]);
+                    past.push(b'/' + 1);
+                    inner.seek(&past);
+                }
+            }
+        }
+        inner.status().map_err(|e| self.rocks(e))
+    }
+
     /// Iterates a CF in key order up to `end` (excluded).
     pub fn scan_before<T: Table>(&self, end: &T::Key) -> TableIter<'_, T> {
         self.scan_raw::<T>(Vec::new(), Some(T::encode_key(end)), false)
@@ -1286,6 +1319,9 @@ impl Store {
                 } else if key.len() == CONTENT_NAME_KEY {
                     let hash: [u8; 16] = key[..16].try_into().expect("16 bytes");
                     self.keys.named.insert(ContentHash(hash));
+                }
+                if key.first() == Some(&b'/') {
+                    self.keys.paths.insert(key.to_vec());
                 }
             }
         }
@@ -1816,6 +1852,9 @@ pub struct Written {
     /// (content hash ‖ file id): every content that gained or lost a name
     /// is among these.
     pub named: std::collections::HashSet<ContentHash>,
+    /// Every key that starts with `/`: each path written or deleted in
+    /// `paths` is among these (a name that came, went or was renamed).
+    pub paths: std::collections::HashSet<Vec<u8>>,
 }
 
 /// The length of a `content_names` key.

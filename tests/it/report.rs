@@ -1788,6 +1788,77 @@ fn a_repeated_report_reads_the_identical_directories_the_last_one_found() {
     assert!(!kept && damaged == after, "{damaged:#}");
 }
 
+/// A report after a change brings the last report's directories up to
+/// date, doing again only those above the paths changed: after each of a
+/// series of changes (an edit breaking a set, a directory copied, one
+/// removed, one renamed, siblings whose names sort between a directory
+/// and its subdirectories, a copy's status changed by another file's
+/// edit), the same directories as a report that walks every path.
+#[test]
+fn a_report_after_a_change_redoes_only_the_directories_above_it() {
+    let env = Env::new();
+    let tree =
+        [("x.txt", text(1, 300)), ("y.txt", text(2, 300)), ("sub/z.txt", text(3, 300)), ("sub/w.txt", text(4, 300))];
+    for dir in ["a", "b", "a-1", "deep/c"] {
+        for (f, body) in &tree {
+            env.write(&format!("{dir}/{f}"), body);
+        }
+    }
+    env.write("b-0/lone.txt", text(5, 300));
+    env.index();
+    let report = |extra: &[&str]| {
+        let out = env
+            .simd()
+            .env("SIMD_LOG", "simd=debug")
+            .args(["--format", "json", "report"])
+            .args(extra)
+            .assert()
+            .success();
+        let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+        let r: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+        (r["directories"].clone(), err.contains("directories done again"))
+    };
+    let (first, updated) = report(&[]);
+    assert!(!updated && first.as_array().map(Vec::len) == Some(1), "{first:#}");
+    assert_eq!(first[0]["paths"].as_array().map(Vec::len), Some(4), "{first:#}");
+    type Step<'a> = (&'a str, Box<dyn Fn() + 'a>);
+    let steps: Vec<Step> = vec![
+        ("an edit breaks a set", Box::new(|| drop(env.write("b/sub/z.txt", text(6, 300))))),
+        (
+            "a directory copied",
+            Box::new(|| {
+                for (f, body) in &tree {
+                    env.write(&format!("new/copy/{f}"), body);
+                }
+            }),
+        ),
+        ("a directory removed", Box::new(|| std::fs::remove_dir_all(env.root.join("a-1")).unwrap())),
+        (
+            "a directory renamed",
+            Box::new(|| std::fs::rename(env.root.join("deep/c"), env.root.join("deep/c-moved")).unwrap()),
+        ),
+        ("a sibling sorting between", Box::new(|| drop(env.write("a-0/x.txt", text(1, 300))))),
+        ("the lone file copied", Box::new(|| drop(env.write("a/sub/lone.txt", text(5, 300))))),
+        ("the edit undone", Box::new(|| drop(env.write("b/sub/z.txt", text(3, 300))))),
+    ];
+    for (what, change) in steps {
+        change();
+        env.index();
+        let (after, updated) = report(&[]);
+        assert!(updated, "{what}: brought up to date");
+        assert_eq!(after, report(&["--fresh"]).0, "{what}");
+    }
+    // `a` holds the lone file's copy now: b, c and the new copy are left.
+    let (last, _) = report(&[]);
+    let paths: Vec<&str> = last[0]["paths"].as_array().unwrap().iter().map(|p| p["path"].as_str().unwrap()).collect();
+    assert_eq!(last.as_array().map(Vec::len), Some(1), "{last:#}");
+    assert!(
+        paths.len() == 3 && ["/b", "/deep/c-moved", "/new/copy"].iter().zip(&paths).all(|(s, p)| p.ends_with(s)),
+        "{paths:?}"
+    );
+    env.check();
+}
+
 /// Directories whose files are, name for name, copies of another's are
 /// reported as one set, at their top: a subdirectory of each of a set
 /// says nothing more, a copy with one file more or one file other is no
