@@ -391,14 +391,11 @@ struct Tally {
     bytes: u64,
     newest: u64,
     unique: bool,
-    /// Entries of either kind.
-    any: bool,
 }
 
 impl Tally {
     /// A file: what it holds when it has a copy.
     fn file<'c>(&mut self, name: &[u8], id: u64, copies: &'c Copies) -> Option<&'c Copied> {
-        self.any = true;
         let Some(c) = copies.get(id) else {
             self.unique = true;
             return None;
@@ -413,7 +410,6 @@ impl Tally {
     }
 
     fn dir(&mut self, name: &[u8], d: &Dir) {
-        self.any = true;
         self.entries.extend_from_slice(name);
         self.entries.extend_from_slice(&[0, b'd']);
         self.entries.extend_from_slice(&d.signature);
@@ -421,6 +417,12 @@ impl Tally {
         self.bytes += d.bytes;
         self.newest = self.newest.max(d.newest);
         self.unique |= d.unique;
+    }
+
+    /// Whether no entry came (a file without a copy is hashed as none,
+    /// but marks the directory).
+    fn is_empty(&self) -> bool {
+        self.entries.is_empty() && !self.unique
     }
 
     /// The directory at `path` these entries make; the tally is left
@@ -436,7 +438,7 @@ impl Tally {
             unique: self.unique,
         };
         self.entries.clear();
-        (self.files, self.bytes, self.newest, self.unique, self.any) = (0, 0, 0, false, false);
+        (self.files, self.bytes, self.newest, self.unique) = (0, 0, 0, false);
         d
     }
 }
@@ -582,7 +584,7 @@ fn update(store: &Store, dirs: Vec<Dir>, since: u64, copies: &Copies) -> Result<
             tracing::debug!("{}: a directory the kept ones lack", crate::show_path(crate::scan::bytes_path(&sub)));
             return Ok(None);
         }
-        match (find(&dirs, d), t.any) {
+        match (find(&dirs, d), !t.is_empty()) {
             (Ok(at), true) => dirs[at] = t.finish(d),
             (Err(at), true) => dirs.insert(at, t.finish(d)),
             (Ok(at), false) => {

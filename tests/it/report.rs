@@ -1736,6 +1736,16 @@ fn report_out_keeps_the_owner_attributes_and_links_of_the_file_it_replaces() {
     assert_eq!(left, ["published.json", "report.json"]);
 }
 
+/// A JSON report's identical directories (`extra` its options), and
+/// whether its debug log says `said`.
+fn directories_said(env: &Env, extra: &[&str], said: &str) -> (serde_json::Value, bool) {
+    let out =
+        env.simd().env("SIMD_LOG", "simd=debug").args(["--format", "json", "report"]).args(extra).assert().success();
+    let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    let r: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    (r["directories"].clone(), err.contains(said))
+}
+
 /// A report of an index that has not changed since the last one reads the
 /// identical directories that one found (`analysis::dirs`, kept beside
 /// the analysis cache), where it walked every path again; one after a
@@ -1749,18 +1759,7 @@ fn a_repeated_report_reads_the_identical_directories_the_last_one_found() {
         env.write(&format!("{dir}/y.txt"), text(2, 300));
     }
     env.index();
-    let report = |extra: &[&str]| {
-        let out = env
-            .simd()
-            .env("SIMD_LOG", "simd=debug")
-            .args(["--format", "json", "report"])
-            .args(extra)
-            .assert()
-            .success();
-        let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
-        let r: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
-        (r["directories"].clone(), err.contains("identical directories from the last report"))
-    };
+    let report = |extra: &[&str]| directories_said(&env, extra, "identical directories from the last report");
     let sets = |d: &serde_json::Value| d.as_array().map_or(0, Vec::len);
     let (first, kept) = report(&[]);
     assert!(!kept && sets(&first) == 1, "{first:#}");
@@ -1806,18 +1805,7 @@ fn a_report_after_a_change_redoes_only_the_directories_above_it() {
     }
     env.write("b-0/lone.txt", text(5, 300));
     env.index();
-    let report = |extra: &[&str]| {
-        let out = env
-            .simd()
-            .env("SIMD_LOG", "simd=debug")
-            .args(["--format", "json", "report"])
-            .args(extra)
-            .assert()
-            .success();
-        let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
-        let r: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
-        (r["directories"].clone(), err.contains("directories done again"))
-    };
+    let report = |extra: &[&str]| directories_said(&env, extra, "directories done again");
     let (first, updated) = report(&[]);
     assert!(!updated && first.as_array().map(Vec::len) == Some(1), "{first:#}");
     assert_eq!(first[0]["paths"].as_array().map(Vec::len), Some(4), "{first:#}");
