@@ -278,19 +278,22 @@ fn found(store: &Store, a: &crate::analysis::Analysis, kept: Option<Kept>) -> Re
             tracing::debug!("directories brought up to date after {:?}", started.elapsed());
             (dirs, Vec::new())
         }
-        None => walk(store, &copies)?,
+        None => {
+            let walked = walk(store, &copies)?;
+            tracing::debug!("paths walked after {:?}", started.elapsed());
+            walked
+        }
     };
-    tracing::debug!("paths walked after {:?}", started.elapsed());
     let sets = identical(&dirs, &roots, &a.identical, &a.linked, &linked_seen);
     tracing::debug!("{} sets of identical directories found in {:?}", sets.len(), started.elapsed());
     let dirs = if simple { dirs } else { Vec::new() };
     Ok(Kept { sequence, roots, sets, dirs })
 }
 
-/// A directory above an indexed path: what its signature was made of.
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+/// A directory above an indexed path: what its signature was made of
+/// (kept as [`front_coded`] writes it).
+#[derive(Debug)]
 struct Dir {
-    #[serde(with = "serde_bytes")]
     path: Vec<u8>,
     signature: [u8; 16],
     /// Files with a copy beneath it, at any depth, and their bytes.
