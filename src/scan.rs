@@ -981,53 +981,108 @@ impl Excludes {
     }
 }
 
-/// The matchers of a directory's ignore files and of its parents' up to
-/// its root, parents first and, in a directory, `.gitignore`, `.ignore`,
-/// `.simdignore`.
-pub(crate) type Matchers = Arc<[Arc<ignore::gitignore::Gitignore>]>;
+/// The kinds of ignore file the walk reads, in the order of precedence
+/// `ignore` gives them when two kinds match a path: `.simdignore` (its
+/// custom name), `.ignore`, `.gitignore`, then a repository's
+/// `.git/info/exclude`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Kind {
+    Simd = 0,
+    Ignore = 1,
+    Git = 2,
+    Exclude = 3,
+}
+
+/// The ignore rules of a directory: its own ignore files' matchers and
+/// its parents' up to its root (parents first), and whether the walk
+/// enters it at all.
+#[derive(Clone)]
+pub(crate) struct DirRules {
+    layers: Arc<[(Kind, Arc<ignore::gitignore::Gitignore>)]>,
+    /// The walk never enters this directory: it, or a directory above it
+    /// (below the root), is ignored, so nothing under it is walked whatever
+    /// a `!` line further down says.
+    pruned: bool,
+}
+
+impl DirRules {
+    /// How the walk matches `path` (an entry of this directory): for each
+    /// kind of ignore file, the nearest directory's file that has a line
+    /// for it decides (its last such line), and of the kinds that do, the
+    /// first in [`Kind`]'s order (as `ignore`'s `Ignore::matched_ignore`,
+    /// which the walk runs, with `require_git(false)`).
+    pub(crate) fn matched(&self, path: &Path, is_dir: bool) -> ignore::Match<()> {
+        let mut found = [ignore::Match::None, ignore::Match::None, ignore::Match::None, ignore::Match::None];
+        for (kind, m) in self.layers.iter().rev() {
+            let slot = &mut found[*kind as usize];
+            if slot.is_none() {
+                *slot = m.matched(path, is_dir).map(|_| ());
+            }
+        }
+        let [simd, ignore, git, exclude] = found;
+        simd.or(ignore).or(git).or(exclude)
+    }
+
+    /// Whether the walk yields `path`, an entry of this directory.
+    pub(crate) fn walks(&self, path: &Path, is_dir: bool) -> bool {
+        !self.pruned && !self.matched(path, is_dir).is_ignore()
+    }
+}
 
 /// Ignore files by directory, read on first use: the daemon checks every
-/// path an event names with them, and the walk (whose own matching is
-/// `ignore`'s) the clutter a `!` line may keep ([`IgnoreFiles::keeps`]).
+/// path an event names with them, as the walk (whose own matching is
+/// `ignore`'s) would, and the walk the clutter a `!` line may keep
+/// ([`IgnoreFiles::keeps`]).
 #[derive(Default)]
 pub(crate) struct IgnoreFiles {
     /// A directory without ignore files shares its parent's list: a
     /// path's check is one lookup of its parent, where a lookup per parent
     /// was ~8 % of the daemon's main thread in a burst.
-    by_dir: HashMap<PathBuf, Matchers>,
+    by_dir: HashMap<PathBuf, DirRules>,
 }
 
 impl IgnoreFiles {
-    /// The matchers that apply in `d` (under `root`).
-    pub(crate) fn matchers(&mut self, d: &Path, root: &Path) -> Matchers {
+    /// The rules that apply in `d` (under `root`).
+    pub(crate) fn rules(&mut self, d: &Path, root: &Path) -> DirRules {
         if let Some(m) = self.by_dir.get(d) {
             return m.clone();
         }
-        let inherited = match d.parent().filter(|p| d != root && p.starts_with(root)) {
-            Some(p) => self.matchers(p, root),
-            None => Arc::from([]),
+        let parent = d.parent().filter(|p| d != root && p.starts_with(root));
+        let (inherited, pruned) = match parent {
+            Some(p) => {
+                let up = self.rules(p, root);
+                let pruned = !up.walks(d, true);
+                (up.layers, pruned)
+            }
+            None => (Arc::from([]), false),
         };
-        let own: Vec<_> = [".gitignore", ".ignore", ".simdignore"]
-            .iter()
-            .map(|n| d.join(n))
-            .filter(|f| f.is_file())
-            .map(|f| Arc::new(ignore::gitignore::Gitignore::new(f).0))
+        let own: Vec<_> = [(Kind::Git, ".gitignore"), (Kind::Ignore, ".ignore"), (Kind::Simd, ".simdignore")]
+            .into_iter()
+            .map(|(kind, name)| (kind, d.join(name)))
+            .chain(git_exclude(d).map(|f| (Kind::Exclude, f)))
+            .filter(|(_, f)| f.is_file())
+            .map(|(kind, f)| {
+                // Rooted at `d`, as `ignore` roots them (an exclude file's
+                // patterns are the repository's, not `.git/info`'s).
+                let mut b = ignore::gitignore::GitignoreBuilder::new(d);
+                b.add(&f);
+                let m = b.build().unwrap_or_else(|_| ignore::gitignore::Gitignore::empty());
+                (kind, Arc::new(m))
+            })
             .collect();
-        let m = if own.is_empty() { inherited } else { inherited.iter().cloned().chain(own).collect() };
-        self.by_dir.insert(d.to_path_buf(), m.clone());
-        m
+        let layers = if own.is_empty() { inherited } else { inherited.iter().cloned().chain(own).collect() };
+        let rules = DirRules { layers, pruned };
+        self.by_dir.insert(d.to_path_buf(), rules.clone());
+        rules
     }
 
     /// Whether a `!` line of the ignore files over `path` (a file under
     /// `root`) keeps it: clutter ([`is_clutter`]) is left out unless one
-    /// does (`!*.part` in a `.simdignore`). The nearest file's last
-    /// matching line decides, a `.simdignore` before the others of its
-    /// directory.
+    /// does (`!*.part` in a `.simdignore`), by the walk's own precedence
+    /// ([`DirRules::matched`]).
     pub(crate) fn keeps(&mut self, path: &Path, root: &Path) -> bool {
         let Some(parent) = path.parent().filter(|d| d.starts_with(root)) else { return false };
-        let matchers = self.matchers(parent, root);
-        let nearest = matchers.iter().rev().map(|m| m.matched(path, false)).find(|m| !m.is_none());
-        nearest.is_some_and(|m| m.is_whitelist())
+        self.rules(parent, root).matched(path, false).is_whitelist()
     }
 
     /// How many directories' lists are held.
@@ -1039,6 +1094,22 @@ impl IgnoreFiles {
     pub(crate) fn clear(&mut self) {
         self.by_dir.clear();
     }
+}
+
+/// The `info/exclude` of the repository whose `.git` is in `d`, found as
+/// `ignore` finds it (`resolve_git_commondir`): `.git` a directory, or a
+/// file naming the repository's (a worktree's) whose `commondir` names the
+/// shared one.
+fn git_exclude(d: &Path) -> Option<PathBuf> {
+    let dot_git = d.join(".git");
+    let meta = std::fs::metadata(&dot_git).ok()?;
+    if !meta.is_file() {
+        return Some(dot_git.join("info/exclude"));
+    }
+    let first_line = |p: &Path| std::fs::read_to_string(p).ok().and_then(|s| s.lines().next().map(str::to_string));
+    let real = PathBuf::from(first_line(&dot_git)?.strip_prefix("gitdir: ")?);
+    let common = first_line(&real.join("commondir"))?;
+    Some(if common.starts_with('.') { real.join(common) } else { PathBuf::from(common) }.join("info/exclude"))
 }
 
 /// Walks `roots` in parallel; sends new or changed files to `tx`, in

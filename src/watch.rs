@@ -372,8 +372,7 @@ impl Filter {
             return false;
         }
         let Some(parent) = path.parent().filter(|d| d.starts_with(root)) else { return true };
-        let matchers = self.ignores.matchers(parent, root);
-        !matchers.iter().any(|m| m.matched_path_or_any_parents(path, is_dir).is_ignore())
+        self.ignores.rules(parent, root).walks(path, is_dir)
     }
 
     /// Whether `path` lies where no walk goes whatever the ignore files
@@ -418,7 +417,7 @@ impl Filter {
                 let Some(r) = self.root_bytes.iter().position(|r| is_under(f, r)) else { continue };
                 let root = &self.roots[r];
                 if let Some(d) = path.parent().filter(|d| d.starts_with(root)) {
-                    self.ignores.matchers(d, root);
+                    self.ignores.rules(d, root);
                 }
             }
         }
@@ -1655,6 +1654,17 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                 twins.refresh(&mounts.text, &rescan_opts.roots);
                 twins.add_to(&mut batch);
             }
+            // A repository's `.git/info/exclude` is read as an ignore file
+            // (as the walk reads it), though nothing else under `.git` is
+            // followed: its change is taken before the prune drops it (the
+            // batch may be left with nothing else).
+            let exclude_changed =
+                batch.check.iter().chain(batch.renames.iter().flat_map(|(a, b)| [a, b])).any(|p| is_git_exclude(p));
+            if exclude_changed {
+                filter.reset();
+                ignores_changed.get_or_insert_with(Instant::now);
+                last_activity = Instant::now();
+            }
             filter.prune(&mut batch);
             // A large file being read that is removed or renamed over: its
             // read would be thrown away, so it is given up now. One renamed
@@ -2760,6 +2770,11 @@ fn remote_fs(mountinfo: &str, path: &Path) -> Option<String> {
 /// Whether `p` names an ignore file, which the walk and the daemon honour.
 fn is_ignore_file(p: &Path) -> bool {
     p.file_name().is_some_and(|n| n == ".gitignore" || n == ".ignore" || n == ".simdignore")
+}
+
+/// Whether `p` is a repository's `.git/info/exclude`.
+fn is_git_exclude(p: &Path) -> bool {
+    p.ends_with(".git/info/exclude")
 }
 
 /// A rename seen as one event: files whose content did not change move

@@ -638,6 +638,56 @@ fn the_daemon_honours_ignore_files_at_every_depth() {
     stop_with_sigterm(daemon);
 }
 
+/// The daemon weighs ignore files as the walk does (`ignore`'s rules): of
+/// the kinds of file, the nearest that has a line for a path decides, and
+/// a `.simdignore` outranks an `.ignore`, which outranks a `.gitignore`,
+/// which outranks the repository's `.git/info/exclude`. The daemon left a
+/// path out when any file's line ignored it, so a deeper `!` line of
+/// another kind was overruled, and it never read `.git/info/exclude`: the
+/// live index held files a fresh one did not, and lacked files it held.
+#[test]
+fn the_daemon_weighs_ignore_files_as_the_walk_does() {
+    let env = Env::new();
+    env.write(".gitignore", "*.log\nbuild/\nvendor/\n");
+    // An `.ignore` lets in what the `.gitignore` above it leaves out; a
+    // `.simdignore` lets a directory in, and then its files are walked.
+    env.write("docs/.ignore", "!keep.log\n");
+    env.write(".simdignore", "!build/\n");
+    // A directory left out is not walked, whatever a file inside says.
+    env.write("vendor/.ignore", "!*.txt\n");
+    env.write(".git/info/exclude", "*.tmp\n");
+    env.write("a.txt", text(1, 200));
+    let daemon = start(&env);
+    converges(&env, "start");
+    for (i, p) in
+        ["docs/keep.log", "docs/other.log", "build/out.txt", "vendor/lib.txt", "scratch.tmp", "docs/b.tmp", "notes.bak"]
+            .iter()
+            .enumerate()
+    {
+        env.write(p, text(10 + i as u64, 150));
+    }
+    converges(&env, "files under ignore files of each kind");
+    let paths = || -> Vec<String> {
+        let live = state(&env.db).unwrap().0;
+        live.iter().map(|(p, _)| String::from_utf8_lossy(p).into_owned()).collect()
+    };
+    let live = paths();
+    for kept in ["/docs/keep.log", "/build/out.txt", "/notes.bak"] {
+        assert!(live.iter().any(|p| p.ends_with(kept)), "{kept} is followed: {live:?}");
+    }
+    for ignored in ["other.log", "lib.txt", ".tmp"] {
+        assert!(!live.iter().any(|p| p.ends_with(ignored)), "{ignored} is ignored: {live:?}");
+    }
+    // The exclude file edited while the daemon runs: a file already
+    // indexed that it now leaves out goes, one it lets in comes.
+    env.write(".git/info/exclude", "*.bak\n");
+    converges(&env, "the repository's exclude file edited");
+    let live = paths();
+    assert!(!live.iter().any(|p| p.ends_with("/notes.bak")), "{live:?}");
+    assert!(live.iter().any(|p| p.ends_with("/scratch.tmp")), "{live:?}");
+    stop_with_sigterm(daemon);
+}
+
 /// A file renamed and then removed within a debounce, or moved into a
 /// directory removed within it: the debouncer keeps the rename under its
 /// new name and the removal replaces it there, so it handed over only the
