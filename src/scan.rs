@@ -1112,6 +1112,28 @@ fn git_exclude(d: &Path) -> Option<PathBuf> {
     Some(if common.starts_with('.') { real.join(common) } else { PathBuf::from(common) }.join("info/exclude"))
 }
 
+/// A walk of `root` that reads the ignore files as simd reads them, which
+/// the daemon's checks ([`DirRules`]) follow: hidden files walked, no ignore
+/// files above the root nor git's global one, `.simdignore` beside
+/// `.gitignore`, `.ignore` and `.git/info/exclude` (none with `no_ignore`),
+/// symbolic links not followed.
+fn ignoring_walker(root: &Path, no_ignore: bool) -> WalkBuilder {
+    let mut builder = WalkBuilder::new(root);
+    builder
+        .hidden(false)
+        .parents(false)
+        .git_global(false)
+        .git_exclude(!no_ignore)
+        .git_ignore(!no_ignore)
+        .ignore(!no_ignore)
+        .require_git(false)
+        .follow_links(false);
+    if !no_ignore {
+        builder.add_custom_ignore_filename(".simdignore");
+    }
+    builder
+}
+
 /// Walks `roots` in parallel; sends new or changed files to `tx`, in
 /// batches of up to [`WALK_BATCH`], and returns what needed no reading.
 pub fn walk(
@@ -1124,31 +1146,17 @@ pub fn walk(
     let Some((first, rest)) = roots.split_first() else {
         return Ok(WalkOutcome::default());
     };
-    let mut builder = WalkBuilder::new(first);
+    let mut builder = ignoring_walker(first, opts.no_ignore);
     for r in rest {
         builder.add(r);
     }
     let skip_dirs: Vec<PathBuf> = opts.skip_dirs.iter().chain(&opts.kernel_dirs).cloned().collect();
     let excludes = Excludes::new(roots, &opts.excludes)?;
-    builder
-        .hidden(false)
-        .parents(false)
-        .git_global(false)
-        .git_exclude(!opts.no_ignore)
-        .git_ignore(!opts.no_ignore)
-        .ignore(!opts.no_ignore)
-        .require_git(false)
-        .follow_links(false)
-        .same_file_system(opts.one_file_system)
-        .threads(opts.threads)
-        .filter_entry(move |e| {
-            let is_dir = e.file_type().is_some_and(|t| t.is_dir());
-            !(is_dir && (e.file_name() == ".git" || skip_dirs.iter().any(|d| d == e.path())))
-                && !excludes.as_ref().is_some_and(|x| x.excluded(e.path(), is_dir))
-        });
-    if !opts.no_ignore {
-        builder.add_custom_ignore_filename(".simdignore");
-    }
+    builder.same_file_system(opts.one_file_system).threads(opts.threads).filter_entry(move |e| {
+        let is_dir = e.file_type().is_some_and(|t| t.is_dir());
+        !(is_dir && (e.file_name() == ".git" || skip_dirs.iter().any(|d| d == e.path())))
+            && !excludes.as_ref().is_some_and(|x| x.excluded(e.path(), is_dir))
+    });
 
     let root_dirs: Vec<Arc<RootDir>> = roots.iter().filter_map(|r| RootDir::new(r)).collect();
     let root_dirs = &root_dirs;
@@ -1443,6 +1451,99 @@ mod tests {
     }
 
     use super::*;
+
+    /// The daemon's checks ([`DirRules`]) follow exactly the files the walk
+    /// yields, on trees of random ignore files of every kind at every
+    /// depth, `!` lines, directory patterns and nested repositories among
+    /// them: `ignore`'s walk is the reference.
+    #[test]
+    fn the_daemons_ignore_rules_follow_what_the_walk_yields() {
+        const LINES: &[&str] = &[
+            "*.log",
+            "!keep.log",
+            "*.tmp",
+            "!*.tmp",
+            "build/",
+            "!build/",
+            "b/",
+            "!b/",
+            "/x.txt",
+            "x.txt",
+            "c",
+            "!c",
+            "f",
+            "!f",
+            "e/*.txt",
+            "!e/x.txt",
+            "**/build/z.tmp",
+            "*",
+            "!*/",
+            "!*.txt",
+            "a/b",
+            "/build",
+            "!/build/",
+        ];
+        const DIRS: &[&str] = &["", "a", "a/b", "a/b/c", "a/build", "d", "d/e", "build", "build/b"];
+        const FILES: &[&str] = &["x.txt", "y.log", "keep.log", "z.tmp", "f"];
+        const KINDS: &[&str] = &[".gitignore", ".ignore", ".simdignore", ".git/info/exclude"];
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        let mut differed = Vec::new();
+        for case in 0..60 {
+            let t = tempfile::tempdir().unwrap();
+            let root = t.path().canonicalize().unwrap();
+            for d in DIRS {
+                std::fs::create_dir_all(root.join(d)).unwrap();
+                for f in FILES {
+                    std::fs::write(root.join(d).join(f), "text").unwrap();
+                }
+            }
+            for _ in 0..1 + next(6) {
+                let (d, kind) = (DIRS[next(DIRS.len())], KINDS[next(KINDS.len())]);
+                let file = root.join(d).join(kind);
+                std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+                let body: String = (0..1 + next(4)).map(|_| format!("{}\n", LINES[next(LINES.len())])).collect();
+                std::fs::write(&file, body).unwrap();
+            }
+            let mut walked: Vec<PathBuf> = ignoring_walker(&root, false)
+                .filter_entry(|e| e.file_name() != ".git")
+                .build()
+                .filter_map(Result::ok)
+                .filter(|e| e.file_type().is_some_and(|t| t.is_file()))
+                .map(|e| e.into_path())
+                .collect();
+            walked.sort();
+            let mut rules = IgnoreFiles::default();
+            let mut followed: Vec<PathBuf> = ignoring_walker(&root, true)
+                .filter_entry(|e| e.file_name() != ".git")
+                .build()
+                .filter_map(Result::ok)
+                .filter(|e| e.file_type().is_some_and(|t| t.is_file()))
+                .map(|e| e.into_path())
+                .filter(|p| rules.rules(p.parent().unwrap(), &root).walks(p, false))
+                .collect();
+            followed.sort();
+            if walked != followed {
+                let only = |a: &[PathBuf], b: &[PathBuf]| -> Vec<String> {
+                    a.iter()
+                        .filter(|p| !b.contains(p))
+                        .map(|p| p.strip_prefix(&root).unwrap().display().to_string())
+                        .collect()
+                };
+                differed.push(format!(
+                    "case {case}: walked only {:?}, followed only {:?}",
+                    only(&walked, &followed),
+                    only(&followed, &walked)
+                ));
+            }
+        }
+        assert!(differed.is_empty(), "{differed:#?}");
+    }
 
     #[test]
     fn clutter_is_told_by_its_name_and_documents_are_not_taken_for_it() {
