@@ -380,8 +380,7 @@ impl Filter {
     /// directory.
     fn never_walked(&self, path: &Path) -> bool {
         let pb = path.as_os_str().as_bytes();
-        self.skip_dirs.iter().chain(&self.kernel_dirs).any(|d| is_under(pb, d))
-            || path.components().any(|c| c.as_os_str() == ".git")
+        self.skip_dirs.iter().chain(&self.kernel_dirs).any(|d| is_under(pb, d)) || in_git_dir(path)
     }
 
     /// Takes out of `batch` the paths no walk goes to. The index's own
@@ -2770,6 +2769,17 @@ fn remote_fs(mountinfo: &str, path: &Path) -> Option<String> {
 /// Whether `p` names an ignore file, which the walk and the daemon honour.
 fn is_ignore_file(p: &Path) -> bool {
     p.file_name().is_some_and(|n| n == ".gitignore" || n == ".ignore" || n == ".simdignore")
+}
+
+/// Whether `path` is a `.git` directory or lies in one, which the walk
+/// never enters. A file named `.git` (a submodule's or a worktree's
+/// pointer to its repository) is walked as any file is, and so followed:
+/// only a path that ends in `.git` is looked at (one gone is not a
+/// directory the walk leaves out).
+fn in_git_dir(path: &Path) -> bool {
+    let mut parts = path.components().rev();
+    let last = parts.next().is_some_and(|c| c.as_os_str() == ".git");
+    parts.any(|c| c.as_os_str() == ".git") || (last && std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()))
 }
 
 /// Whether `p` is a repository's `.git/info/exclude`.

@@ -645,6 +645,7 @@ fn the_daemon_honours_ignore_files_at_every_depth() {
 /// path out when any file's line ignored it, so a deeper `!` line of
 /// another kind was overruled, and it never read `.git/info/exclude`: the
 /// live index held files a fresh one did not, and lacked files it held.
+/// Nor did it follow a file named `.git`, which the walk indexes.
 #[test]
 fn the_daemon_weighs_ignore_files_as_the_walk_does() {
     let env = Env::new();
@@ -657,8 +658,12 @@ fn the_daemon_weighs_ignore_files_as_the_walk_does() {
     env.write("vendor/.ignore", "!*.txt\n");
     env.write(".git/info/exclude", "*.tmp\n");
     env.write("a.txt", text(1, 200));
+    // A submodule's `.git` is a file naming its repository: walked, as any file.
+    env.write("sub/.git", "gitdir: ../.git/modules/sub\n");
     let daemon = start(&env);
     converges(&env, "start");
+    env.write("sub/.git", "gitdir: ../.git/modules/sub-moved\n");
+    converges(&env, "a submodule's .git file edited");
     for (i, p) in
         ["docs/keep.log", "docs/other.log", "build/out.txt", "vendor/lib.txt", "scratch.tmp", "docs/b.tmp", "notes.bak"]
             .iter()
