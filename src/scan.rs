@@ -1094,6 +1094,15 @@ impl IgnoreFiles {
     pub(crate) fn clear(&mut self) {
         self.by_dir.clear();
     }
+
+    /// Forgets the rules of directory `d` and of those under it, if `d`'s
+    /// are held (a directory's are held only with its parents'): a look
+    /// up for any other path, a file's, costs one probe.
+    pub(crate) fn forget_under(&mut self, d: &Path) {
+        if self.by_dir.remove(d).is_some() {
+            self.by_dir.retain(|k, _| !k.starts_with(d));
+        }
+    }
 }
 
 /// The `info/exclude` of the repository whose `.git` is in `d`, found as

@@ -427,6 +427,12 @@ impl Filter {
     fn reset(&mut self) {
         self.ignores.clear();
     }
+
+    /// Forgets the rules of `path` and of every directory under it, when
+    /// they are held: a directory there now is another one.
+    fn forget_dir(&mut self, path: &Path) {
+        self.ignores.forget_under(path);
+    }
 }
 
 /// Paths whose file-system events keep coming closer together than the
@@ -1655,14 +1661,19 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
             }
             // A repository's `.git/info/exclude` is read as an ignore file
             // (as the walk reads it), though nothing else under `.git` is
-            // followed: its change is taken before the prune drops it (the
-            // batch may be left with nothing else).
-            let exclude_changed =
-                batch.check.iter().chain(batch.renames.iter().flat_map(|(a, b)| [a, b])).any(|p| is_git_exclude(p));
-            if exclude_changed {
+            // followed: its change, or its `.git` or `info` directory
+            // made, moved or removed, is taken before the prune drops it
+            // (the batch may be left with nothing else).
+            let named = || batch.check.iter().chain(batch.renames.iter().flat_map(|(a, b)| [a, b]));
+            if named().any(|p| holds_git_exclude(p)) {
                 filter.reset();
                 ignores_changed.get_or_insert_with(Instant::now);
                 last_activity = Instant::now();
+            }
+            // A directory's rules are kept by its path: one moved, removed
+            // or made where another was takes their rules with it.
+            for p in named().chain(&batch.removed) {
+                filter.forget_dir(p);
             }
             filter.prune(&mut batch);
             // A large file being read that is removed or renamed over: its
@@ -2782,9 +2793,11 @@ fn in_git_dir(path: &Path) -> bool {
     parts.any(|c| c.as_os_str() == ".git") || (last && std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()))
 }
 
-/// Whether `p` is a repository's `.git/info/exclude`.
-fn is_git_exclude(p: &Path) -> bool {
-    p.ends_with(".git/info/exclude")
+/// Whether `p` is a repository's `.git/info/exclude`, or a directory
+/// that holds one (`.git`, `.git/info`): moved or removed, it takes the
+/// exclude file with it.
+fn holds_git_exclude(p: &Path) -> bool {
+    p.ends_with(".git/info/exclude") || p.ends_with(".git/info") || p.ends_with(".git")
 }
 
 /// A rename seen as one event: files whose content did not change move

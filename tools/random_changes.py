@@ -7,7 +7,12 @@ truncated, touched, hard-linked, copied, made unreadable for a moment
 (and changed meanwhile: files, and directories with files in them),
 replaced by a FIFO, written in several writes; directories made, moved
 (over an empty one too), moved out and back, copied and removed; symlinks
-(to files, directories, /usr and nowhere); large files (1-3 MB).
+(to files, directories, /usr and nowhere); large files (1-3 MB). With
+CHAOS_IGNORES=1, also ignore files written, edited and removed at any
+depth (`.gitignore`, `.ignore`, `.simdignore`, the tree's
+`.git/info/exclude`; `!` lines and directory patterns among their lines),
+so that the daemon's rules are held to the walk's under change (off by
+default, so that a seed makes the same changes as before).
 
 Usage (as a scenario of tools/converge_watch.py, in a scratch tree):
     tools/random_changes.py [SEED] [CHANGES]
@@ -53,9 +58,17 @@ def dirs():
 def newname(d, ext=".txt"):
     return os.path.join(d, f"n{R.randrange(10**6)}{R.choice([ext, ext, ' odd name', '.tmp', '-é'])}")
 
+# Lines of the ignore files CHAOS_IGNORES writes: names and directories
+# the changes above make, and `!` lines letting some back in.
+IGNORE_LINES = ["*.tmp", "!*.tmp", "s1/", "!s1/", "f1*.txt", "!f12*.txt", "dup*", "!dup1*", "n*",
+                "*odd name", "moved*/", "!*.txt", "*.txt", "/d2", "d3/s0/", "!s0/f2*"]
+IGNORE_KINDS = [".gitignore", ".ignore", ".simdignore", ".git/info/exclude"]
+IGNORES = os.environ.get("CHAOS_IGNORES") == "1"
+
+
 def op():
     fs, ds = files(), dirs()
-    k = R.randrange(29)
+    k = R.randrange(31 if IGNORES else 29)
     f = R.choice(fs) if fs else None
     d = R.choice(ds)
     if k == 0 or f is None:
@@ -167,6 +180,15 @@ def op():
             time.sleep(R.random() * 0.3)
         finally:
             os.chmod(d, 0o755)
+    elif k == 29:  # an ignore file written or edited (the exclude file is the tree's own)
+        kind = R.choice(IGNORE_KINDS)
+        p = os.path.join(root if kind.startswith(".git/") else d, kind)
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        open(p, "a" if R.random() < 0.5 else "w").write("".join(R.choice(IGNORE_LINES) + "\n" for _ in range(R.randrange(1, 4))))
+    elif k == 30:  # an ignore file removed
+        ps = [os.path.join(dd, n) for dd in ds for n in IGNORE_KINDS if os.path.isfile(os.path.join(dd, n))]
+        if ps:
+            os.remove(R.choice(ps))
     elif k == 21:  # fifo or symlink back to a file
         ps = [os.path.join(dd, x) for dd in ds for x in os.listdir(dd)
               if stat.S_ISFIFO(os.lstat(os.path.join(dd, x)).st_mode) or os.path.islink(os.path.join(dd, x))]

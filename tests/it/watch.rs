@@ -645,7 +645,9 @@ fn the_daemon_honours_ignore_files_at_every_depth() {
 /// path out when any file's line ignored it, so a deeper `!` line of
 /// another kind was overruled, and it never read `.git/info/exclude`: the
 /// live index held files a fresh one did not, and lacked files it held.
-/// Nor did it follow a file named `.git`, which the walk indexes.
+/// Nor did it follow a file named `.git`, which the walk indexes; and a
+/// directory's rules, kept by path, stayed with the path when another
+/// directory was moved there.
 #[test]
 fn the_daemon_weighs_ignore_files_as_the_walk_does() {
     let env = Env::new();
@@ -690,6 +692,30 @@ fn the_daemon_weighs_ignore_files_as_the_walk_does() {
     let live = paths();
     assert!(!live.iter().any(|p| p.ends_with("/notes.bak")), "{live:?}");
     assert!(live.iter().any(|p| p.ends_with("/scratch.tmp")), "{live:?}");
+    // The repository's `.git` moved away takes its exclude file along.
+    std::fs::rename(env.root.join(".git"), env.root.join("old-git")).unwrap();
+    converges(&env, "the repository's .git moved away");
+    assert!(paths().iter().any(|p| p.ends_with("/notes.bak")), "{:?}", paths());
+    // A directory's rules go with it: one moved in from outside the roots
+    // to where another was is weighed by its own ignore files, not by the
+    // rules the daemon held for the first.
+    env.write("x/a.md", text(30, 150));
+    converges(&env, "a directory");
+    env.write("x/d.md", text(31, 150));
+    converges(&env, "an event there (the daemon holds its rules)");
+    let outside = env.tmp.path().join("y");
+    std::fs::create_dir(&outside).unwrap();
+    std::fs::write(outside.join(".ignore"), "*.md\n").unwrap();
+    std::fs::write(outside.join("b.md"), text(32, 150)).unwrap();
+    std::fs::write(outside.join("keep.txt"), text(33, 150)).unwrap();
+    std::fs::rename(env.root.join("x"), env.root.join("x-old")).unwrap();
+    std::fs::rename(&outside, env.root.join("x")).unwrap();
+    converges(&env, "a directory moved in where another was");
+    let live = paths();
+    assert!(
+        !live.iter().any(|p| p.ends_with("/x/b.md")) && live.iter().any(|p| p.ends_with("/x/keep.txt")),
+        "{live:?}"
+    );
     stop_with_sigterm(daemon);
 }
 
