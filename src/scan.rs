@@ -1540,24 +1540,23 @@ mod tests {
                 let body: String = (0..1 + next(4)).map(|_| format!("{}\n", LINES[next(LINES.len())])).collect();
                 std::fs::write(&file, body).unwrap();
             }
-            let mut walked: Vec<PathBuf> = ignoring_walker(&root, false)
-                .filter_entry(|e| e.file_name() != ".git")
-                .build()
-                .filter_map(Result::ok)
-                .filter(|e| e.file_type().is_some_and(|t| t.is_file()))
-                .map(|e| e.into_path())
-                .collect();
-            walked.sort();
+            // The files a walk yields, sorted: with the ignore files read,
+            // or every file there is.
+            let files = |no_ignore| -> Vec<PathBuf> {
+                let mut files: Vec<PathBuf> = ignoring_walker(&root, no_ignore)
+                    .filter_entry(|e| e.file_name() != ".git")
+                    .build()
+                    .filter_map(Result::ok)
+                    .filter(|e| e.file_type().is_some_and(|t| t.is_file()))
+                    .map(|e| e.into_path())
+                    .collect();
+                files.sort();
+                files
+            };
+            let walked = files(false);
             let mut rules = IgnoreFiles::default();
-            let mut followed: Vec<PathBuf> = ignoring_walker(&root, true)
-                .filter_entry(|e| e.file_name() != ".git")
-                .build()
-                .filter_map(Result::ok)
-                .filter(|e| e.file_type().is_some_and(|t| t.is_file()))
-                .map(|e| e.into_path())
-                .filter(|p| rules.rules(p.parent().unwrap(), &root).walks(p, false))
-                .collect();
-            followed.sort();
+            let followed: Vec<PathBuf> =
+                files(true).into_iter().filter(|p| rules.rules(p.parent().unwrap(), &root).walks(p, false)).collect();
             if walked != followed {
                 let only = |a: &[PathBuf], b: &[PathBuf]| -> Vec<String> {
                     a.iter()

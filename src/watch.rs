@@ -1659,13 +1659,17 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
                 twins.refresh(&mounts.text, &rescan_opts.roots);
                 twins.add_to(&mut batch);
             }
-            // A repository's `.git/info/exclude` is read as an ignore file
-            // (as the walk reads it), though nothing else under `.git` is
-            // followed: its change, or its `.git` or `info` directory
-            // made, moved or removed, is taken before the prune drops it
-            // (the batch may be left with nothing else).
+            // An ignore file written, edited or removed changes which files
+            // are followed, and the files themselves raise no event: a
+            // rescan once things settle (one for a burst of them) drops
+            // those now left out (without ghosts) and reads those let in.
+            // A repository's `.git/info/exclude` is one (the walk reads
+            // it), though nothing else under `.git` is followed: its
+            // change, or its `.git` or `info` directory made, moved or
+            // removed, is taken here, before the prune drops it (the batch
+            // may be left with nothing else).
             let named = || batch.check.iter().chain(batch.renames.iter().flat_map(|(a, b)| [a, b]));
-            if named().any(|p| holds_git_exclude(p)) {
+            if named().any(|p| is_ignore_file(p) || holds_git_exclude(p)) {
                 filter.reset();
                 ignores_changed.get_or_insert_with(Instant::now);
                 last_activity = Instant::now();
@@ -1728,13 +1732,6 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
             root_touched.extend(touched);
             let named: Vec<&PathBuf> =
                 batch.check.iter().chain(batch.renames.iter().flat_map(|(a, b)| [a, b])).collect();
-            // An ignore file written, edited or removed changes which files
-            // are followed, and the files themselves raise no event: a
-            // rescan once things settle (one for a burst of them) drops
-            // those now left out (without ghosts) and reads those let in.
-            if ignores_changed.is_none() && named.iter().any(|p| is_ignore_file(p)) {
-                ignores_changed = Some(Instant::now());
-            }
             last_activity = Instant::now();
             // A file-system event, not a rescan asked for: monitoring reads
             // it to learn whether events still come.
