@@ -1679,6 +1679,24 @@ pub fn watch(store: &Store, opts: &WatchOptions, stop: Arc<AtomicBool>) -> Resul
             for p in named().chain(&batch.removed) {
                 filter.forget_dir(p);
             }
+            // A file written through a name no walk takes (under `.git`, in
+            // a directory an ignore file leaves out) whose other names are
+            // indexed: those changed too, and raise no event of their own.
+            let unfollowed: Vec<(PathBuf, u64)> = (batch.written.iter())
+                .filter(|p| !filter.follows(p, false))
+                .filter_map(|p| {
+                    let m = std::fs::symlink_metadata(p).ok().filter(|m| m.is_file() && m.nlink() > 1)?;
+                    Some((p.clone(), m.ino()))
+                })
+                .collect();
+            if !unfollowed.is_empty() {
+                for other in writer.other_names(&unfollowed)? {
+                    if filter.follows(&other, false) {
+                        batch.written.insert(other.clone());
+                        batch.check.insert(other);
+                    }
+                }
+            }
             filter.prune(&mut batch);
             // A large file being read that is removed or renamed over: its
             // read would be thrown away, so it is given up now. One renamed

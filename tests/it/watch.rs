@@ -692,6 +692,14 @@ fn the_daemon_weighs_ignore_files_as_the_walk_does() {
     let live = paths();
     assert!(!live.iter().any(|p| p.ends_with("/notes.bak")), "{live:?}");
     assert!(live.iter().any(|p| p.ends_with("/scratch.tmp")), "{live:?}");
+    // A file written through a hard link where no walk goes (`.git`, a
+    // directory left out): its indexed name changed too.
+    use std::io::Write;
+    for (walked, link) in [("a.txt", ".git/a-link"), ("build/out.txt", "vendor/out-link")] {
+        std::fs::hard_link(env.root.join(walked), env.root.join(link)).unwrap();
+        std::fs::OpenOptions::new().append(true).open(env.root.join(link)).unwrap().write_all(b"more\n").unwrap();
+    }
+    converges(&env, "files written through hard links no walk takes");
     // The repository's `.git` moved away takes its exclude file along.
     std::fs::rename(env.root.join(".git"), env.root.join("old-git")).unwrap();
     converges(&env, "the repository's .git moved away");
