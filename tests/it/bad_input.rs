@@ -142,6 +142,31 @@ fn fifos_sockets_devices_and_symlinks_are_never_opened() {
     env.check();
 }
 
+/// An ignore file that is not a regular file (a FIFO, a link to one) is
+/// passed over as a missing one is. Opened, a FIFO blocked the walk for
+/// ever (`ignore`'s `File::open`, patched in `vendor/ignore`): a daemon
+/// restarted on such a tree never became ready (random changes, session 80).
+#[test]
+fn ignore_files_that_are_fifos_are_passed_over() {
+    let env = Env::new();
+    env.write(".simdignore", "*.log\n");
+    for (i, p) in ["a.txt", "x.log", "docs/b.txt", "docs/sub/c.txt", "repo/d.txt"].iter().enumerate() {
+        env.write(p, text(1 + i as u64, 300));
+    }
+    std::fs::create_dir_all(env.root.join("repo/.git/info")).unwrap();
+    for fifo in ["docs/.gitignore", "repo/.git/info/exclude"] {
+        assert!(Std::new("mkfifo").arg(env.root.join(fifo)).status().unwrap().success());
+    }
+    std::os::unix::fs::symlink("../.gitignore", env.root.join("docs/sub/.ignore")).unwrap();
+    env.simd().args(["-q", "index"]).arg(&env.root).timeout(std::time::Duration::from_secs(60)).assert().success();
+    let indexed: Vec<String> = env.files().into_iter().map(|(p, _)| String::from_utf8(p).unwrap()).collect();
+    for want in ["/a.txt", "/docs/b.txt", "/docs/sub/c.txt", "/repo/d.txt"] {
+        assert!(indexed.iter().any(|p| p.ends_with(want)), "{want}: {indexed:?}");
+    }
+    assert!(!indexed.iter().any(|p| p.ends_with(".log")), "the regular ignore file still counts: {indexed:?}");
+    env.check();
+}
+
 /// The kernel's own file systems hold no documents, and their files'
 /// sizes are not their contents (/proc's were indexed as empty files):
 /// a root on one is refused before any index is made, and one mounted
