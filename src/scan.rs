@@ -1136,7 +1136,20 @@ fn own_ignore_files(d: &Path) -> Vec<(Kind, PathBuf)> {
 /// (`resolve_git_commondir`): its `gitdir: ` line names the repository,
 /// whose `commondir` names the shared one.
 fn worktree_exclude(dot_git: &Path) -> Option<PathBuf> {
-    let first_line = |p: &Path| std::fs::read_to_string(p).ok().and_then(|s| s.lines().next().map(str::to_string));
+    // As the walk's `ignore` reads them (`vendor/ignore/PATCHES.md`): a
+    // regular file's first line, opened non-blocking (a FIFO there blocked
+    // the walk for ever).
+    let first_line = |p: &Path| -> Option<String> {
+        use std::io::BufRead;
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut options = std::fs::OpenOptions::new();
+        options.read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY);
+        let file = options.open(p).ok().filter(|f| f.metadata().is_ok_and(|m| m.is_file()))?;
+        let mut line = String::new();
+        std::io::BufReader::new(file).read_line(&mut line).ok()?;
+        let line = line.strip_suffix('\n').map_or(&line[..], |l| l.strip_suffix('\r').unwrap_or(l));
+        Some(line.to_string())
+    };
     let real = PathBuf::from(first_line(dot_git)?.strip_prefix("gitdir: ")?);
     let common = first_line(&real.join("commondir"))?;
     Some(if common.starts_with('.') { real.join(common) } else { PathBuf::from(common) }.join("info/exclude"))
@@ -1481,6 +1494,35 @@ mod tests {
     }
 
     use super::*;
+
+    /// A worktree's `.git` file names its repository, whose `commondir`
+    /// names where `info/exclude` lies: read as the walk reads them, a
+    /// regular file's first line, and a FIFO in either place is passed over
+    /// rather than blocking the daemon for ever in its open.
+    #[test]
+    fn a_worktrees_exclude_file_is_found_and_fifos_are_passed_over() {
+        let tmp = tempfile::tempdir().unwrap();
+        let real = tmp.path().join("repo/.git/worktrees/w");
+        std::fs::create_dir_all(&real).unwrap();
+        std::fs::write(real.join("commondir"), "../..\r\n").unwrap();
+        let dot_git = tmp.path().join("w/.git");
+        std::fs::create_dir_all(dot_git.parent().unwrap()).unwrap();
+        std::fs::write(&dot_git, format!("gitdir: {}\nmore\n", real.display())).unwrap();
+        assert_eq!(worktree_exclude(&dot_git), Some(real.join("../..").join("info/exclude")));
+        let fifo = |p: &Path| {
+            std::fs::remove_file(p).unwrap();
+            assert!(std::process::Command::new("mkfifo").arg(p).status().unwrap().success());
+        };
+        fifo(&real.join("commondir"));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let d = dot_git.clone();
+        std::thread::spawn(move || tx.send(worktree_exclude(&d)).unwrap());
+        assert_eq!(rx.recv_timeout(std::time::Duration::from_secs(30)), Ok(None), "a FIFO commondir");
+        fifo(&dot_git);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(worktree_exclude(&dot_git)).unwrap());
+        assert_eq!(rx.recv_timeout(std::time::Duration::from_secs(30)), Ok(None), "a FIFO .git");
+    }
 
     /// The daemon's checks ([`DirRules`]) follow exactly the files the walk
     /// yields, on trees of random ignore files of every kind at every
