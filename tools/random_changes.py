@@ -12,7 +12,9 @@ CHAOS_IGNORES=1, also ignore files written, edited and removed at any
 depth (`.gitignore`, `.ignore`, `.simdignore`, the tree's
 `.git/info/exclude`; `!` lines and directory patterns among their lines),
 so that the daemon's rules are held to the walk's under change (off by
-default, so that a seed makes the same changes as before).
+default, so that a seed makes the same changes as before). With
+CHAOS_NAMES=1, one new name in four is odder (not UTF-8, a newline, glob
+and ignore-file characters, 255 bytes long).
 
 Usage (as a scenario of tools/converge_watch.py, in a scratch tree):
     tools/random_changes.py [SEED] [CHANGES]
@@ -55,7 +57,17 @@ def dirs():
         out += [os.path.join(d, x) for x in ds if not os.path.islink(os.path.join(d, x))]
     return out
 
+# With CHAOS_NAMES=1, one new name in four is odder: bytes that are not
+# UTF-8, a newline, a backslash, characters that ignore files and globs
+# give a meaning to, and names of 255 bytes (off by default, so that a seed
+# makes the same changes as before).
+NAMES = os.environ.get("CHAOS_NAMES") == "1"
+ODD = [" \udcff\udcfe.txt", "new\nline.txt", "back\\slash.txt", "[ab]*?.txt", "#hash.txt", "!bang.txt",
+       " trailing ", "\t\x01ctl.txt", "x" * 240 + ".txt"]
+
 def newname(d, ext=".txt"):
+    if NAMES and R.random() < 0.25:
+        return os.path.join(d, f"n{R.randrange(10**6)}{R.choice(ODD)}")
     return os.path.join(d, f"n{R.randrange(10**6)}{R.choice([ext, ext, ' odd name', '.tmp', '-é'])}")
 
 # Lines of the ignore files CHAOS_IGNORES writes: names and directories
